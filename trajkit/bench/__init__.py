@@ -1,0 +1,1 @@
+"""Benchmarks runnable as ``trajkit bench NAME`` (see benchmarks/ for script wrappers)."""

@@ -1,0 +1,1 @@
+"""The ``trajkit`` command tree. Thin: it parses flags and calls library functions."""

@@ -1,0 +1,26 @@
+"""``trajkit bench NAME``: run a benchmark from :mod:`trajkit.bench` (table on stdout, JSON on request).
+
+Each benchmark module under ``trajkit/bench`` exposes ``DESCRIPTION``, ``add_arguments(parser)`` and
+``run(args) -> int``; ``benchmarks/bench_NAME.py`` are thin scripts calling the same code.
+"""
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS = ("traces", "generate", "train")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="run a side-by-side benchmark (prints a table, writes JSON)",
+                       description="Run a benchmark. Example: trajkit bench traces --rows 2000 --json out.json")
+    bsub = p.add_subparsers(dest="bench", metavar="NAME")
+    for name in BENCHMARKS:
+        try:
+            module = importlib.import_module(f"trajkit.bench.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"trajkit.bench.{name}":
+                continue
+            raise
+        bp = bsub.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
+        module.add_arguments(bp)
+        bp.set_defaults(handler=module.run)

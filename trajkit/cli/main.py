@@ -1,0 +1,53 @@
+"""Entry point of the ``trajkit`` console script.
+
+Each command group lives in its own module exposing ``register(subparsers)``; a command's handler
+returns an exit code. Library errors (:class:`trajkit.errors.TrajkitError`) become one line on stderr
+and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from trajkit.errors import TrajkitError
+
+# Module names under trajkit.cli that register a command group; a missing optional one is skipped.
+COMMAND_MODULES = ("traces", "generate", "bench", "train", "serve", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trajkit",
+        description="Agentic RL post-training toolkit: traces, exact speculative rollouts, GRPO training.",
+        epilog="Example: trajkit traces stats data.jsonl --json",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"trajkit.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"trajkit.cli.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        return int(args.handler(args) or 0)
+    except TrajkitError as exc:
+        print(f"trajkit: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Dataclass configs: one source of truth for defaults, shared by Python callers, YAML files and CLI flags.
+
+``from_dict`` rejects unknown keys with a message naming them; ``add_arguments`` derives argparse flags
+from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads them back.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from trajkit.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def check_keys(cls: type, keys, where: str = "") -> None:
+    """Raise ConfigError naming every key that ``cls`` does not declare, with close matches."""
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in keys if k not in known]
+    if not unknown:
+        return
+    parts = []
+    for k in unknown:
+        close = difflib.get_close_matches(k, known, n=1)
+        parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    loc = f" in {where}" if where else ""
+    raise ConfigError(f"unknown key(s) for {cls.__name__}{loc}: {', '.join(parts)}; "
+                      f"known keys: {', '.join(known)}")
+
+
+def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+    """Build ``cls`` from a plain dict, recursing into nested dataclass fields; unknown keys raise."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{cls.__name__}{' in ' + where if where else ''} must be a mapping, got {type(data).__name__}")
+    check_keys(cls, data.keys(), where)
+    types_ = _field_types(cls)
+    kwargs = {}
+    for key, value in data.items():
+        tp = types_[key]
+        if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+            value = from_dict(tp, value, f"{where}.{key}" if where else key)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _scalar_type(tp: Any):
+    """(argparse type callable, choices) for a field annotation; None when not flag-able."""
+    origin = get_origin(tp)
+    if origin is Literal:
+        choices = get_args(tp)
+        return type(choices[0]), list(choices)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return _scalar_type(args[0])
+        return None
+    if tp in (int, float, str):
+        return tp, None
+    if tp is bool:
+        return _parse_bool, None
+    return None
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def _help_for(cls: type, name: str) -> str:
+    doc = getattr(cls, "__field_docs__", {}) or {}
+    return doc.get(name, "")
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type, prefix: str = "") -> None:
+    """Add one ``--flag`` per scalar field of ``cls``; defaults are shown but taken from the dataclass."""
+    for f in dataclasses.fields(cls):
+        parsed = _scalar_type(_field_types(cls)[f.name])
+        if parsed is None:
+            continue
+        kind, choices = parsed
+        default = f.default if f.default is not dataclasses.MISSING else None
+        flag = "--" + (prefix + f.name).replace("_", "-")
+        help_ = _help_for(cls, f.name)
+        parser.add_argument(flag, dest=prefix + f.name, type=kind, choices=choices, default=None,
+                            help=f"{help_} (default: {default})".strip())
+
+
+def from_args(cls: type[T], args: argparse.Namespace, prefix: str = "", **extra: Any) -> T:
+    """Build ``cls`` from flags added by :func:`add_arguments`; flags left unset keep dataclass defaults."""
+    kwargs = dict(extra)
+    for f in dataclasses.fields(cls):
+        value = getattr(args, prefix + f.name, None)
+        if value is not None:
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``a.b=3`` -> (["a", "b"], 3); the value is parsed as YAML so numbers and booleans keep their type."""
+    import yaml
+
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key=value (e.g. rl.lr=1e-5)")
+    key, raw = text.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(raw)
