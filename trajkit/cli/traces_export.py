@@ -1,0 +1,6 @@
+"""``trajkit traces export``."""
+from __future__ import annotations
+
+
+def register(tsub, add_common) -> None:
+    return None

@@ -1,0 +1,1 @@
+"""Agent reasoning traces: model, parsers, loaders, metrics, plots, report, SFT export, filters."""

@@ -1,0 +1,167 @@
+"""Read traces from JSONL / JSON / Parquet files (optionally gzipped) or Hugging Face ``datasets``.
+
+Everything streams: rows are parsed one at a time, so memory does not grow with the corpus.
+Each row is detected as Hermes ShareGPT (``conversations``) or OpenAI chat (``messages``).
+
+Bad input never loses the valid rows around it: in lenient mode (default) a row that cannot be read is
+reported through ``on_error`` (an :class:`~trajkit.errors.InputError` naming ``FILE:ROW`` and the field)
+and skipped; with ``strict=True`` the first such row raises.
+
+Sources:
+* a path: ``*.jsonl``, ``*.jsonl.gz``, ``*.json`` (a list of rows, or one row), ``*.parquet``;
+* ``hf:NAME[:CONFIG[:SPLIT]]``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT, streaming=True)``
+  -- NAME may be a hub id (``hf:lambda/hermes-agent-reasoning-traces:kimi``) or a local folder laid out
+  like a hub dataset repo.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import orjson
+
+from trajkit.errors import InputError
+from trajkit.traces.hermes import parse_row
+from trajkit.traces.model import Trace
+from trajkit.traces.openai import from_openai
+
+ErrorHandler = Callable[[InputError], None]
+
+
+@dataclass
+class RawRow:
+    """One row before parsing: where it came from and its decoded value (or the decode error)."""
+
+    path: str
+    row: int  # 1-based line (JSONL) or row number (JSON list, Parquet, datasets)
+    value: Any = None
+    error: str | None = None
+    nbytes: int = 0
+
+
+def source_label(spec: str) -> str:
+    """A short name for a source: the config of ``hf:NAME:CONFIG``, else the file name stem."""
+    if spec.startswith("hf:"):
+        parts = spec[3:].split(":")
+        return parts[1] if len(parts) > 1 and parts[1] else parts[0].rstrip("/").split("/")[-1]
+    name = Path(spec).name
+    for suffix in (".gz", ".jsonl", ".json", ".parquet"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def iter_raw(spec: str) -> Iterator[RawRow]:
+    """Decoded rows of one source, in order."""
+    if spec.startswith("hf:"):
+        yield from _iter_hf(spec)
+        return
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("no such file", path=spec, hint="check the path, or use hf:NAME:CONFIG for datasets")
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".parquet"):
+        yield from _iter_parquet(spec)
+    elif name.endswith(".json"):
+        yield from _iter_json(spec)
+    else:
+        yield from _iter_jsonl(spec)
+
+
+def _open_bytes(spec: str) -> io.BufferedIOBase:
+    return gzip.open(spec, "rb") if spec.endswith(".gz") else open(spec, "rb")
+
+
+def _iter_jsonl(spec: str) -> Iterator[RawRow]:
+    with _open_bytes(spec) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield RawRow(spec, lineno, orjson.loads(line), nbytes=len(line))
+            except orjson.JSONDecodeError as exc:
+                yield RawRow(spec, lineno, error=f"invalid JSON ({exc})", nbytes=len(line))
+
+
+def _iter_json(spec: str) -> Iterator[RawRow]:
+    with _open_bytes(spec) as fh:
+        data = fh.read()
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc})", path=spec, hint="a .json file holds one row or a list of rows; "
+                         "use .jsonl for one row per line") from None
+    rows = value if isinstance(value, list) else value.get("data", [value]) if isinstance(value, dict) else [value]
+    per_row = len(data) // max(len(rows), 1)
+    for i, item in enumerate(rows, 1):
+        yield RawRow(spec, i, item, nbytes=per_row)
+
+
+def _iter_parquet(spec: str) -> Iterator[RawRow]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(spec)
+    row = 0
+    for batch in pf.iter_batches(batch_size=256):
+        for item in batch.to_pylist():
+            row += 1
+            yield RawRow(spec, row, item)
+
+
+def _iter_hf(spec: str) -> Iterator[RawRow]:
+    import datasets
+
+    parts = spec[3:].split(":")
+    name, config = parts[0], (parts[1] or None) if len(parts) > 1 else None
+    split = parts[2] if len(parts) > 2 else "train"
+    try:
+        ds = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as exc:  # datasets raises many types; turn them into one clear line
+        raise InputError(f"cannot load dataset: {type(exc).__name__}: {exc}", path=spec,
+                         hint="check NAME/CONFIG/SPLIT; offline machines need a local folder") from None
+    for i, item in enumerate(ds, 1):
+        yield RawRow(spec, i, item)
+
+
+def parse_raw(raw: RawRow, source: str | None = None) -> Trace:
+    """Parse one decoded row (Hermes or OpenAI); raises :class:`InputError` naming file and row."""
+    if raw.error is not None:
+        raise InputError(raw.error, path=raw.path, row=raw.row, hint="fix or remove this line")
+    value = raw.value
+    try:
+        if isinstance(value, dict) and "messages" in value and "conversations" not in value:
+            return from_openai(value["messages"], value.get("tools"), id=str(value.get("id", "")),
+                               source=source, category=value.get("category"),
+                               subcategory=value.get("subcategory"), task=value.get("task"))
+        return parse_row(value, source=source)
+    except InputError as exc:
+        raise InputError(exc.message, path=raw.path, row=raw.row, field=exc.field, hint=exc.hint) from None
+
+
+def iter_traces(specs: Iterable[str], *, strict: bool = False, on_error: ErrorHandler | None = None,
+                on_row: Callable[[RawRow], None] | None = None) -> Iterator[Trace]:
+    """Traces from every source in order; bad rows go to ``on_error`` (or raise when ``strict``)."""
+    for spec in specs:
+        label = source_label(spec)
+        for raw in iter_raw(spec):
+            if on_row is not None:
+                on_row(raw)
+            try:
+                yield parse_raw(raw, label)
+            except InputError as exc:
+                if strict or on_error is None:
+                    raise
+                on_error(exc)
+
+
+def total_bytes(specs: Iterable[str]) -> int | None:
+    """Sum of file sizes (for progress bars); None when a source is not a local file."""
+    total = 0
+    for spec in specs:
+        if spec.startswith("hf:") or not os.path.exists(spec):
+            return None
+        total += os.path.getsize(spec)
+    return total

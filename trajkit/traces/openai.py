@@ -1,0 +1,169 @@
+"""OpenAI chat messages <-> :class:`Trace`.
+
+Input messages: ``{"role", "content"}``; assistant messages may carry ``reasoning_content`` (or
+``reasoning``) and ``tool_calls: [{"id", "type": "function", "function": {"name", "arguments": str}}]``;
+tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is stored in canonical Hermes
+form (reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks, each tool message -> one
+``<tool_response>`` block), so one set of metrics, plots and exports serves both formats.
+
+``to_openai`` goes the other way for SFT export. Conversions are lossless for well-formed traces:
+``from_openai(*to_openai(t))`` has the same structure as ``t``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import orjson
+
+from trajkit.errors import InputError
+from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
+from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
+from trajkit.traces.model import Message, Segment, ToolCall, ToolResponse, Trace
+from trajkit.traces.tools import normalize_tools
+
+SystemPolicy = Literal["keep", "drop", "auto"]
+MalformedPolicy = Literal["error", "as_text"]
+
+
+def _content_text(content: Any, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise InputError(f"content is {type(content).__name__}, expected a string or content parts", field=where)
+
+
+def from_openai(messages: Any, tools: Any = None, *, id: str = "", source: str | None = None,
+                **meta: Any) -> Trace:
+    """Build a trace from OpenAI chat messages (raises :class:`InputError` naming the bad field)."""
+    if not isinstance(messages, list):
+        raise InputError("missing or not a list", field="messages", hint="expected [{role, content}, ...]")
+    out = [_from_openai_message(m, i) for i, m in enumerate(messages)]
+    trace = Trace(id=id, messages=out, source=source, format="openai",
+                  category=meta.get("category"), subcategory=meta.get("subcategory"), task=meta.get("task"))
+    if tools:
+        try:
+            trace.tools = normalize_tools(tools)
+        except ValueError as exc:
+            raise InputError(str(exc), field="tools") from None
+    return trace
+
+
+def _from_openai_message(msg: Any, i: int) -> Message:
+    if not isinstance(msg, dict):
+        raise InputError(f"message is a {type(msg).__name__}", field=f"messages[{i}]")
+    role = msg.get("role")
+    text = _content_text(msg.get("content"), f"messages[{i}].content")
+    if role in ("system", "developer", "user"):
+        return Message("user" if role == "user" else "system", [Segment("text", text)] if text else [])
+    if role == "assistant":
+        return _assistant(msg, text, i)
+    if role == "tool":
+        return _tool(msg, text)
+    raise InputError(f"unknown role {role!r}", field=f"messages[{i}].role",
+                     hint="expected system, user, assistant or tool")
+
+
+def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
+    segments: list[Segment] = []
+    reasoning = msg.get("reasoning_content", msg.get("reasoning"))
+    if isinstance(reasoning, str):
+        segments.append(Segment("think", f"<think>\n{reasoning}\n</think>\n"))
+    if text:
+        segments.append(Segment("text", text))
+    calls: list[ToolCall] = []
+    for k, tc in enumerate(msg.get("tool_calls") or []):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict):
+            raise InputError("tool call has no function object", field=f"messages[{i}].tool_calls[{k}]")
+        args = fn.get("arguments")
+        args_json = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        body = f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}'
+        call = parse_call_body(body)
+        call.id = tc.get("id")
+        if segments:
+            segments.append(Segment("text", "\n"))
+        segments.append(Segment("tool_call", f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}", len(calls)))
+        calls.append(call)
+    return Message("assistant", segments, tool_calls=calls)
+
+
+def _tool(msg: dict[str, Any], text: str) -> Message:
+    result, _ = decode_json_text(text)
+    resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
+                        failed=result_failed(result), exit_code=result_exit_code(result),
+                        truncated=result_truncated(result))
+    envelope = json.dumps({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result},
+                          ensure_ascii=False)
+    return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
+                   tool_responses=[resp])
+
+
+def tools_to_openai(trace: Trace) -> list[dict[str, Any]]:
+    """The trace's tools as OpenAI tool definitions."""
+    return [{"type": "function", "function": dict(spec)} for spec in trace.tools.values()]
+
+
+def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
+              malformed: MalformedPolicy = "error") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(messages, tools) in OpenAI form.
+
+    ``system="auto"`` drops a system message that holds the ``<tools>`` block (the tools travel in
+    ``tools`` and the chat template renders them again); ``"keep"``/``"drop"`` do what they say.
+    Malformed calls cannot be OpenAI ``tool_calls``: ``malformed="error"`` raises :class:`InputError`,
+    ``"as_text"`` keeps the raw block in the assistant content.
+    """
+    out: list[dict[str, Any]] = []
+    last_ids: list[str] = []
+    for i, msg in enumerate(trace.messages):
+        if msg.role == "system":
+            if system == "keep" or (system == "auto" and "<tools>" not in msg.text):
+                out.append({"role": "system", "content": msg.text})
+        elif msg.role == "user":
+            out.append({"role": "user", "content": msg.text})
+        elif msg.role == "assistant":
+            entry, last_ids = _assistant_to_openai(msg, i, trace.id, malformed)
+            out.append(entry)
+        else:
+            out.extend(_tool_to_openai(msg, last_ids))
+            last_ids = []
+    return out, tools_to_openai(trace)
+
+
+def _assistant_to_openai(msg: Message, i: int, trace_id: str, malformed: MalformedPolicy):
+    content = msg.narration
+    calls, ids = [], []
+    for k, call in enumerate(msg.tool_calls):
+        if not call.ok:
+            if malformed == "error":
+                raise InputError(f"malformed tool call ({call.error}) cannot become an OpenAI tool_call",
+                                 row=None, field=f"messages[{i}].tool_calls[{k}]",
+                                 hint="filter malformed rows first or use malformed='as_text'")
+            content = (content + "\n" if content else "") + f"{CALL_OPEN}{call.body}{CALL_CLOSE}"
+            continue
+        call_id = call.id or f"call_{i}_{k}"
+        ids.append(call_id)
+        calls.append({"id": call_id, "type": "function",
+                      "function": {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()}})
+    entry: dict[str, Any] = {"role": "assistant", "content": content}
+    if msg.think is not None:
+        entry["reasoning_content"] = msg.think
+    if calls:
+        entry["tool_calls"] = calls
+    return entry, ids
+
+
+def _tool_to_openai(msg: Message, call_ids: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for k, resp in enumerate(msg.tool_responses):
+        result = resp.result
+        content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        entry = {"role": "tool", "content": content,
+                 "tool_call_id": call_ids[k] if k < len(call_ids) else (resp.tool_call_id or f"orphan_{k}")}
+        if resp.name:
+            entry["name"] = resp.name
+        out.append(entry)
+    return out

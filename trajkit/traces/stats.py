@@ -1,0 +1,163 @@
+"""Aggregate :class:`~trajkit.traces.metrics.TraceMetrics` over a corpus, split by group.
+
+Memory is bounded by the number of traces times a few integers (per-trace values kept for exact
+percentiles), never by the corpus text: traces are folded in one at a time and dropped.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trajkit.traces.metrics import COUNT_KEYS, TraceMetrics
+from trajkit.traces.model import Trace
+
+GROUP_FIELDS = ("category", "subcategory", "source")
+DIST_KEYS = ("turns", "tool_calls", "think_words", "think_words_per_turn", "parallel_width", "messages")
+
+
+def distribution(values: list[int] | list[float]) -> dict[str, float]:
+    """count, mean, p50, p95, max of a list (zeros when empty)."""
+    if not values:
+        return {"count": 0, "mean": 0.0, "p50": 0.0, "p95": 0.0, "max": 0.0}
+    arr = np.asarray(values, dtype=np.float64)
+    return {"count": int(arr.size), "mean": round(float(arr.mean()), 3),
+            "p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)),
+            "max": float(arr.max())}
+
+
+def _ratio(num: float, den: float) -> float:
+    return round(num / den, 6) if den else 0.0
+
+
+@dataclass
+class Aggregate:
+    """Counters and per-trace value lists for one group of traces."""
+
+    traces: int = 0
+    counts: Counter = field(default_factory=Counter)
+    tool_call_counts: Counter = field(default_factory=Counter)
+    tool_failures: Counter = field(default_factory=Counter)
+    failed_trajectories: int = 0
+    context_summaries: int = 0
+    think_tokens: int | None = None
+    values: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, tm: TraceMetrics) -> None:
+        self.traces += 1
+        self.counts.update(tm.counts)
+        self.tool_call_counts.update(tm.tool_call_counts)
+        self.tool_failures.update(tm.tool_failures)
+        self.failed_trajectories += tm.counts["failed_tool_responses"] > 0
+        self.context_summaries += tm.context_summary
+        if tm.think_tokens is not None:
+            self.think_tokens = (self.think_tokens or 0) + tm.think_tokens
+        v = self.values
+        v["turns"].append(tm.counts["assistant_turns"])
+        v["messages"].append(tm.counts["messages"])
+        v["tool_calls"].append(tm.counts["tool_calls"])
+        v["think_words"].append(tm.counts["think_words"])
+        v["think_words_per_turn"].extend(tm.think_words_per_turn)
+        v["parallel_width"].extend(tm.parallel_widths)
+
+    def summary(self) -> dict[str, Any]:
+        c = self.counts
+        out: dict[str, Any] = {"traces": self.traces}
+        out.update({k: int(c[k]) for k in COUNT_KEYS})
+        out["tool_call_counts"] = dict(self.tool_call_counts.most_common())
+        out["tool_failure_counts"] = dict(self.tool_failures.most_common())
+        out["failed_trajectories"] = self.failed_trajectories
+        out["context_summaries"] = self.context_summaries
+        if self.think_tokens is not None:
+            out["think_tokens"] = self.think_tokens
+        out["rates"] = {
+            "malformed_per_call": _ratio(c["malformed_tool_calls"], c["tool_calls"]),
+            "failure_per_response": _ratio(c["failed_tool_responses"], c["tool_responses"]),
+            "failure_per_turn": _ratio(c["failed_turns"], c["assistant_turns"]),
+            "failure_per_trajectory": _ratio(self.failed_trajectories, self.traces),
+            "recovery_per_failure": _ratio(c["recoveries"], c["failed_tool_responses"]),
+            "parallel_turn_share": _ratio(c["parallel_turns"], c["assistant_turns"]),
+        }
+        out["distributions"] = {k: distribution(self.values[k]) for k in DIST_KEYS}
+        return out
+
+
+class CorpusStats:
+    """The whole corpus plus one :class:`Aggregate` per category / subcategory / source value."""
+
+    def __init__(self) -> None:
+        self.total = Aggregate()
+        self.groups: dict[str, dict[str, Aggregate]] = {g: defaultdict(Aggregate) for g in GROUP_FIELDS}
+        self.skipped_rows = 0
+        self.diagnostic_counts: Counter = Counter()
+
+    def add(self, trace: Trace, tm: TraceMetrics) -> None:
+        self.total.add(tm)
+        for g in GROUP_FIELDS:
+            self.groups[g][str(getattr(trace, g) or "(none)")].add(tm)
+        self.diagnostic_counts.update(d.code for d in trace.diagnostics)
+
+    def to_dict(self, *, groups: bool = True) -> dict[str, Any]:
+        out = self.total.summary()
+        out["skipped_rows"] = self.skipped_rows
+        out["diagnostics"] = dict(self.diagnostic_counts.most_common())
+        if groups:
+            out["by"] = {g: {k: a.summary() for k, a in sorted(agg.items())} for g, agg in self.groups.items()}
+        return out
+
+
+def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, count_tokens=None,
+                  progress: bool = True) -> CorpusStats:
+    """Stream every source once and fold each trace into a :class:`CorpusStats`."""
+    from tqdm import tqdm
+
+    from trajkit.traces.load import iter_traces
+    from trajkit.traces.metrics import trace_metrics
+
+    stats = CorpusStats()
+
+    def skipped(exc) -> None:
+        stats.skipped_rows += 1
+        if on_error is not None:
+            on_error(exc)
+
+    bar = tqdm(unit=" rows", desc="traces", disable=None if progress else True, mininterval=0.5)
+    with bar:
+        for trace in iter_traces(specs, strict=strict, on_error=skipped, on_row=lambda _: bar.update()):
+            stats.add(trace, trace_metrics(trace, count_tokens))
+    return stats
+
+
+_TABLE_ROWS = (
+    ("traces", "traces"), ("assistant turns", "assistant_turns"), ("tool calls", "tool_calls"),
+    ("  malformed", "malformed_tool_calls"), ("  unknown tool", "unknown_tool_calls"),
+    ("  invalid arguments", "invalid_argument_calls"), ("  unanswered", "unanswered_tool_calls"),
+    ("parallel turns", "parallel_turns"), ("tool responses", "tool_responses"),
+    ("  failed (harness rule)", "failed_tool_responses"), ("  non-zero exit", "nonzero_exit_responses"),
+    ("  truncated", "truncated_responses"), ("  orphan", "orphan_tool_responses"),
+    ("recoveries", "recoveries"), ("retry loops", "retry_loops"), ("think words", "think_words"),
+)
+
+
+def format_table(data: dict[str, Any], by: str = "source") -> str:
+    """A plain-text table: the whole corpus beside each value of ``by`` (e.g. two sources)."""
+    columns = [("all", data)]
+    columns += list(data.get("by", {}).get(by, {}).items()) if len(data.get("by", {}).get(by, {})) > 1 else []
+    names = [c[0] for c in columns]
+    width = max(24, *(len(n) + 2 for n in names))
+    lines = ["".ljust(26) + "".join(n.rjust(width) for n in names)]
+    for label, key in _TABLE_ROWS:
+        lines.append(label.ljust(26) + "".join(str(c[1][key]).rjust(width) for c in columns))
+    for label, key in (("failure / response", "failure_per_response"), ("failure / turn", "failure_per_turn"),
+                       ("failure / trajectory", "failure_per_trajectory"),
+                       ("recovery / failure", "recovery_per_failure"), ("malformed / call", "malformed_per_call")):
+        lines.append(label.ljust(26) + "".join(f"{c[1]['rates'][key]:.3f}".rjust(width) for c in columns))
+    for label, key in (("turns / trace", "turns"), ("think words / trace", "think_words"),
+                       ("think words / turn", "think_words_per_turn"), ("parallel width", "parallel_width")):
+        lines.append(label.ljust(26) + "".join(
+            f"{d['mean']:.1f} p50 {d['p50']:.0f} p95 {d['p95']:.0f}".rjust(width)
+            for d in (c[1]["distributions"][key] for c in columns)))
+    lines.append(f"skipped rows: {data.get('skipped_rows', 0)}")
+    return "\n".join(lines)
