@@ -17,7 +17,7 @@ hand-derived counts):
   row declares tools); ``invalid_argument_calls`` -- well-formed calls to a known tool whose arguments
   violate its schema.
 * ``recoveries`` -- failed responses followed, in a later assistant turn, by a successful call that
-  differs from the failed one (name or arguments); ``retry_loops`` -- well-formed calls identical
+  differs from the failed one (name or arguments; a malformed call is identified by its raw body); ``retry_loops`` -- well-formed calls identical
   (name + arguments) to the immediately previous well-formed call.
 * ``think_words`` -- whitespace-separated words inside think blocks.
 """
@@ -87,6 +87,9 @@ def _tool_turn_at(trace: Trace, i: int) -> tuple[list[ToolResponse], int]:
 
 
 def _call_key(call: ToolCall) -> bytes:
+    """Identity of an action: name + canonical arguments; a malformed call is its raw body."""
+    if not call.ok:
+        return b"\1" + call.body.strip().encode()
     return call.name.encode() + b"\0" + orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS)
 
 
@@ -171,12 +174,11 @@ def _count_sequences(trace: Trace, tm: TraceMetrics) -> None:
         successes = []
         failures = []
         for k, call in enumerate(turn.tool_calls):
-            if not call.ok:
-                continue
             key = _call_key(call)
-            if key == prev_key:
-                c["retry_loops"] += 1
-            prev_key = key
+            if call.ok:
+                if key == prev_key:
+                    c["retry_loops"] += 1
+                prev_key = key
             if k < len(responses):
                 (failures if responses[k].failed else successes).append(key)
         if pending and successes:
