@@ -1,0 +1,115 @@
+"""Loaders (JSONL, gz, JSON, Parquet, Hugging Face datasets from a local folder) and bad-input handling."""
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from trajkit.cli.main import main
+from trajkit.errors import InputError
+from trajkit.traces.load import iter_traces, source_label
+from trajkit.traces.stats import compute_stats
+
+from .conftest import TOOLS, quirky_row
+
+
+def _good(i):
+    row = quirky_row()
+    row["id"] = f"row-{i}"
+    return row
+
+
+def _write_jsonl(path, lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return str(path)
+
+
+@pytest.fixture
+def messy_jsonl(tmp_path):
+    lines = [json.dumps(_good(1)), json.dumps(_good(2)),
+             '{"id": "broken", "conversations": [',                          # line 3: invalid JSON
+             json.dumps(_good(4)),
+             json.dumps({"id": "no-conv"}),                                    # line 5: no conversations
+             "",                                                               # blank lines are ignored
+             json.dumps({"conversations": [{"from": "robot", "value": "x"}]}),  # line 7: unknown role
+             json.dumps(_good(8))]
+    return _write_jsonl(tmp_path / "messy.jsonl", lines)
+
+
+def test_lenient_keeps_valid_rows_and_names_file_row_field(messy_jsonl):
+    errors = []
+    ids = [t.id for t in iter_traces([messy_jsonl], on_error=errors.append)]
+    assert ids == ["row-1", "row-2", "row-4", "row-8"]
+    assert [(e.path, e.row, e.field) for e in errors] == [
+        (messy_jsonl, 3, None), (messy_jsonl, 5, "conversations"), (messy_jsonl, 7, "conversations[0].from")]
+    assert str(errors[0]).startswith(f"{messy_jsonl}:3: invalid JSON")
+
+
+def test_strict_raises_first_bad_row(messy_jsonl):
+    with pytest.raises(InputError, match=r"messy.jsonl:3: invalid JSON"):
+        list(iter_traces([messy_jsonl], strict=True))
+
+
+def test_stats_cli_lenient_and_strict(messy_jsonl, capsys):
+    assert main(["traces", "stats", messy_jsonl, "--json"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert data["traces"] == 4 and data["skipped_rows"] == 3 and data["tool_calls"] == 4 * 7
+    assert f"{messy_jsonl}:5: field conversations: missing or not a list" in err
+    assert main(["traces", "stats", messy_jsonl, "--json", "--strict"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().startswith(f"trajkit: error: {messy_jsonl}:3: invalid JSON")
+
+
+def test_missing_file_is_one_clear_error(tmp_path, capsys):
+    assert main(["traces", "stats", str(tmp_path / "nope.jsonl")]) == 2
+    assert "nope.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_formats_agree(tmp_path):
+    rows = [_good(i) for i in range(3)]
+    jsonl = _write_jsonl(tmp_path / "a.jsonl", [json.dumps(r) for r in rows])
+    gz = tmp_path / "a.jsonl.gz"
+    gz.write_bytes(gzip.compress(open(jsonl, "rb").read()))
+    js = tmp_path / "a.json"
+    js.write_text(json.dumps(rows))
+    pq_rows = [dict(r, tools=TOOLS) for r in rows]  # Parquet gives tools as a list of objects
+    pq.write_table(pa.Table.from_pylist(pq_rows), tmp_path / "a.parquet")
+    results = {}
+    for spec in (jsonl, str(gz), str(js), str(tmp_path / "a.parquet")):
+        data = compute_stats([spec], progress=False).to_dict(groups=False)
+        results[spec] = {k: data[k] for k in ("traces", "tool_calls", "failed_tool_responses", "unknown_tool_calls")}
+    assert len({json.dumps(v, sort_keys=True) for v in results.values()}) == 1
+    assert results[jsonl] == {"traces": 3, "tool_calls": 21, "failed_tool_responses": 9, "unknown_tool_calls": 6}
+
+
+def test_hf_datasets_local_repo_with_configs(tmp_path):
+    """A folder laid out like the hub repo (one folder per config) loads by name and config."""
+    for config, n in (("kimi", 3), ("glm-5.1", 2)):
+        (tmp_path / config).mkdir()
+        pq.write_table(pa.Table.from_pylist([dict(_good(i), tools=json.dumps(TOOLS)) for i in range(n)]),
+                       tmp_path / config / "train-00000.parquet")
+    (tmp_path / "README.md").write_text(
+        "---\nconfigs:\n- config_name: kimi\n  data_files:\n  - split: train\n    path: kimi/*.parquet\n"
+        "- config_name: glm-5.1\n  data_files:\n  - split: train\n    path: glm-5.1/*.parquet\n---\n")
+    stats = compute_stats([f"hf:{tmp_path}:kimi", f"hf:{tmp_path}:glm-5.1"], progress=False).to_dict()
+    assert stats["traces"] == 5
+    assert {k: v["traces"] for k, v in stats["by"]["source"].items()} == {"kimi": 3, "glm-5.1": 2}
+
+
+def test_source_labels():
+    assert source_label("hf:lambda/hermes-agent-reasoning-traces:kimi") == "kimi"
+    assert source_label("hf:lambda/hermes-agent-reasoning-traces") == "hermes-agent-reasoning-traces"
+    assert source_label("/x/glm-5.1.jsonl.gz") == "glm-5.1"
+
+
+def test_openai_rows_are_detected(tmp_path):
+    row = {"id": "o1", "messages": [{"role": "user", "content": "hi"},
+                                    {"role": "assistant", "content": "", "tool_calls": [
+                                        {"id": "a", "type": "function", "function": {"name": "terminal", "arguments": "{\"command\": \"ls\"}"}}]},
+                                    {"role": "tool", "tool_call_id": "a", "content": "error: denied"}],
+           "tools": TOOLS}
+    (trace,) = list(iter_traces([_write_jsonl(tmp_path / "o.jsonl", [json.dumps(row)])]))
+    assert trace.format == "openai" and trace.messages[1].tool_calls[0].name == "terminal"
+    assert trace.messages[2].tool_responses[0].failed
