@@ -96,6 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, prefix: str = "") 
         default = f.default if f.default is not dataclasses.MISSING else None
         flag = "--" + (prefix + f.name).replace("_", "-")
         help_ = _help_for(cls, f.name)
+        if kind is _parse_bool:
+            parser.add_argument(flag, dest=prefix + f.name, action=argparse.BooleanOptionalAction,
+                                default=None, help=f"{help_} (default: {default})".strip())
+            continue
         parser.add_argument(flag, dest=prefix + f.name, type=kind, choices=choices, default=None,
                             help=f"{help_} (default: {default})".strip())
 
