@@ -113,3 +113,16 @@ def test_openai_rows_are_detected(tmp_path):
     (trace,) = list(iter_traces([_write_jsonl(tmp_path / "o.jsonl", [json.dumps(row)])]))
     assert trace.format == "openai" and trace.messages[1].tool_calls[0].name == "terminal"
     assert trace.messages[2].tool_responses[0].failed
+
+
+def test_parallel_equals_sequential(messy_jsonl):
+    from trajkit.traces.parallel import parallel_file_stats, plan_chunks
+    from trajkit.traces.stats import CorpusStats
+
+    seq_errors, par_errors = [], []
+    seq = compute_stats([messy_jsonl], progress=False, workers=1, on_error=seq_errors.append)
+    par = CorpusStats()
+    assert len(plan_chunks(messy_jsonl, 2000)) > 3  # several chunks, cut mid-file
+    parallel_file_stats(messy_jsonl, "messy", par, workers=2, on_error=par_errors.append, chunk_bytes=2000)
+    assert json.dumps(par.to_dict(), sort_keys=True) == json.dumps(seq.to_dict(), sort_keys=True)
+    assert [str(e) for e in par_errors] == [str(e) for e in seq_errors]

@@ -17,7 +17,7 @@ import ast
 
 import orjson
 
-from trajkit.traces.harness import result_exit_code, result_failed, result_truncated
+from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
 from trajkit.traces.model import Diagnostic, Segment, ToolCall, ToolResponse
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -164,7 +164,8 @@ def parse_response_body(body: str) -> ToolResponse:
         resp.result = value["content"]
     else:
         resp.result = value
-    resp.failed = result_failed(resp.result)
-    resp.exit_code = result_exit_code(resp.result)
-    resp.truncated = result_truncated(resp.result)
+    judged, _ = decode_json_text(resp.result)
+    resp.failed = result_failed(judged, decoded=True)
+    resp.exit_code = result_exit_code(judged, decoded=True)
+    resp.truncated = result_truncated(judged)
     return resp

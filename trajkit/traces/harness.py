@@ -29,20 +29,24 @@ def decode_json_text(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
-def result_failed(result: Any) -> bool:
-    """Apply the harness rule to one tool result (already taken out of its response envelope)."""
-    result, _ = decode_json_text(result)
+def result_failed(result: Any, *, decoded: bool = False) -> bool:
+    """Apply the harness rule to one tool result (already taken out of its response envelope).
+
+    ``decoded=True`` says a JSON-in-a-string result was already decoded by the caller."""
+    if not decoded:
+        result, _ = decode_json_text(result)
     if isinstance(result, dict):
         return result.get("error") is not None or result.get("success") is False
     if isinstance(result, str):
-        head = result.lstrip()[:6].lower()
-        return head == "" or head == "error:"
+        head = result[:64].lstrip()[:6].lower()
+        return head == "error:" or not result.strip()
     return result is None
 
 
-def result_exit_code(result: Any) -> int | None:
+def result_exit_code(result: Any, *, decoded: bool = False) -> int | None:
     """The integer ``exit_code`` of a result object (bools are not exit codes), else None."""
-    result, _ = decode_json_text(result)
+    if not decoded:
+        result, _ = decode_json_text(result)
     if isinstance(result, dict):
         code = result.get("exit_code")
         if isinstance(code, int) and not isinstance(code, bool):

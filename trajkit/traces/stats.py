@@ -62,6 +62,19 @@ class Aggregate:
         v["think_words_per_turn"].extend(tm.think_words_per_turn)
         v["parallel_width"].extend(tm.parallel_widths)
 
+    def merge(self, other: "Aggregate") -> None:
+        """Fold another aggregate in (used to combine per-process partial results)."""
+        self.traces += other.traces
+        self.counts.update(other.counts)
+        self.tool_call_counts.update(other.tool_call_counts)
+        self.tool_failures.update(other.tool_failures)
+        self.failed_trajectories += other.failed_trajectories
+        self.context_summaries += other.context_summaries
+        if other.think_tokens is not None:
+            self.think_tokens = (self.think_tokens or 0) + other.think_tokens
+        for key, values in other.values.items():
+            self.values[key].extend(values)
+
     def summary(self) -> dict[str, Any]:
         c = self.counts
         out: dict[str, Any] = {"traces": self.traces}
@@ -99,6 +112,14 @@ class CorpusStats:
             self.groups[g][str(getattr(trace, g) or "(none)")].add(tm)
         self.diagnostic_counts.update(d.code for d in trace.diagnostics)
 
+    def merge(self, other: "CorpusStats") -> None:
+        self.total.merge(other.total)
+        for g in GROUP_FIELDS:
+            for key, agg in other.groups[g].items():
+                self.groups[g][key].merge(agg)
+        self.skipped_rows += other.skipped_rows
+        self.diagnostic_counts.update(other.diagnostic_counts)
+
     def to_dict(self, *, groups: bool = True) -> dict[str, Any]:
         out = self.total.summary()
         out["skipped_rows"] = self.skipped_rows
@@ -109,13 +130,21 @@ class CorpusStats:
 
 
 def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, count_tokens=None,
-                  progress: bool = True) -> CorpusStats:
-    """Stream every source once and fold each trace into a :class:`CorpusStats`."""
+                  progress: bool = True, workers: int | None = None) -> CorpusStats:
+    """Stream every source once and fold each trace into a :class:`CorpusStats`.
+
+    Plain (uncompressed) JSONL files are split across ``workers`` processes (default: all CPU cores)
+    unless ``strict`` or ``count_tokens`` asks for the sequential path; other sources stream in-process.
+    """
+    import os
+
     from tqdm import tqdm
 
-    from trajkit.traces.load import iter_traces
+    from trajkit.traces.load import iter_traces, source_label
     from trajkit.traces.metrics import trace_metrics
+    from trajkit.traces.parallel import parallel_file_stats
 
+    workers = workers or os.cpu_count() or 1
     stats = CorpusStats()
 
     def skipped(exc) -> None:
@@ -125,9 +154,21 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
 
     bar = tqdm(unit=" rows", desc="traces", disable=None if progress else True, mininterval=0.5)
     with bar:
-        for trace in iter_traces(specs, strict=strict, on_error=skipped, on_row=lambda _: bar.update()):
-            stats.add(trace, trace_metrics(trace, count_tokens))
+        for spec in specs:
+            if workers > 1 and not strict and count_tokens is None and _splittable(spec):
+                parallel_file_stats(spec, source_label(spec), stats, workers=workers, on_error=on_error,
+                                    on_rows=bar.update)
+                continue
+            for trace in iter_traces([spec], strict=strict, on_error=skipped, on_row=lambda _: bar.update()):
+                stats.add(trace, trace_metrics(trace, count_tokens))
     return stats
+
+
+def _splittable(spec: str) -> bool:
+    import os
+
+    return (not spec.startswith("hf:") and spec.endswith(".jsonl") and os.path.isfile(spec)
+            and os.path.getsize(spec) > 4 << 20)
 
 
 _TABLE_ROWS = (
