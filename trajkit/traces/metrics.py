@@ -16,8 +16,9 @@ hand-derived counts):
 * ``unknown_tool_calls`` -- well-formed calls naming a tool absent from the row's tools (only when the
   row declares tools); ``invalid_argument_calls`` -- well-formed calls to a known tool whose arguments
   violate its schema.
-* ``recoveries`` -- failed responses followed, in a later assistant turn, by a successful call that
-  differs from the failed one (name or arguments; a malformed call is identified by its raw body); ``retry_loops`` -- well-formed calls identical
+* ``recoveries`` -- failed responses followed, in a later assistant turn, by a well-formed call with a
+  non-failed response that differs from the failed call (name or arguments; a failed malformed call
+  differs from every well-formed call); each failed response counts at most once; ``retry_loops`` -- well-formed calls identical
   (name + arguments) to the immediately previous well-formed call.
 * ``think_words`` -- whitespace-separated words inside think blocks.
 """
@@ -180,7 +181,10 @@ def _count_sequences(trace: Trace, tm: TraceMetrics) -> None:
                     c["retry_loops"] += 1
                 prev_key = key
             if k < len(responses):
-                (failures if responses[k].failed else successes).append(key)
+                if responses[k].failed:
+                    failures.append(key)
+                elif call.ok:  # a malformed call is no successful action, whatever came back
+                    successes.append(key)
         if pending and successes:
             still = [f for f in pending if all(s == f for s in successes)]
             c["recoveries"] += len(pending) - len(still)
