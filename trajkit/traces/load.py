@@ -8,7 +8,7 @@ reported through ``on_error`` (an :class:`~trajkit.errors.InputError` naming ``F
 and skipped; with ``strict=True`` the first such row raises.
 
 Sources:
-* a path: ``*.jsonl``, ``*.jsonl.gz``, ``*.json`` (a list of rows, or one row), ``*.parquet``;
+* a path: ``*.jsonl``, ``*.jsonl.gz``, ``*.jsonl.xz``, ``*.json`` (a list of rows, or one row), ``*.parquet``;
 * ``hf:NAME[:CONFIG[:SPLIT]]``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT, streaming=True)``
   -- NAME may be a hub id (``hf:lambda/hermes-agent-reasoning-traces:kimi``) or a local folder laid out
   like a hub dataset repo.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import lzma
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,7 @@ def source_label(spec: str) -> str:
         parts = spec[3:].split(":")
         return parts[1] if len(parts) > 1 and parts[1] else parts[0].rstrip("/").split("/")[-1]
     name = Path(spec).name
-    for suffix in (".gz", ".jsonl", ".json", ".parquet"):
+    for suffix in (".gz", ".xz", ".jsonl", ".json", ".parquet"):
         name = name.removesuffix(suffix)
     return name
 
@@ -62,7 +63,7 @@ def iter_raw(spec: str) -> Iterator[RawRow]:
     path = Path(spec)
     if not path.exists():
         raise InputError("no such file", path=spec, hint="check the path, or use hf:NAME:CONFIG for datasets")
-    name = path.name.lower().removesuffix(".gz")
+    name = path.name.lower().removesuffix(".gz").removesuffix(".xz")
     if name.endswith(".parquet"):
         yield from _iter_parquet(spec)
     elif name.endswith(".json"):
@@ -72,7 +73,11 @@ def iter_raw(spec: str) -> Iterator[RawRow]:
 
 
 def _open_bytes(spec: str) -> io.BufferedIOBase:
-    return gzip.open(spec, "rb") if spec.endswith(".gz") else open(spec, "rb")
+    if spec.endswith(".gz"):
+        return gzip.open(spec, "rb")
+    if spec.endswith(".xz"):
+        return lzma.open(spec, "rb")
+    return open(spec, "rb")
 
 
 def _iter_jsonl(spec: str) -> Iterator[RawRow]:
