@@ -8,11 +8,11 @@ import sys
 from trajkit.errors import InputError
 
 
-def _warn(exc: InputError) -> None:
+def warn_skipped(exc: InputError) -> None:
     print(f"trajkit: warning: skipped {exc}", file=sys.stderr)
 
 
-def _progress(args) -> bool:
+def show_progress(args) -> bool:
     return not getattr(args, "quiet", False)
 
 
@@ -25,8 +25,8 @@ def cmd_stats(args) -> int:
 
         tok = AutoTokenizer.from_pretrained(args.tokenizer)
         count_tokens = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-    stats = compute_stats(args.paths, strict=args.strict, on_error=_warn, count_tokens=count_tokens,
-                          progress=_progress(args) and not args.json)
+    stats = compute_stats(args.paths, strict=args.strict, on_error=warn_skipped, count_tokens=count_tokens,
+                          progress=show_progress(args) and not args.json)
     data = stats.to_dict()
     if args.json:
         json.dump(data, sys.stdout, indent=2)

@@ -1,6 +1,93 @@
-"""``trajkit traces export``."""
+"""``trajkit traces export``: SFT data as OpenAI messages (format openai) or token ids + labels (tokens)."""
 from __future__ import annotations
+
+import json
+import sys
+
+from trajkit.config import add_arguments, from_args
+
+
+def _traces(args, counter):
+    from trajkit.cli.traces import warn_skipped
+    from trajkit.traces.load import iter_traces
+
+    def on_error(exc):
+        counter["skipped_rows"] += 1
+        warn_skipped(exc)
+
+    return iter_traces(args.paths, strict=args.strict, on_error=on_error)
+
+
+def _export_openai(args, traces, skipped_rows) -> dict:
+    from tqdm import tqdm
+
+    from trajkit.traces.sft import OpenAIExportReport, iter_openai_rows
+    from trajkit.traces.write import RowWriter
+
+    report = OpenAIExportReport()
+    rows = iter_openai_rows(traces, report, system=args.system, malformed=args.malformed)
+    with RowWriter(args.out) as writer:
+        for row in tqdm(rows, unit=" rows", desc="export", disable=None if not args.quiet else True):
+            writer.write(row)
+    report.skipped_rows = skipped_rows["skipped_rows"]
+    return report.as_dict()
+
+
+def _export_tokens(args, traces, skipped_rows) -> dict:
+    import dataclasses
+
+    from trajkit.errors import ConfigError
+    from trajkit.traces.sft import OpenAIExportReport, iter_openai_rows
+    from trajkit.traces.token_export import export_tokens
+    from trajkit.traces.tokenize import TokenizeConfig
+
+    if not args.tokenizer:
+        raise ConfigError("--format tokens needs --tokenizer DIR (a local Hugging Face tokenizer with a chat "
+                          "template; `trajkit traces tokenizer --out DIR` builds a small one)")
+    config = from_args(TokenizeConfig, args)
+    report = OpenAIExportReport()
+    pairs = ((row["messages"], row["tools"])
+             for row in iter_openai_rows(traces, report, system=args.system, malformed=args.malformed))
+    summary = export_tokens(pairs, args.tokenizer, config, args.out, strict=args.strict,
+                            progress=not args.quiet, workers=args.workers)
+    out = dataclasses.asdict(summary)
+    out["traces"] = report.traces
+    out["skipped_malformed"] = report.skipped_malformed
+    out["skipped_rows"] = skipped_rows["skipped_rows"]
+    return out
+
+
+def cmd_export(args) -> int:
+    counter = {"skipped_rows": 0}
+    traces = _traces(args, counter)
+    result = (_export_openai if args.format == "openai" else _export_tokens)(args, traces, counter)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+        print(f"exported {args.format} -> {args.out}: " + ", ".join(f"{k}={v}" for k, v in shown.items()),
+              file=sys.stdout)
+    return 0
 
 
 def register(tsub, add_common) -> None:
-    return None
+    from trajkit.traces.tokenize import TokenizeConfig
+
+    p = tsub.add_parser("export", help="export SFT data: OpenAI messages or token ids + assistant-only labels",
+                        description="Export traces as SFT data. Every token example passes a mask check: "
+                                    "its unmasked tokens decode exactly to the assistant turns.",
+                        epilog="Examples: trajkit traces export kimi.jsonl --format openai --out sft.jsonl\n"
+                               "  trajkit traces export kimi.jsonl --format tokens --tokenizer ./tok "
+                               "--max-length 8192 --think-policy drop --out sft.parquet")
+    add_common(p)
+    p.add_argument("--format", required=True, choices=["openai", "tokens"], help="what to write")
+    p.add_argument("--out", required=True, help="output: .jsonl/.jsonl.gz/.parquet (openai), .parquet/.jsonl (tokens)")
+    p.add_argument("--tokenizer", help="local tokenizer folder with a chat template (tokens format)")
+    p.add_argument("--system", default="auto", choices=["auto", "keep", "drop"],
+                   help="system messages: auto drops one holding the <tools> block (tools travel separately)")
+    p.add_argument("--malformed", default="skip", choices=["skip", "as_text", "error"],
+                   help="traces with malformed tool calls: skip (counted), keep the raw block as text, or stop")
+    p.add_argument("--workers", type=int, default=1, help="tokenizer processes (tokens format)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_arguments(p, TokenizeConfig)
+    p.set_defaults(handler=cmd_export)

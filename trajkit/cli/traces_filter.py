@@ -8,12 +8,12 @@ from trajkit.config import add_arguments, from_args
 
 
 def cmd_filter(args) -> int:
-    from trajkit.cli.traces import _warn
+    from trajkit.cli.traces import warn_skipped
     from trajkit.traces.filters import FilterConfig, filter_corpus
 
     cfg = from_args(FilterConfig, args, categories=args.category or [],
                     exclude_categories=args.exclude_category or [])
-    report = filter_corpus(args.paths, cfg, args.out, strict=args.strict, on_error=_warn, progress=not args.quiet)
+    report = filter_corpus(args.paths, cfg, args.out, strict=args.strict, on_error=warn_skipped, progress=not args.quiet)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
         return 0

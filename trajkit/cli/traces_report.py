@@ -1,6 +1,38 @@
-"""``trajkit traces report``."""
+"""``trajkit traces report``: charts and one self-contained HTML page (thin wrapper over
+:func:`trajkit.traces.report.write_report`)."""
 from __future__ import annotations
+
+from trajkit.config import add_arguments, from_args
+from trajkit.traces.report import ReportConfig
+
+EPILOG = """Examples:
+  trajkit traces report kimi.jsonl glm.jsonl --out report/
+  trajkit traces report hf:lambda/hermes-agent-reasoning-traces:kimi --out report/ --max-traces 500
+
+Writes DIR/report.html (charts, tables and a searchable trace viewer; no external resources, trace text
+escaped), DIR/stats.json (as `trajkit traces stats --json`) and DIR/charts/*.png."""
+
+
+def cmd_report(args) -> int:
+    from trajkit.cli.traces import show_progress, warn_skipped
+    from trajkit.traces.report import write_report
+
+    config = from_args(ReportConfig, args)
+    path = write_report(args.paths, args.out, config=config, strict=args.strict, on_error=warn_skipped,
+                        progress=show_progress(args))
+    size = path.stat().st_size / 1e6
+    print(f"trajkit: report written to {path} ({size:.1f} MB); charts in {path.parent / 'charts'}")
+    return 0
 
 
 def register(tsub, add_common) -> None:
-    return None
+    import argparse
+
+    p = tsub.add_parser("report", help="PNG charts and one self-contained HTML report with a trace viewer",
+                        description="Stream the sources once and write charts, tables and a searchable trace "
+                                    "viewer into one self-contained HTML file.",
+                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if missing)")
+    add_arguments(p, ReportConfig)
+    p.set_defaults(handler=cmd_report)

@@ -130,11 +130,13 @@ class CorpusStats:
 
 
 def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, count_tokens=None,
-                  progress: bool = True, workers: int | None = None) -> CorpusStats:
+                  progress: bool = True, workers: int | None = None, on_trace=None,
+                  desc: str = "traces") -> CorpusStats:
     """Stream every source once and fold each trace into a :class:`CorpusStats`.
 
-    Plain (uncompressed) JSONL files are split across ``workers`` processes (default: all CPU cores)
-    unless ``strict`` or ``count_tokens`` asks for the sequential path; other sources stream in-process.
+    ``on_trace(trace, metrics)`` sees every trace in order (e.g. the report's viewer). Plain
+    (uncompressed) JSONL files are split across ``workers`` processes (default: all CPU cores) unless
+    ``strict``, ``count_tokens`` or ``on_trace`` needs the sequential path; other sources stream in-process.
     """
     import os
 
@@ -152,15 +154,19 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
         if on_error is not None:
             on_error(exc)
 
-    bar = tqdm(unit=" rows", desc="traces", disable=None if progress else True, mininterval=0.5)
+    sequential = strict or count_tokens is not None or on_trace is not None
+    bar = tqdm(unit=" rows", desc=desc, disable=None if progress else True, mininterval=0.5)
     with bar:
         for spec in specs:
-            if workers > 1 and not strict and count_tokens is None and _splittable(spec):
+            if workers > 1 and not sequential and _splittable(spec):
                 parallel_file_stats(spec, source_label(spec), stats, workers=workers, on_error=on_error,
                                     on_rows=bar.update)
                 continue
             for trace in iter_traces([spec], strict=strict, on_error=skipped, on_row=lambda _: bar.update()):
-                stats.add(trace, trace_metrics(trace, count_tokens))
+                tm = trace_metrics(trace, count_tokens)
+                stats.add(trace, tm)
+                if on_trace is not None:
+                    on_trace(trace, tm)
     return stats
 
 
