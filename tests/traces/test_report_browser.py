@@ -182,11 +182,11 @@ def test_no_script_from_trace_content_runs(page):
 def test_bundled_sample_runs_no_payload(page):
     """The bundled synthetic sample carries raw-HTML browsing results (alert, onerror, </textarea>); open
     every trace of its report in a new tab and check nothing ran."""
-    from importlib import resources
 
     driver, _, folder = page
-    sample = resources.files("trajkit") / "data" / "sample.jsonl.xz"
-    path = write_report([str(sample)], folder / "sample", max_traces=60)
+    from trajkit.traces.synth import sample_paths
+
+    path = write_report([str(p) for p in sample_paths()], folder / "sample", max_traces=60)
     traces = json.loads((folder / "sample" / "stats.json").read_text())["traces"]
     main_tab = driver.current_window_handle
     driver.switch_to.new_window("tab")

@@ -225,8 +225,10 @@ QUIRKS = ("parallel", "empty_think", "malformed:python_dict", "malformed:unclose
 @pytest.fixture(scope="module")
 def sample():
     """The bundled sample, read from the packaged file, with the regenerated truth beside each row."""
-    with lzma.open(synth.sample_path(), "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
+    rows = []
+    for path in synth.sample_paths():
+        with lzma.open(path, "rt", encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f]
     return rows, list(synth.sample_with_truth())
 
 
@@ -429,5 +431,6 @@ def test_write_corpus_rejects_unknown_suffix(tmp_path):
 
 
 def test_build_sample_is_reproducible(tmp_path, sample):
-    out = synth.build_sample(tmp_path / "s.jsonl.xz")
-    assert out.read_bytes() == synth.sample_path().read_bytes()
+    outs = synth.build_sample(tmp_path)
+    assert [p.name for p in outs] == ["kimi.jsonl.xz", "glm-5.1.jsonl.xz"]
+    assert [p.read_bytes() for p in outs] == [p.read_bytes() for p in synth.sample_paths()]

@@ -11,7 +11,7 @@ import pytest
 from trajkit.cli.main import main
 from trajkit.traces.hermes import parse_row
 from trajkit.traces.metrics import trace_metrics
-from trajkit.traces.synth import SynthConfig, Truth, generate_with_truth, sample_path, sample_with_truth
+from trajkit.traces.synth import SynthConfig, Truth, generate_with_truth, sample_paths, sample_with_truth
 
 INT_KEYS = [f.name for f in dataclasses.fields(Truth) if f.name != "tool_call_counts"]
 
@@ -32,11 +32,12 @@ def test_bundled_sample_stats_equal_truth(capsys):
     total = Truth()
     for _, truth in sample_with_truth():
         total += truth
-    assert main(["traces", "stats", str(sample_path()), "--json", "-q"]) == 0
+    assert main(["traces", "stats", *map(str, sample_paths()), "--json", "-q"]) == 0
     data = json.loads(capsys.readouterr().out)
     want = dataclasses.asdict(total)
     assert {k: data[k] for k in want} == want
     assert data["skipped_rows"] == 0
+    assert {k: v["traces"] for k, v in data["by"]["source"].items()} == {"kimi": 100, "glm-5.1": 100}
     # every quirk is present in the bundled sample
     for key in ("malformed_tool_calls", "parallel_turns", "failed_tool_responses", "nonzero_exit_responses",
                 "unknown_tool_calls", "invalid_argument_calls", "unanswered_tool_calls", "orphan_tool_responses",

@@ -2,7 +2,7 @@
 
 Each row is ``{"id", "conversations": [{"from": "system"|"human"|"gpt"|"tool", "value"}], "tools", "category",
 "subcategory", "task"}``, in either model's style (``kimi``: long think text starting with a space;
-``glm-5.1``: short or empty think text, more narration). It is used as the bundled sample (``sample_path()``)
+``glm-5.1``: short or empty think text, more narration). It is used as the bundled sample (``sample_paths()``)
 and to make full-scale corpora for benchmarks (``write_corpus``).
 
 Algorithm, per row ``i``: a ``random.Random`` is seeded from ``(style, seed, i)`` only, so any slice can be
@@ -336,18 +336,21 @@ def sample_with_truth() -> Iterator[tuple[dict, Truth]]:
         yield from generate_with_truth(config)
 
 
-def sample_path() -> Path:
-    """Where the bundled sample (``trajkit/data/sample.jsonl.xz``) is installed."""
-    return Path(str(importlib.resources.files("trajkit").joinpath("data", "sample.jsonl.xz")))
+def sample_paths() -> list[Path]:
+    """The bundled sample, one file per style (``trajkit/data/sample/{kimi,glm-5.1}.jsonl.xz``), in the
+    order of ``SAMPLE_CONFIGS``; the file names make the source labels ``kimi`` and ``glm-5.1``."""
+    folder = Path(str(importlib.resources.files("trajkit").joinpath("data", "sample")))
+    return [folder / f"{config.style}.jsonl.xz" for config in SAMPLE_CONFIGS]
 
 
-def build_sample(path: str | Path | None = None, *, progress: bool = False) -> Path:
-    """(Re)write the bundled sample from ``SAMPLE_CONFIGS`` to ``path`` (default: :func:`sample_path`)."""
-    out = Path(path) if path is not None else sample_path()
-    _write(out, sample_with_truth(), sum(c.rows for c in SAMPLE_CONFIGS), progress, level=9)
-    return out
+def build_sample(folder: str | Path | None = None, *, progress: bool = False) -> list[Path]:
+    """(Re)write the bundled sample from ``SAMPLE_CONFIGS`` into ``folder`` (default: the packaged one)."""
+    outs = sample_paths() if folder is None else [Path(folder) / p.name for p in sample_paths()]
+    for config, out in zip(SAMPLE_CONFIGS, outs):
+        _write(out, generate_with_truth(config), config.rows, progress, level=9)
+    return outs
 
 
 __all__ = ["SynthConfig", "Truth", "STYLES", "MALFORMED_KINDS", "STYLE_DEFAULTS", "SAMPLE_CONFIGS", "generate",
-           "generate_with_truth", "make_row", "truth_of", "write_corpus", "build_sample", "sample_path",
+           "generate_with_truth", "make_row", "truth_of", "write_corpus", "build_sample", "sample_paths",
            "sample_with_truth"]
