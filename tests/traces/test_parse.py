@@ -195,3 +195,19 @@ def test_aggregate_distribution_percentiles():
     d = agg.summary()["distributions"]["turns"]
     assert (d["count"], d["mean"], d["p50"], d["max"]) == (4, 2.5, 2.5, 4.0)
     assert d["p95"] == pytest.approx(3.85)
+
+
+def test_histogram_percentiles_equal_numpy():
+    import numpy as np
+
+    from trajkit.traces.stats import Histogram
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 10, 101, 1000):
+        values = rng.integers(0, 50, size=n) ** 2  # skewed, with ties
+        hist = Histogram()
+        hist.extend(values.tolist())
+        for q in (0, 5, 50, 95, 99, 100):
+            assert hist.percentile(q) == pytest.approx(float(np.percentile(values, q)), abs=1e-9), (n, q)
+        assert hist.summary()["mean"] == round(float(values.mean()), 3)
+        assert np.array_equal(np.sort(values).astype(float), hist.expand())

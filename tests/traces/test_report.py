@@ -370,7 +370,7 @@ def test_think_words_histogram_log_density():
     from trajkit.traces.stats import CorpusStats
 
     stats = CorpusStats()
-    stats.total.values["think_words_per_turn"] = [0, 1, 1, 2, 100]  # max / median = 100: skewed
+    stats.total.values["think_words_per_turn"].extend([0, 1, 1, 2, 100])  # max / median = 100: skewed
     ax = _axes()
     think_words_per_turn(stats, ax)
     ((heights, edges),) = _stairs(ax)

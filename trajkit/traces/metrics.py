@@ -135,18 +135,30 @@ def _count_turns(trace: Trace, tm: TraceMetrics, count_tokens) -> None:
             c["orphan_tool_responses"] += max(-diff, 0)
         else:
             c["orphan_tool_responses"] += len(responses)
-        c["tool_responses"] += len(responses)
-        failed = sum(r.failed for r in responses)
-        c["failed_tool_responses"] += failed
-        c["failed_turns"] += failed > 0
-        c["nonzero_exit_responses"] += sum(r.exit_code is not None and r.exit_code != 0 for r in responses)
-        c["truncated_responses"] += sum(r.truncated for r in responses)
-        if turn is not None:
-            for call, resp in zip(turn.tool_calls, responses):
-                if resp.failed and call.name:
-                    tm.tool_failures[call.name] += 1
+        if responses:
+            _count_responses(turn, responses, tm)
     if count_tokens is not None:
         tm.think_tokens = think_tokens
+
+
+def _count_responses(turn: Message | None, responses: list[ToolResponse], tm: TraceMetrics) -> None:
+    c = tm.counts
+    failed = nonzero = truncated = 0
+    calls = turn.tool_calls if turn is not None else ()
+    for k, resp in enumerate(responses):
+        if resp.failed:
+            failed += 1
+            if k < len(calls) and calls[k].name:
+                tm.tool_failures[calls[k].name] += 1
+        if resp.exit_code:
+            nonzero += 1
+        if resp.truncated:
+            truncated += 1
+    c["tool_responses"] += len(responses)
+    c["failed_tool_responses"] += failed
+    c["failed_turns"] += failed > 0
+    c["nonzero_exit_responses"] += nonzero
+    c["truncated_responses"] += truncated
 
 
 def _count_call(trace: Trace, call: ToolCall, tm: TraceMetrics) -> None:

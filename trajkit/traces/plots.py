@@ -146,7 +146,7 @@ def think_words_per_turn(stats: CorpusStats, ax: Axes) -> None:
     of empty think blocks.
     """
     title = "Think words per assistant turn"
-    series = [(label, np.asarray(agg.values["think_words_per_turn"], dtype=float)) for label, agg in _sources(stats)]
+    series = [(label, agg.values["think_words_per_turn"].expand()) for label, agg in _sources(stats)]
     series = [(label, v) for label, v in series if v.size]
     if not series:
         return _no_data(ax, title, "assistant turns")
@@ -177,7 +177,7 @@ def think_words_per_turn(stats: CorpusStats, ax: Axes) -> None:
 def turns_per_trace(stats: CorpusStats, ax: Axes) -> None:
     """Histogram of assistant turns per trace, per source (share of that source's traces)."""
     title = "Assistant turns per trace"
-    series = [(label, np.asarray(agg.values["turns"], dtype=float)) for label, agg in _sources(stats)]
+    series = [(label, agg.values["turns"].expand()) for label, agg in _sources(stats)]
     series = [(label, v) for label, v in series if v.size]
     if not series:
         return _no_data(ax, title, "traces")
@@ -197,7 +197,7 @@ def turns_per_trace(stats: CorpusStats, ax: Axes) -> None:
 def parallel_width(stats: CorpusStats, ax: Axes, cap: int = 8) -> None:
     """Call blocks per assistant turn that calls tools (widths >= cap pooled), per source."""
     title = "Parallel width (tool calls per turn)"
-    sources = [(label, np.asarray(agg.values["parallel_width"])) for label, agg in _sources(stats)]
+    sources = [(label, agg.values["parallel_width"].expand()) for label, agg in _sources(stats)]
     sources = [(label, v) for label, v in sources if v.size]
     if not sources:
         return _no_data(ax, title, "turns with tool calls")

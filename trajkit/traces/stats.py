@@ -1,7 +1,8 @@
 """Aggregate :class:`~trajkit.traces.metrics.TraceMetrics` over a corpus, split by group.
 
-Memory is bounded by the number of traces times a few integers (per-trace values kept for exact
-percentiles), never by the corpus text: traces are folded in one at a time and dropped.
+Memory is bounded whatever the corpus size: traces are folded in one at a time and dropped, and the
+distributions are integer histograms (value -> count), from which percentiles are computed exactly (the
+same numbers as ``numpy.percentile`` on the full list, tested).
 """
 from __future__ import annotations
 
@@ -18,14 +19,59 @@ GROUP_FIELDS = ("category", "subcategory", "source")
 DIST_KEYS = ("turns", "tool_calls", "think_words", "think_words_per_turn", "parallel_width", "messages")
 
 
-def distribution(values: list[int] | list[float]) -> dict[str, float]:
-    """count, mean, p50, p95, max of a list (zeros when empty)."""
-    if not values:
-        return {"count": 0, "mean": 0.0, "p50": 0.0, "p95": 0.0, "max": 0.0}
-    arr = np.asarray(values, dtype=np.float64)
-    return {"count": int(arr.size), "mean": round(float(arr.mean()), 3),
-            "p50": float(np.percentile(arr, 50)), "p95": float(np.percentile(arr, 95)),
-            "max": float(arr.max())}
+class Histogram:
+    """Exact distribution of non-negative integers as ``{value: count}``; merges by adding counts."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = defaultdict(int)
+
+    def add(self, value: int) -> None:
+        self.counts[value] += 1
+
+    def extend(self, values) -> None:
+        counts = self.counts
+        for value in values:
+            counts[value] += 1
+
+    def merge(self, other: "Histogram") -> None:
+        for value, n in other.counts.items():
+            self.counts[value] += n
+
+    def __len__(self) -> int:
+        return sum(self.counts.values())
+
+    def expand(self) -> np.ndarray:
+        """All values as a float array (for plotting); size = number of observations."""
+        keys = sorted(self.counts)
+        return np.repeat(np.asarray(keys, dtype=np.float64), [self.counts[k] for k in keys])
+
+    def percentile(self, q: float) -> float:
+        """``numpy.percentile(values, q)`` (linear interpolation) without materialising the values."""
+        keys = sorted(self.counts)
+        n = sum(self.counts.values())
+        pos = (n - 1) * q / 100.0
+        lo, frac = int(pos), pos - int(pos)
+        below, v_lo, v_hi = 0, None, None
+        for k in keys:
+            below += self.counts[k]
+            if v_lo is None and below > lo:
+                v_lo = k
+            if below > lo + 1 or (below > lo and frac == 0):
+                v_hi = k
+                break
+        v_hi = v_lo if v_hi is None or frac == 0 else v_hi
+        return float(v_lo + (v_hi - v_lo) * frac)
+
+    def summary(self) -> dict[str, float]:
+        """count, mean, p50, p95, max (zeros when empty)."""
+        n = len(self)
+        if not n:
+            return {"count": 0, "mean": 0.0, "p50": 0.0, "p95": 0.0, "max": 0.0}
+        total = sum(k * c for k, c in self.counts.items())
+        return {"count": n, "mean": round(total / n, 3), "p50": self.percentile(50),
+                "p95": self.percentile(95), "max": float(max(self.counts))}
 
 
 def _ratio(num: float, den: float) -> float:
@@ -43,22 +89,26 @@ class Aggregate:
     failed_trajectories: int = 0
     context_summaries: int = 0
     think_tokens: int | None = None
-    values: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    values: dict[str, Histogram] = field(default_factory=lambda: defaultdict(Histogram))
 
     def add(self, tm: TraceMetrics) -> None:
         self.traces += 1
-        self.counts.update(tm.counts)
-        self.tool_call_counts.update(tm.tool_call_counts)
-        self.tool_failures.update(tm.tool_failures)
-        self.failed_trajectories += tm.counts["failed_tool_responses"] > 0
+        counts, c = self.counts, tm.counts
+        for key, n in c.items():
+            counts[key] += n
+        for name, n in tm.tool_call_counts.items():  # (Counter.update's ABC checks cost more than this)
+            self.tool_call_counts[name] += n
+        for name, n in tm.tool_failures.items():
+            self.tool_failures[name] += n
+        self.failed_trajectories += c["failed_tool_responses"] > 0
         self.context_summaries += tm.context_summary
         if tm.think_tokens is not None:
             self.think_tokens = (self.think_tokens or 0) + tm.think_tokens
         v = self.values
-        v["turns"].append(tm.counts["assistant_turns"])
-        v["messages"].append(tm.counts["messages"])
-        v["tool_calls"].append(tm.counts["tool_calls"])
-        v["think_words"].append(tm.counts["think_words"])
+        v["turns"].add(c["assistant_turns"])
+        v["messages"].add(c["messages"])
+        v["tool_calls"].add(c["tool_calls"])
+        v["think_words"].add(c["think_words"])
         v["think_words_per_turn"].extend(tm.think_words_per_turn)
         v["parallel_width"].extend(tm.parallel_widths)
 
@@ -72,8 +122,8 @@ class Aggregate:
         self.context_summaries += other.context_summaries
         if other.think_tokens is not None:
             self.think_tokens = (self.think_tokens or 0) + other.think_tokens
-        for key, values in other.values.items():
-            self.values[key].extend(values)
+        for key, hist in other.values.items():
+            self.values[key].merge(hist)
 
     def summary(self) -> dict[str, Any]:
         c = self.counts
@@ -93,7 +143,7 @@ class Aggregate:
             "recovery_per_failure": _ratio(c["recoveries"], c["failed_tool_responses"]),
             "parallel_turn_share": _ratio(c["parallel_turns"], c["assistant_turns"]),
         }
-        out["distributions"] = {k: distribution(self.values[k]) for k in DIST_KEYS}
+        out["distributions"] = {k: self.values[k].summary() for k in DIST_KEYS}
         return out
 
 
