@@ -1,0 +1,447 @@
+"""SFT export, format (b): token ids and assistant-only labels from any Hugging Face chat template.
+
+Algorithm: prefix rendering. For a conversation ``m[0..n)`` with tools, let ``F = template(m)`` and,
+for each assistant turn ``i``, ``P_i = template(m[:i], add_generation_prompt=True)`` and
+``E_i = template(m[:i+1])``. Turn ``i``'s text is ``E_i[len(P_i):]`` (its reasoning, narration, tool
+calls and end-of-turn glue, e.g. ``<think>..</think>\\n\\n..<|im_end|>\\n``) and its labels are the
+tokens ``[len(tok(P_i)), len(tok(E_i)))`` of ``tok(F)``. This is the context the model is given at
+inference (the server renders ``m[:i]`` with a generation prompt and the model continues), so the labels
+mark exactly what the model must produce. It relies on the PREFIX PROPERTY, which we verify on every
+example and never assume: ``P_i`` and ``E_i`` are string prefixes of ``F``, and ``tok(P_i)``,
+``tok(E_i)`` equal the first tokens of ``tok(F)``. A template that rewrites earlier turns once later
+ones exist (Qwen3 strips reasoning from turns before the last user message) or a tokenizer that merges
+tokens across a boundary raises :class:`PrefixError` naming the message. Message-by-message templating
+(rendering each message alone and concatenating) is never used: it repeats the tools header or drops
+it, splits grouped tool responses into separate turns and changes token merges, so its masks are wrong.
+
+Think policies (what happens to the reasoning of EARLIER assistant turns: every assistant turn of an
+example except its last one; the last always keeps its reasoning and is fully trained):
+
+- ``keep``: reasoning stays in the input and in the labels. Right for templates that render history
+  verbatim (ChatML/Hermes, like the source data). With a template that strips earlier reasoning the
+  prefix check fails and names the turn: use ``drop`` with ``train_turns="last"``.
+- ``drop``: reasoning is removed from earlier turns before rendering, so the input holds what a
+  stripping template shows at inference; their narration and calls are still trained (teaching those
+  turns without a think block). A template that also renders the LAST turn differently from a history
+  turn (e.g. Qwen3 adds an empty ``<think></think>`` to the last turn only) still fails the prefix check
+  unless ``train_turns="last"`` (one example per assistant turn, only that turn trained: exactly the
+  inference view of a stripping template, at the cost of repeating the history in every example).
+- ``mask``: reasoning stays in the input as context, but the tokens from ``think_open`` to the end of
+  ``think_close`` get label -100 (the glue after ``</think>`` stays trained). Needs a verbatim template
+  and think tags that fall on token boundaries (added tokens in Qwen-family tokenizers), else raises.
+
+Windowing (see :mod:`trajkit.traces.windowing`): a conversation longer than ``max_length`` becomes
+several examples, each the system head plus a run of whole assistant turns with as much preceding
+context as fits; a turn that cannot fit alone is dropped and reported, never cut.
+
+Every example passes :func:`check_example`: the decoded unmasked tokens equal the rendered assistant
+text exactly. Deviation from TRL's ``assistant_only_loss``: no ``{% generation %}`` markers needed, and
+long conversations are windowed rather than truncated. Files: :mod:`trajkit.traces.token_export`.
+
+Token prefix check (``prefix_check``): ``anchored`` re-encodes only from the last added token before
+each boundary (exact for Hugging Face ``tokenizers``, see :meth:`_Conversation._anchored_counts`),
+``full`` re-encodes every prefix (quadratic); failures are always confirmed by full re-encoding.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from trajkit.errors import ConfigError, InputError
+from trajkit.traces.windowing import Dropped, Window, common_prefix_len, estimate_costs, iter_windows
+
+ThinkPolicy = Literal["keep", "drop", "mask"]
+TrainTurns = Literal["all", "last"]
+PrefixCheck = Literal["anchored", "full"]
+IGNORE_INDEX = -100
+ROLES = ("system", "user", "assistant", "tool")
+REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+_DOC_SECTION = "see trajkit/traces/tokenize.py or docs/export.md"
+
+
+@dataclass(frozen=True)
+class ThinkRule:
+    """How a think policy treats earlier turns: strip reasoning before rendering, or mask its tokens."""
+
+    strip_earlier: bool
+    mask_earlier: bool
+
+
+THINK_POLICIES: dict[str, ThinkRule] = {
+    "keep": ThinkRule(strip_earlier=False, mask_earlier=False),
+    "drop": ThinkRule(strip_earlier=True, mask_earlier=False),
+    "mask": ThinkRule(strip_earlier=False, mask_earlier=True),
+}
+
+
+@dataclass
+class TokenizeConfig:
+    """Settings of the token export; every default is declared here once."""
+
+    max_length: int = 16384
+    think_policy: ThinkPolicy = "keep"
+    train_turns: TrainTurns = "all"
+    windowing: bool = True
+    min_trainable_tokens: int = 1
+    prefix_check: PrefixCheck = "anchored"
+    think_open: str = "<think>"
+    think_close: str = "</think>"
+
+    __field_docs__: ClassVar[dict[str, str]] = {
+        "max_length": "tokens per example; longer conversations are windowed, never truncated",
+        "think_policy": "reasoning of earlier assistant turns: keep, drop (from input) or mask (no loss)",
+        "train_turns": "all: every assistant turn once; last: one example per turn, only it trained",
+        "windowing": "split long conversations into windows (off: drop examples over max_length)",
+        "min_trainable_tokens": "drop examples with fewer trainable tokens",
+        "prefix_check": "token prefix check: anchored (re-encode from the last added token) or full",
+        "think_open": "opening think tag, for think_policy=mask",
+        "think_close": "closing think tag, for think_policy=mask",
+    }
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 1:
+            raise ConfigError(f"max_length must be a positive number of tokens, got {self.max_length!r} "
+                              "(set e.g. max_length=16384)")
+        if self.think_policy not in THINK_POLICIES:
+            raise ConfigError(f"think_policy must be one of {sorted(THINK_POLICIES)}, got {self.think_policy!r}")
+        if self.train_turns not in ("all", "last"):
+            raise ConfigError(f"train_turns must be 'all' or 'last', got {self.train_turns!r}")
+        if not isinstance(self.min_trainable_tokens, int) or self.min_trainable_tokens < 1:
+            raise ConfigError(f"min_trainable_tokens must be an integer >= 1, got {self.min_trainable_tokens!r}")
+        if self.prefix_check not in ("anchored", "full"):
+            raise ConfigError(f"prefix_check must be 'anchored' or 'full', got {self.prefix_check!r}")
+        if not self.think_open or not self.think_close:
+            raise ConfigError("think_open and think_close must be non-empty tags (e.g. '<think>', '</think>')")
+
+
+@dataclass
+class ExampleMeta:
+    """Where an example comes from: ``turns`` are the trained assistant turns (message indices)."""
+
+    turns: list[int]
+    message_start: int          # first message of the window after the system head
+    message_end: int            # one past the last message of the window
+    window_index: int
+    num_windows: int
+    trainable_tokens: int
+    num_tokens: int
+    turn_token_spans: list[tuple[int, int]]  # token range of each trained turn (before think masking)
+
+
+@dataclass
+class TokenExample:
+    """One SFT example. ``labels[j]`` is ``input_ids[j]`` on trained assistant tokens, else -100.
+
+    Example (the tiny test tokenizer; user "hi", assistant "ok")::
+
+        tokens:    <|im_start|> user \n  h  i <|im_end|> \n <|im_start|> assistant \n  o  k <|im_end|> \n
+        input_ids: [1,   367, 201, 74, 75,   2,  201,   1,   478, 201, 81, 77,  2,  201]
+        labels:    [-100 x 10 .......................................,  81, 77,  2,  201]
+    """
+
+    input_ids: list[int]
+    labels: list[int]
+    metadata: ExampleMeta
+
+
+@dataclass
+class Diagnostic:
+    """Something left out of the export, with the assistant turns it cost."""
+
+    kind: Literal["turn_too_long", "window_too_long", "below_min_trainable", "no_assistant_turns",
+                  "turn_without_prompt"]
+    turns: list[int]
+    detail: str
+
+
+class PrefixError(InputError):
+    """The prefix property fails: a chat template or tokenizer rewrites earlier text (names the message)."""
+
+    def __init__(self, message: str, message_index: int, hint: str | None = None):
+        self.message_index = message_index
+        super().__init__(message, field=f"messages[{message_index}]", hint=hint)
+
+
+class MaskCheckError(InputError):
+    """The unmasked tokens of an example do not decode to the rendered assistant turns."""
+
+
+def _validated(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise InputError("expected a non-empty list of chat messages", field="messages")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise InputError(f"message is a {type(msg).__name__}, expected a dict", field=f"messages[{i}]")
+        if msg.get("role") not in ROLES:
+            raise InputError(f"unknown role {msg.get('role')!r}", field=f"messages[{i}].role",
+                             hint=f"expected one of {', '.join(ROLES)}")
+    return list(messages)
+
+
+def _strip_reasoning(msg: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in msg.items() if k not in REASONING_KEYS}
+
+
+def _reasoning(msg: dict[str, Any]) -> str | None:
+    for key in REASONING_KEYS:
+        if isinstance(msg.get(key), str):
+            return msg[key]
+    return None
+
+
+def _snippet(text: str, at: int) -> str:
+    return repr(text[max(0, at - 30):at + 30])
+
+
+@dataclass
+class _Rendered:
+    """One window rendered in full: its messages, their original indices, text and token ids."""
+
+    window: Window
+    messages: list[dict[str, Any]]
+    index: list[int]   # local message index -> original index
+    text: str
+    ids: list[int]
+    offsets: list[tuple[int, int]] | None  # char span of each token (fast tokenizers only)
+
+
+class _Conversation:
+    """A validated conversation bound to a tokenizer and a config: renders, encodes and labels windows."""
+
+    def __init__(self, tokenizer, messages: Sequence[dict[str, Any]], tools, config: TokenizeConfig):
+        self.tok, self.config = tokenizer, config
+        self.msgs = _validated(messages)
+        self.tools = list(tools) if tools else None
+        self.head = 1 if self.msgs[0]["role"] == "system" else 0
+        # A turn needs a prompt before it: an assistant message opening a system-less conversation is context.
+        self.turns = [i for i, m in enumerate(self.msgs) if m["role"] == "assistant" and i > 0]
+        self.min_context = 1 - self.head
+        self.rule = THINK_POLICIES[config.think_policy]
+        self.fast = bool(getattr(tokenizer, "is_fast", False))
+        self.added_ids = set(tokenizer.get_added_vocab().values()) if self.fast else set()
+
+    def render(self, msgs: list[dict[str, Any]], generation_prompt: bool = False, where: int = 0) -> str:
+        try:
+            return self.tok.apply_chat_template(msgs, tools=self.tools, tokenize=False,
+                                                add_generation_prompt=generation_prompt)
+        except Exception as exc:  # jinja2 TemplateError, TypeError, ValueError from the template
+            raise InputError(f"chat template failed: {type(exc).__name__}: {exc}",
+                             field=f"messages[{where}]") from exc
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.tok(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+    def window_messages(self, w: Window) -> tuple[list[dict[str, Any]], list[int]]:
+        index = list(range(self.head)) + list(range(w.start, w.end))
+        msgs = [self.msgs[i] for i in index]
+        if self.rule.strip_earlier:
+            msgs = [_strip_reasoning(m) if m["role"] == "assistant" and i < w.end - 1 else m
+                    for m, i in zip(msgs, index)]
+        return msgs, index
+
+    def render_window(self, w: Window) -> _Rendered:
+        msgs, index = self.window_messages(w)
+        text = self.render(msgs, where=w.trainable[-1])
+        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.fast)
+        return _Rendered(w, msgs, index, text, enc["input_ids"], enc["offset_mapping"] if self.fast else None)
+
+    def label(self, r: _Rendered) -> tuple[TokenExample, list[str]]:
+        """Labels of a rendered window by prefix rendering; verifies the prefix property and the mask."""
+        local = [r.index.index(t) for t in r.window.trainable]
+        spans = [self._turn_chars(r, i) for i in local]
+        thinks = [self._think_chars(r, i, span) for i, span in zip(local, spans)]
+        owners = {}
+        for i, span, think in zip(local, spans, thinks):
+            for c in (*span, *(think or ())):
+                owners.setdefault(c, r.index[i])
+        counts = self._token_counts(r, owners)
+        labels = [IGNORE_INDEX] * len(r.ids)
+        expected, token_spans = [], []
+        for (cs, ce), think in zip(spans, thinks):
+            ts, te = counts[cs], counts[ce]
+            labels[ts:te] = r.ids[ts:te]
+            token_spans.append((ts, te))
+            if think is None:
+                expected.append(r.text[cs:ce])
+                continue
+            labels[counts[think[0]]:counts[think[1]]] = [IGNORE_INDEX] * (counts[think[1]] - counts[think[0]])
+            expected.append(r.text[cs:think[0]] + r.text[think[1]:ce])
+        trainable = sum(1 for x in labels if x != IGNORE_INDEX)
+        meta = ExampleMeta(list(r.window.trainable), r.window.start, r.window.end, 0, 1, trainable,
+                           len(r.ids), token_spans)
+        example = TokenExample(list(r.ids), labels, meta)
+        check_example(self.tok, example, expected)
+        return example, expected
+
+    def _turn_chars(self, r: _Rendered, i: int) -> tuple[int, int]:
+        """Char span of local assistant turn ``i`` in the window's text; checks the string prefix property."""
+        where = r.index[i]
+        assert i > 0, "a trained turn always has a message before it (see _Conversation.turns)"
+        prompt = self.render(r.messages[:i], generation_prompt=True, where=where)
+        turn = self.render(r.messages[:i + 1], where=where)
+        hint = ("the chat template renders earlier turns differently once later messages exist "
+                "(e.g. it strips reasoning from history); try think_policy='drop' and/or train_turns='last' "
+                f"({_DOC_SECTION})")
+        for what, text in ((f"up to messages[{where}] (excluded) with a generation prompt", prompt),
+                           (f"up to messages[{where}] (included)", turn)):
+            if not r.text.startswith(text):
+                at = common_prefix_len(text, r.text)
+                raise PrefixError(f"rendering the example {what} is not a prefix of the render of the whole "
+                                  f"example (first difference at char {at}: {_snippet(text, at)} vs "
+                                  f"{_snippet(r.text, at)})", where, hint)
+        if not turn.startswith(prompt):
+            raise PrefixError("the generation prompt is not how the template starts this assistant turn "
+                              f"({_snippet(prompt, len(prompt))} vs {_snippet(turn, len(prompt))})", where,
+                              "the template adds something to the last assistant turn only; "
+                              "try train_turns='last'")
+        return len(prompt), len(turn)
+
+    def _think_chars(self, r: _Rendered, i: int, span: tuple[int, int]) -> tuple[int, int] | None:
+        """Char range [think_open, end of think_close) to mask in an earlier turn, or None."""
+        if not self.rule.mask_earlier or i == len(r.messages) - 1 or _reasoning(r.messages[i]) is None:
+            return None
+        cs, ce = span
+        start = r.text.find(self.config.think_open, cs, ce)
+        end = r.text.find(self.config.think_close, max(start, cs), ce) if start >= 0 else -1
+        if start < 0 or end < 0:
+            raise InputError(f"think_policy='mask' but the rendered turn has no {self.config.think_open}..."
+                             f"{self.config.think_close} block", field=f"messages[{r.index[i]}]",
+                             hint="set think_open/think_close to the template's tags, or use keep/drop")
+        return start, end + len(self.config.think_close)
+
+    def _token_counts(self, r: _Rendered, owners: dict[int, int]) -> dict[int, int]:
+        """Token count of ``tok(text[:c])`` for each char boundary c; checks it is a prefix of ``r.ids``.
+
+        ``anchored`` proves most boundaries cheaply (:meth:`_anchored_counts`); the rest, and every
+        failure, go through the full re-encoding, so a reported error is always confirmed in full.
+        """
+        positions = sorted(owners)
+        counts = {}
+        if self.config.prefix_check == "anchored" and r.offsets is not None:
+            counts = self._anchored_counts(r, positions)
+        rest = [c for c in positions if c not in counts]
+        for c, ids in zip(rest, self.encode([r.text[:c] for c in rest])):
+            if ids != r.ids[:len(ids)]:
+                k = next((j for j, (a, b) in enumerate(zip(ids, r.ids)) if a != b), min(len(ids), len(r.ids)))
+                raise PrefixError(
+                    f"tokens of the text before char {c} differ from the whole example's tokens at token {k} "
+                    f"(the tokenizer merges across the boundary {_snippet(r.text, c)})", owners[c],
+                    "labels cannot start or end inside a token: a turn that begins with whitespace merging with "
+                    "the template glue does this, or think tags that are not single tokens (think_policy='mask')")
+            counts[c] = len(ids)
+        return counts
+
+    def _anchored_counts(self, r: _Rendered, positions: list[int]) -> dict[int, int]:
+        """Boundaries proven by re-encoding only from the last added token (e.g. ``<|im_start|>``) before them.
+
+        Hugging Face ``tokenizers`` extracts added tokens before normalising and pre-tokenising, and
+        encodes the pieces between them independently; so when ``tok(text[a:c])``, ``a`` the start of
+        an added token found in ``r.ids``, equals ``r.ids`` from that token on, then ``tok(text[:c])``
+        equals ``r.ids[:j + len]``. Keeping the anchor in the tail keeps position rules (Metaspace
+        ``prepend_scheme="first"``) as they are in the whole text. Unproven boundaries are left out.
+        """
+        anchors = [j for j, t in enumerate(r.ids) if t in self.added_ids]
+        ends = [r.offsets[j][1] for j in anchors]
+        tails = []
+        for c in positions:
+            a = bisect_right(ends, c) - 1
+            if a >= 0:
+                tails.append((c, anchors[a]))
+        out = {}
+        encoded = self.encode([r.text[r.offsets[j][0]:c] for c, j in tails])
+        for (c, j), ids in zip(tails, encoded):
+            if ids and ids[0] == r.ids[j] and ids == r.ids[j:j + len(ids)]:
+                out[c] = j + len(ids)
+        return out
+
+    def estimate_costs(self):
+        """Token cost estimates per message for window planning (see :mod:`trajkit.traces.windowing`)."""
+        if not self.fast:
+            raise ConfigError("windowing needs a fast (tokenizers-backed) tokenizer for token offsets; "
+                              "use one, or set windowing=False")
+
+        def offsets(text: str) -> list[tuple[int, int]]:
+            return self.tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+
+        strip = _strip_reasoning if self.rule.strip_earlier else None
+        return estimate_costs(self.render, offsets, self.msgs, self.head, strip)
+
+
+def check_example(tokenizer, example: TokenExample, expected_texts: Sequence[str]) -> None:
+    """Raise :class:`MaskCheckError` unless exactly the unmasked tokens decode to ``expected_texts``.
+
+    Checks: ``labels`` has the length of ``input_ids``; every label is -100 or its token id; the decoded
+    unmasked tokens equal ``"".join(expected_texts)``; the metadata's trainable count is right.
+    """
+    ids, labels = example.input_ids, example.labels
+    if len(ids) != len(labels):
+        raise MaskCheckError(f"{len(ids)} input_ids but {len(labels)} labels")
+    wrong = [j for j, (t, y) in enumerate(zip(ids, labels)) if y != IGNORE_INDEX and y != t]
+    if wrong:
+        raise MaskCheckError(f"labels differ from input_ids at {len(wrong)} positions, first {wrong[0]}")
+    kept = [t for t, y in zip(ids, labels) if y != IGNORE_INDEX]
+    got = tokenizer.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    want = "".join(expected_texts)
+    if got != want:
+        at = common_prefix_len(got, want)
+        raise MaskCheckError(f"unmasked tokens decode to {_snippet(got, at)} but the assistant turns read "
+                             f"{_snippet(want, at)} (first difference at char {at})",
+                             hint="the tokenizer's decode is not lossless or the labels are misplaced")
+    if example.metadata.trainable_tokens != len(kept):
+        raise MaskCheckError(f"metadata says {example.metadata.trainable_tokens} trainable tokens, "
+                             f"labels have {len(kept)}")
+
+
+def tokenize_conversation(tokenizer, messages: Sequence[dict[str, Any]], tools: Sequence[dict] | None = None,
+                          config: TokenizeConfig | None = None, *,
+                          diagnostics: list[Diagnostic] | None = None) -> list[TokenExample]:
+    """Examples of one conversation (OpenAI chat messages + tools), each checked by :func:`check_example`.
+
+    Turns left out (too long, too few trainable tokens) are appended to ``diagnostics`` when given.
+    Raises :class:`PrefixError` / :class:`MaskCheckError` / :class:`InputError` naming the message.
+    """
+    config = config or TokenizeConfig()
+    diagnostics = [] if diagnostics is None else diagnostics
+    conv = _Conversation(tokenizer, messages, tools, config)
+    if conv.msgs[0]["role"] == "assistant":
+        diagnostics.append(Diagnostic("turn_without_prompt", [0], "messages[0] is an assistant turn with "
+                                      "nothing before it to condition on; kept as context only"))
+    if not conv.turns:
+        diagnostics.append(Diagnostic("no_assistant_turns", [], "conversation has no assistant message"))
+        return []
+    examples = [ex for ex in _examples(conv, diagnostics) if _enough(ex, config, diagnostics)]
+    for k, ex in enumerate(examples):
+        ex.metadata.window_index, ex.metadata.num_windows = k, len(examples)
+    return examples
+
+
+def _enough(ex: TokenExample, config: TokenizeConfig, diagnostics: list[Diagnostic]) -> bool:
+    if ex.metadata.trainable_tokens >= config.min_trainable_tokens:
+        return True
+    diagnostics.append(Diagnostic("below_min_trainable", ex.metadata.turns,
+                                  f"{ex.metadata.trainable_tokens} trainable tokens < min_trainable_tokens"))
+    return False
+
+
+def _examples(conv: _Conversation, diagnostics: list[Diagnostic]):
+    """Yield labelled examples window by window (see the module docstring for the policy)."""
+    config, turns = conv.config, conv.turns
+    per_window = 1 if config.train_turns == "last" else None
+    costs = None
+    if config.windowing:
+        if per_window is None:  # common case first: everything fits in one example, no estimates needed
+            whole = conv.render_window(Window(conv.head, turns[-1] + 1, turns))
+            if len(whole.ids) <= config.max_length:
+                yield conv.label(whole)[0]
+                return
+        costs = conv.estimate_costs()
+    kind = "turn_too_long" if config.windowing else "window_too_long"
+    for item in iter_windows(turns, conv.head, config.max_length, conv.render_window, costs, per_window,
+                             conv.min_context):
+        if isinstance(item, Dropped):
+            diagnostics.append(Diagnostic(kind, item.turns, item.detail))
+        else:
+            yield conv.label(item[1])[0]
+
