@@ -316,7 +316,7 @@ def _write(path: Path, pairs: Iterable[tuple[dict, Truth]], total: int, progress
     truth = Truth()
     schema = _row_schema() if output_format(path) == ".parquet" else None
     with RowWriter(path, schema=schema, level=level) as writer, \
-            tqdm(total=total, unit="row", desc=f"synth {path.name}", disable=not progress, mininterval=0.5) as bar:
+            tqdm(total=total, unit="row", desc=f"synth {path.name}", disable=None if progress else True, mininterval=0.5) as bar:
         for row, row_truth in pairs:
             truth += row_truth
             writer.write(row)

@@ -192,7 +192,7 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init, (source, config)) if workers > 1 else None
     writer = WRITERS[suffix](tmp)
     try:
-        bar = tqdm(total=total, desc="tokenize", unit="conv", disable=not progress)
+        bar = tqdm(total=total, desc="tokenize", unit="conv", disable=None if progress else True, mininterval=0.5)
         for batch in _batches(enumerate(conversations), 16 * workers if pool else 1):
             outcomes = pool.map(_worker_item, batch) if pool else [_tokenize_item(tok, config, it) for it in batch]
             for k, examples, diagnostics, exc in outcomes:
