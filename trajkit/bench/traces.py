@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 DESCRIPTION = "traces stats vs the tutorial's pandas+regex approach (rows/s, MB/s, peak RSS)"
+EXAMPLE = "trajkit bench traces --rows 14701 --json bench-out/bench_traces.json"
 
 BASELINE = r'''
 import json, re, resource, sys, time

@@ -21,6 +21,8 @@ def register(sub) -> None:
             if exc.name == f"trajkit.bench.{name}":
                 continue
             raise
-        bp = bsub.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION)
+        example = getattr(module, "EXAMPLE", f"trajkit bench {name}")
+        bp = bsub.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION,
+                             epilog=f"Example: {example}")
         module.add_arguments(bp)
         bp.set_defaults(handler=module.run)
