@@ -15,12 +15,7 @@ def register(sub) -> None:
                        description="Run a benchmark. Example: trajkit bench traces --rows 2000 --json out.json")
     bsub = p.add_subparsers(dest="bench", metavar="NAME")
     for name in BENCHMARKS:
-        try:
-            module = importlib.import_module(f"trajkit.bench.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"trajkit.bench.{name}":
-                continue
-            raise
+        module = importlib.import_module(f"trajkit.bench.{name}")
         example = getattr(module, "EXAMPLE", f"trajkit bench {name}")
         bp = bsub.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION,
                              epilog=f"Example: {example}")

@@ -12,8 +12,8 @@ import sys
 
 from trajkit.errors import TrajkitError
 
-# Module names under trajkit.cli that register a command group; a missing optional one is skipped.
-COMMAND_MODULES = ("traces", "generate", "bench", "train", "serve", "demo")
+# Module names under trajkit.cli that register a command group.
+COMMAND_MODULES = ("traces", "generate", "bench", "train", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,13 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"trajkit.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"trajkit.cli.{name}":
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(f"trajkit.cli.{name}").register(sub)
     return parser
 
 

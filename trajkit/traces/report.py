@@ -28,7 +28,6 @@ from typing import Any, Callable
 
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.load import source_label
-from trajkit.traces.plots import CHARTS, write_plots
 from trajkit.traces.report_viewer import TraceViewer, esc
 from trajkit.traces.stats import CorpusStats, compute_stats
 
@@ -71,6 +70,8 @@ def write_report(specs: list[str], out_dir: str | Path, *, max_traces: int | Non
     stats, viewer = collect(specs, config, strict=strict, on_error=on_error, progress=progress)
     data = stats.to_dict()
     (out / "stats.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    from trajkit.traces.plots import write_plots  # matplotlib: imported only when a report is drawn
+
     charts = write_plots(stats, out / "charts")
     page = render_page(specs, data, charts, viewer)
     path = out / "report.html"
@@ -220,6 +221,8 @@ def summary_section(data: dict[str, Any]) -> str:
 
 # -- page ----------------------------------------------------------------------------------------
 def charts_section(charts: dict[str, Path]) -> str:
+    from trajkit.traces.plots import CHARTS
+
     figs = []
     for name, path in charts.items():
         b64 = base64.b64encode(path.read_bytes()).decode("ascii")

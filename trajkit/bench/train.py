@@ -1,0 +1,178 @@
+"""Benchmark: the RL step with and without speculative rollouts, side by side in one process.
+
+The same config runs as up to three arms that share the seed (hence the prompts) and take their steps in
+lockstep (arm A step 1, arm B step 1, ..., arm A step 2, ...), so a noisy shared CPU slows all arms
+alike and the ratios stay fair:
+
+- ``plain``: no drafter; ``spec``: speculative rollouts with the config's drafter (``draft.kind``),
+  distilled online on the fresh rollouts (draft refresh); ``spec_fixed``: the same draft, never refreshed.
+
+Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
+the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
+and, per seed, the held-out reward at the start and the end (``eval.every`` must be set) so the reward
+curves of plain and speculative rollouts can be compared across seeds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+from trajkit.errors import ConfigError
+from trajkit.rl.config import load_config
+from trajkit.rl.stages import GENERATION, STAGES
+
+DESCRIPTION = ("RL step with vs without speculative rollouts (per-stage seconds, generation share, "
+               "acceptance length with/without draft refresh, step speedup, reward over seeds)")
+ARMS = {"plain": ["draft.kind=none", "draft.distill=false"],  # the config's drafter in the other two
+        "spec": ["draft.distill=true"],
+        "spec_fixed": ["draft.distill=false"]}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--config", default="examples/rl_rep.yaml", help="training config (YAML)")
+    p.add_argument("--steps", type=int, default=20, help="steps per arm (0 = the config's steps)")
+    p.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (reward table needs >= 3)")
+    p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
+    p.add_argument("--json", default="bench-out/train.json", help="where to write the JSON results")
+    p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rollout.group_size=4")
+    p.epilog = "Example: trajkit bench train --steps 30 --seeds 3 --json bench-out/train.json"
+
+
+def _trainers(args, seed: int, steps: int):
+    from trajkit.rl.trainer import Trainer
+
+    if not os.path.exists(args.config):
+        raise ConfigError(f"--config {args.config!r} not found (run from the repository root or pass --config)")
+    arms = [a for a in ARMS if not (args.no_fixed and a == "spec_fixed")]
+    out = {}
+    for arm in arms:
+        cfg = load_config(args.config, list(args.overrides) + ARMS[arm] +
+                          [f"seed={seed}", f"steps={steps}", "checkpoint.every=0"])
+        out[arm] = Trainer(cfg, logger=False)
+    return out
+
+
+def run_seed(args, seed: int, steps: int, progress=None) -> dict:
+    """Lockstep steps of every arm for one seed -> {arm: {"steps": [...], "eval": [[step, reward]]}}."""
+    trainers = _trainers(args, seed, steps)
+    record = {arm: {"steps": [], "eval": []} for arm in trainers}
+    for arm, t in trainers.items():
+        if t.cfg.eval.every:
+            record[arm]["eval"].append([0, t.evaluate()["eval/reward"]])
+    for step in range(steps):
+        for arm, t in trainers.items():
+            m = t.step_once().metrics
+            record[arm]["steps"].append({k: v for k, v in m.items() if isinstance(v, (int, float))})
+            if "eval/reward" in m:
+                record[arm]["eval"].append([step + 1, m["eval/reward"]])
+        if progress:
+            progress(seed, step + 1, steps)
+    return record
+
+
+def _mean(xs):
+    return statistics.fmean(xs) if xs else float("nan")
+
+
+def summarize(seeds: list[dict]) -> dict:
+    """Per-arm stage means (warm-up step excluded), speedups, acceptance curves, reward table."""
+    arms = list(seeds[0])
+    out = {"arms": {}, "acceptance_length": {}, "reward": {}}
+    for arm in arms:
+        rows = [s for rec in seeds for s in rec[arm]["steps"][1:]]
+        stages = {k: _mean([r[f"time/{k}"] for r in rows]) for k in STAGES}
+        step = sum(stages.values())
+        out["arms"][arm] = {"stage_seconds": stages, "step_seconds": step,
+                            "generation_share": stages[GENERATION] / step if step else 0.0,
+                            "acceptance_length": _mean([r["gen/acceptance_length"] for r in rows])}
+        out["acceptance_length"][arm] = [_mean([rec[arm]["steps"][i]["gen/acceptance_length"] for rec in seeds])
+                                         for i in range(len(seeds[0][arm]["steps"]))]
+        evals = [rec[arm]["eval"] for rec in seeds if rec[arm]["eval"]]
+        if evals:
+            first, last = [e[0][1] for e in evals], [e[-1][1] for e in evals]
+            out["reward"][arm] = {"initial": first, "final": last, "initial_mean": _mean(first),
+                                  "final_mean": _mean(last),
+                                  "initial_std": statistics.stdev(first) if len(first) > 1 else 0.0,
+                                  "final_std": statistics.stdev(last) if len(last) > 1 else 0.0,
+                                  "curve": [[e[0], _mean([x[i][1] for x in evals])] for i, e in enumerate(evals[0])]}
+    if "plain" in out["arms"] and "spec" in out["arms"]:
+        p, s = out["arms"]["plain"], out["arms"]["spec"]
+        out["step_speedup"] = p["step_seconds"] / s["step_seconds"]
+        out["generation_speedup"] = p["stage_seconds"][GENERATION] / s["stage_seconds"][GENERATION]
+    return out
+
+
+def table(summary: dict) -> str:
+    arms = list(summary["arms"])
+    lines = [f"{'stage (s/step)':<16}" + "".join(f"{a:>14}" for a in arms)]
+    for k in STAGES:
+        lines.append(f"{k:<16}" + "".join(f"{summary['arms'][a]['stage_seconds'][k]:>14.3f}" for a in arms))
+    lines.append(f"{'step':<16}" + "".join(f"{summary['arms'][a]['step_seconds']:>14.3f}" for a in arms))
+    lines.append(f"{'generation %':<16}" + "".join(f"{100 * summary['arms'][a]['generation_share']:>13.1f}%" for a in arms))
+    lines.append(f"{'accept. length':<16}" + "".join(f"{summary['arms'][a]['acceptance_length']:>14.2f}" for a in arms))
+    for a, r in summary["reward"].items():
+        lines.append(f"reward {a:<10} initial {r['initial_mean']:.3f} ± {r['initial_std']:.3f}  "
+                     f"final {r['final_mean']:.3f} ± {r['final_std']:.3f}  (n={len(r['final'])} seeds)")
+    if "step_speedup" in summary:
+        lines.append(f"step speedup plain/spec: {summary['step_speedup']:.2f}x   "
+                     f"generation speedup: {summary['generation_speedup']:.2f}x")
+    return "\n".join(lines)
+
+
+def plot(summary: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for arm, ys in summary["acceptance_length"].items():
+        if arm != "plain":
+            axes[0].plot(range(1, len(ys) + 1), ys, label=arm)
+    axes[0].set(title="acceptance length per step", xlabel="step", ylabel="tokens per target call")
+    arms = list(summary["arms"])
+    bottom = [0.0] * len(arms)
+    for k in STAGES:
+        vals = [summary["arms"][a]["stage_seconds"][k] for a in arms]
+        axes[1].bar(arms, vals, bottom=bottom, label=k)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    axes[1].set(title="seconds per step by stage")
+    for arm, r in summary["reward"].items():
+        xs, ys = zip(*r["curve"])
+        axes[2].plot(xs, ys, marker="o", label=arm)
+    axes[2].set(title="held-out reward (mean over seeds)", xlabel="step")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(args) -> int:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    steps = args.steps or load_config(args.config, list(args.overrides)).steps
+    start = time.perf_counter()
+    seeds = [run_seed(args, seed, steps, progress=lambda s, i, n: print(f"\rseed {s}: step {i}/{n}", end="",
+                                                                          flush=True)) for seed in range(args.seeds)]
+    print()
+    summary = summarize(seeds)
+    summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
+                   wall_seconds=time.perf_counter() - start)
+    print(table(summary))
+    for path in (args.json, args.plot):
+        if path:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"summary": summary, "runs": seeds}, fh, indent=1)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(summary, args.plot)
+        print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,58 @@
+"""``trajkit train CONFIG [key=value ...]``: run the RL trainer (:mod:`trajkit.rl`) with a progress bar."""
+from __future__ import annotations
+
+import argparse
+
+EXAMPLE = """examples:
+  trajkit train examples/rl_rep.yaml
+  trajkit train examples/rl_rep.yaml seed=1 draft.kind=none steps=50 log.out_dir=runs/plain
+  trajkit train examples/rl_rep.yaml checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
+
+Every key of the YAML file can be overridden with dotted key=value pairs; unknown keys are errors.
+Logs: OUT_DIR/metrics.jsonl, OUT_DIR/tensorboard/, OUT_DIR/samples/, OUT_DIR/checkpoints/."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="RL post-training (GRPO family) with speculative rollouts",
+                       description="Train a policy with a five-stage synchronous GRPO step.", epilog=EXAMPLE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="YAML config file (see examples/rl_rep.yaml)")
+    p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. optim.lr=3e-4")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar; print one line per step")
+    p.set_defaults(handler=cmd_train)
+
+
+def cmd_train(args) -> int:
+    import transformers
+    from tqdm import tqdm
+
+    from trajkit.rl.config import load_config
+    from trajkit.rl.trainer import train
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    cfg = load_config(args.config, args.overrides)
+    bar = None if args.no_progress or cfg.log.quiet else tqdm(total=cfg.steps, desc="train", unit="step")
+
+    def progress(result) -> None:
+        m = result.metrics
+        if bar is None:
+            if not cfg.log.quiet:
+                print(f"step {result.step}: reward {m['reward/raw']:.3f} | {result.timer.line()}", flush=True)
+            return
+        bar.n = result.step
+        bar.set_postfix(reward=f"{m['reward/raw']:.3f}", step_s=f"{result.timer.total:.2f}",
+                        gen=f"{100 * m['share/generation']:.0f}%", acc_len=f"{m['gen/acceptance_length']:.2f}")
+        bar.refresh()
+        if "eval/reward" in m:
+            bar.write(f"step {result.step}: eval reward {m['eval/reward']:.3f} | {result.timer.line()}")
+        elif result.step % 10 == 0:
+            bar.write(f"step {result.step}: reward {m['reward/raw']:.3f} | {result.timer.line()}")
+
+    history = train(cfg, progress)
+    if bar is not None:
+        bar.close()
+    evals = [h["eval/reward"] for h in history if "eval/reward" in h]
+    if evals and not cfg.log.quiet:
+        print(f"eval reward: {evals[0]:.3f} -> {evals[-1]:.3f}; logs in {cfg.log.out_dir}")
+    return 0

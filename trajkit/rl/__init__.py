@@ -1,0 +1,32 @@
+"""trajkit.rl: a five-stage synchronous GRPO-family trainer with speculative rollouts from trajkit.engine.
+
+    from trajkit.rl import Trainer, load_config, train
+    history = train(load_config("examples/rl_rep.yaml", ["steps=20"]))
+
+See docs/rl.md. Pure pieces: :mod:`~trajkit.rl.losses` (LOSSES registry), :mod:`~trajkit.rl.advantages`,
+:mod:`~trajkit.rl.shaping`, :mod:`~trajkit.rl.mismatch`; records: :class:`Sample`; stages:
+:data:`STAGES`; tasks: :mod:`~trajkit.rl.tasks`, :mod:`~trajkit.rl.toolenv`.
+"""
+
+# Lazy exports (PEP 562): importing the package does not import torch; the first use does.
+_EXPORTS = {
+    "TrainConfig": "trajkit.rl.config",
+    "load_config": "trajkit.rl.config",
+    "LOSSES": "trajkit.rl.losses",
+    "policy_loss": "trajkit.rl.losses",
+    "Sample": "trajkit.rl.sample",
+    "validate_sample": "trajkit.rl.sample",
+    "STAGES": "trajkit.rl.stages",
+    "Trainer": "trajkit.rl.trainer",
+    "train": "trajkit.rl.trainer",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,91 @@
+"""Samples -> padded tensors, and the policy's per-token log-probs over them.
+
+Every sample becomes one right-padded row ``input_ids: [B, L]`` (prompt then completion). Log-probs
+live in next-token space, ``[B, L-1]``: entry ``t`` is ``log p(input_ids[t+1] | input_ids[:t+1])``, so
+completion token ``i`` of row ``b`` sits at ``P_b - 1 + i`` (``P_b`` the prompt length). ``mask`` is 1
+exactly at the sampled completion tokens (``Sample.loss_mask``) and 0 at prompt, forced and padding
+positions; ``engine_logp`` holds the engine's log-probs there.
+
+Log-probs are taken from ``log_softmax(logits / temperature)``: the distribution the engine samples from
+when top-k and top-p are off (the RL trainer requires that, so the two are comparable).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from trajkit.rl.sample import Sample
+
+
+@dataclass
+class Batch:
+    """``input_ids, attention: [B, L]``; ``mask, engine_logp: [B, L-1]``; ``advantages: [B]``."""
+
+    input_ids: torch.Tensor
+    attention: torch.Tensor
+    mask: torch.Tensor
+    engine_logp: torch.Tensor
+    advantages: torch.Tensor
+    lengths: torch.Tensor  # [B] real tokens per row
+
+    def select(self, rows: torch.Tensor) -> "Batch":
+        """Rows ``rows`` only, trimmed to their longest sequence."""
+        width = int(self.lengths[rows].max())
+        return Batch(self.input_ids[rows, :width], self.attention[rows, :width], self.mask[rows, :width - 1],
+                     self.engine_logp[rows, :width - 1], self.advantages[rows], self.lengths[rows])
+
+
+def collate(samples: list[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
+    """Right-pad ``samples`` into a :class:`Batch`; ``advantages: [B]``."""
+    assert advantages.shape == (len(samples),)
+    width = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+    b = len(samples)
+    ids = torch.full((b, width), pad_id, dtype=torch.long)
+    attention = torch.zeros(b, width, dtype=torch.long)
+    mask = torch.zeros(b, width - 1)
+    engine = torch.zeros(b, width - 1)
+    for i, s in enumerate(samples):
+        p, c = len(s.prompt_ids), len(s.completion_ids)
+        ids[i, :p + c] = torch.tensor(s.ids, dtype=torch.long)
+        attention[i, :p + c] = 1
+        mask[i, p - 1:p - 1 + c] = torch.tensor(s.loss_mask, dtype=torch.float32)
+        engine[i, p - 1:p - 1 + c] = torch.tensor(s.logprobs, dtype=torch.float32)
+    lengths = attention.sum(1)
+    return Batch(ids, attention, mask, engine, advantages.to(torch.float32), lengths)
+
+
+def forward_logits(model, batch: Batch) -> torch.Tensor:
+    """``[B, L-1, V]`` next-token logits of ``model`` over ``batch``."""
+    return model(input_ids=batch.input_ids, attention_mask=batch.attention).logits[:, :-1].float()
+
+
+def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``logits: [B, L-1, V]``, ``input_ids: [B, L]`` -> ``log p(next token)`` ``[B, L-1]`` at ``temperature``."""
+    assert logits.shape[:2] == (input_ids.shape[0], input_ids.shape[1] - 1)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+
+def chunks(n: int, size: int) -> list[torch.Tensor]:
+    """Row indices ``0..n-1`` in consecutive chunks of ``size``."""
+    return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+@torch.no_grad()
+def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: int,
+                   keep_dists: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Policy log-probs ``[B, L-1]`` (zeros past each row's end) and, with ``keep_dists``, the full
+    log-distributions ``[B, L-1, V]`` at ``temperature`` (targets for draft distillation)."""
+    b, width = batch.input_ids.shape
+    out = torch.zeros(b, width - 1)
+    dists = None
+    for rows in chunks(b, micro_batch_size):
+        mb = batch.select(rows)
+        logits = forward_logits(model, mb)
+        out[rows, :logits.shape[1]] = gather_logprobs(logits, mb.input_ids, temperature)
+        if keep_dists:
+            if dists is None:
+                dists = torch.zeros(b, width - 1, logits.shape[-1])
+            dists[rows, :logits.shape[1]] = torch.log_softmax(logits / temperature, dim=-1)
+    return out, dists

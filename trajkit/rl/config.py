@@ -1,0 +1,287 @@
+"""Configs of the RL trainer: one dataclass per component, defaults declared once, validated on build.
+
+A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task``, ``rollout``, ``loss``,
+``shaping``, ``optim``, ``mismatch``, ``log``, ``checkpoint``, ``eval``) plus ``key=value`` overrides
+with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`ConfigError` naming them.
+
+>>> cfg = load_config(None, ["steps=3", "rollout.group_size=4"])
+>>> cfg.steps, cfg.rollout.group_size
+(3, 4)
+>>> load_config(None, ["optim.lrr=1"])
+Traceback (most recent call last):
+...
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+from trajkit.config import from_dict, parse_override
+from trajkit.errors import ConfigError
+
+
+def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
+    """Return ``value`` (YAML's '1e-3' string turned into a float) or raise naming ``owner.name``."""
+    origin = get_origin(tp)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(f"{owner}.{name} must be one of {list(get_args(tp))}, got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in get_args(tp):
+            return value
+        for arg in get_args(tp):
+            if arg is type(None):
+                continue
+            try:
+                return _check_field(owner, name, arg, value)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{owner}.{name} must be {tp}, got {value!r}")
+    if tp is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    ok = {float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(tp)
+    if ok is not None and not ok(value):
+        raise ConfigError(f"{owner}.{name} must be a {tp.__name__}, got {value!r}")
+    return float(value) if tp is float else value
+
+
+class Checked:
+    """Mixin: type-check (and coerce) every scalar field after construction."""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(hints[f.name]):
+                continue
+            object.__setattr__(self, f.name, _check_field(type(self).__name__, f.name, hints[f.name], value))
+        self.validate()
+
+    def validate(self) -> None:
+        """Cross-field checks; subclasses override."""
+
+
+def _positive(owner, **values) -> None:
+    for name, v in values.items():
+        if v <= 0:
+            raise ConfigError(f"{owner}.{name} must be > 0, got {v!r}")
+
+
+@dataclass
+class ModelConfig(Checked):
+    """A causal LM: ``task_warmstart`` (built and cached for the task), ``random`` or a local HF ``path``."""
+
+    source: Literal["task_warmstart", "random", "path"] = "random"
+    path: str | None = None
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 384
+    init_seed: int = 0
+    warmstart_steps: int = 60
+    warmstart_lr: float = 3e-3
+
+    def validate(self) -> None:
+        if self.source == "path" and not self.path:
+            raise ConfigError("policy.path: source 'path' needs path=DIR (a local Hugging Face model)")
+        _positive("ModelConfig", hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads)
+
+
+def _draft_model() -> ModelConfig:
+    return ModelConfig(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=192, init_seed=1)
+
+
+@dataclass
+class DraftConfig(Checked):
+    """Speculative rollouts: which drafter, how many tokens, and whether to distil it online.
+
+    ``model``: a small HF causal LM of shape ``model``; ``window``: the MLP window drafter
+    (:mod:`trajkit.rl.window_draft`, ``model.hidden_size`` = embedding size, ``model.intermediate_size``
+    = MLP width, ``head``/``window`` tokens of context); ``ngram``: prompt lookup (no weights)."""
+
+    kind: Literal["none", "model", "window", "ngram"] = "none"
+    num_draft_tokens: int | str = 3
+    model: ModelConfig = field(default_factory=_draft_model)
+    distill: bool = False
+    distill_lr: float = 1e-3
+    distill_steps: int = 1
+    distill_every: int = 1
+    head: int = 8
+    window: int = 8
+
+    def validate(self) -> None:
+        k = self.num_draft_tokens
+        if k != "auto" and (not isinstance(k, int) or k < 1):
+            raise ConfigError(f"draft.num_draft_tokens must be an integer >= 1 or 'auto', got {k!r}")
+        if self.distill_every < 1:
+            raise ConfigError(f"draft.distill_every must be >= 1 (distil on every n-th step), got {self.distill_every}")
+        if self.distill and self.kind not in ("model", "window"):
+            raise ConfigError("draft.distill needs draft.kind=model or window (an n-gram drafter has no weights)")
+
+
+@dataclass
+class TaskConfig(Checked):
+    """Which task/environment (``trajkit.rl.tasks.TASKS``) and its size knobs."""
+
+    name: str = "echo"
+    min_len: int = 4
+    max_len: int = 8
+    alphabet: str = "abcdefgh"
+    max_turns: int = 3
+    tool_timeout_s: float = 0.5
+
+
+@dataclass
+class RolloutConfig(Checked):
+    """How many prompts per step, completions per prompt, and how to sample them."""
+
+    prompts_per_step: int = 8
+    group_size: int = 8
+    temperature: float = 1.0
+    max_new_tokens: int = 24
+
+    def validate(self) -> None:
+        _positive("rollout", prompts_per_step=self.prompts_per_step, temperature=self.temperature,
+                  max_new_tokens=self.max_new_tokens)
+        if self.group_size < 2:
+            raise ConfigError(f"rollout.group_size must be >= 2 (advantages compare a group), got {self.group_size}")
+
+
+@dataclass
+class LossConfig(Checked):
+    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values."""
+
+    name: Literal["grpo", "dapo", "dr_grpo", "gspo"] = "grpo"
+    clip_low: float | None = None
+    clip_high: float | None = None
+    scale_std: bool = True
+    kl_coef: float = 0.0
+
+
+@dataclass
+class ShapingConfig(Checked):
+    """Length shaping; 0 turns each part off. ``correct_threshold``: raw reward that counts as correct."""
+
+    overlong_buffer: int = 0
+    length_penalty: float = 0.0
+    correct_threshold: float = 1.0
+
+
+@dataclass
+class OptimConfig(Checked):
+    """AdamW on the policy; ``minibatches`` optimiser steps per RL step, each over micro-batches."""
+
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    micro_batch_size: int = 32
+    minibatches: int = 1
+
+    def validate(self) -> None:
+        _positive("optim", lr=self.lr, micro_batch_size=self.micro_batch_size, minibatches=self.minibatches)
+
+
+@dataclass
+class MismatchConfig(Checked):
+    """Alarm thresholds on mean |engine logp - policy logp| (see trajkit.rl.mismatch)."""
+
+    abs_threshold: float = 0.05
+    jump_factor: float = 20.0
+    min_jump: float = 1e-3
+
+
+@dataclass
+class LogConfig(Checked):
+    """Where logs go: ``out_dir``/metrics.jsonl, tensorboard/, samples/step_N.jsonl."""
+
+    out_dir: str = "runs/rl"
+    tensorboard: bool = True
+    dump_samples: int = 8
+    quiet: bool = False
+
+
+@dataclass
+class CheckpointConfig(Checked):
+    """Save every ``every`` steps (0 = only at the end); ``resume_from`` a checkpoint directory."""
+
+    every: int = 0
+    resume_from: str | None = None
+
+
+@dataclass
+class EvalConfig(Checked):
+    """Held-out reward (fixed prompts, fixed seed) every ``every`` steps and at start/end; 0 = off."""
+
+    every: int = 0
+    num_prompts: int = 64
+    temperature: float = 1.0
+
+
+@dataclass
+class TrainConfig(Checked):
+    """A whole run."""
+
+    steps: int = 20
+    seed: int = 0
+    threads: int = 0
+    policy: ModelConfig = field(default_factory=ModelConfig)
+    draft: DraftConfig = field(default_factory=DraftConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    shaping: ShapingConfig = field(default_factory=ShapingConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    mismatch: MismatchConfig = field(default_factory=MismatchConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def validate(self) -> None:
+        _positive("TrainConfig", steps=self.steps)
+        if self.shaping.overlong_buffer > self.rollout.max_new_tokens:
+            raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
+
+
+def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:
+    node = tree
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {text!r}: {key!r} is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
+    """YAML file (or None for defaults) + ``key=value`` overrides -> validated :class:`TrainConfig`."""
+    tree: dict = {}
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                tree = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError(f"config file {path}: {exc.strerror}") from exc
+        if not isinstance(tree, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of sections")
+    for text in overrides:
+        keys, value = parse_override(text)
+        _set(tree, keys, value, text)
+    return from_dict(TrainConfig, tree)
+
+
+def to_dict(cfg: TrainConfig) -> dict:
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,145 @@
+"""Policy-gradient losses of the GRPO family, as a registry of pure tensor functions.
+
+Every loss sees the same tensors: ``logp`` (current policy, with grad), ``old_logp`` (the policy that
+produced the batch's advantages, detached; recomputed in the ``logprob`` stage), per-sequence
+``advantages``, the ``mask`` of sampled tokens, and a :class:`LossNorm` with the *whole batch's* counts,
+so summing a loss over micro-batches gives exactly the full-batch loss (gradient accumulation is exact).
+
+With ``ratio = exp(logp - old_logp)`` and ``A`` the sequence's advantage, the token surrogate is
+``-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)`` and the losses differ in how they
+aggregate it:
+
+- ``grpo`` (Shao et al. 2024): mean over each sequence's tokens, then mean over sequences.
+- ``dapo`` (Yu et al. 2025): token-level, i.e. sum over every sampled token of the batch divided by the
+  batch's token count; "clip-higher" is its default asymmetric clip (0.2, 0.28).
+- ``dr_grpo`` (Liu et al. 2025): sum over each sequence's tokens divided by a constant (the generation
+  budget ``max_tokens``), then mean over sequences; pair it with ``scale_std=False`` advantages.
+- ``gspo`` (Zheng et al. 2025): one importance ratio per sequence,
+  ``s = exp(mean_t(logp - old_logp))``, clipped with the paper's small range (3e-4, 4e-4).
+
+The optional KL penalty to a reference policy uses the k3 estimator (Schulman 2020),
+``exp(ref - logp) - (ref - logp) - 1`` per token, aggregated the same way as the loss (sequence mean for
+``gspo``) and added with weight ``kl_coef``. Deviation: none of the papers' extra tricks (DAPO's dynamic
+sampling, GSPO's token variant) are here; dynamic sampling would live in the data stage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class LossNorm:
+    """Counts over the whole optimiser batch: sequences, sampled tokens, and the generation budget."""
+
+    num_seqs: int
+    num_tokens: int
+    max_tokens: int
+
+
+Aggregate = Callable[[torch.Tensor, torch.Tensor, LossNorm], torch.Tensor]
+
+
+def seq_mean_token_mean(x: torch.Tensor, mask: torch.Tensor, norm: LossNorm) -> torch.Tensor:
+    """``x, mask: [B, T]`` -> sum_b mean_t x[b] / num_seqs."""
+    per_seq = (x * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return per_seq.sum() / norm.num_seqs
+
+
+def token_mean(x: torch.Tensor, mask: torch.Tensor, norm: LossNorm) -> torch.Tensor:
+    """``x, mask: [B, T]`` -> sum of every masked token / num_tokens of the batch."""
+    return (x * mask).sum() / max(norm.num_tokens, 1)
+
+
+def seq_sum_constant(x: torch.Tensor, mask: torch.Tensor, norm: LossNorm) -> torch.Tensor:
+    """``x, mask: [B, T]`` -> sum_b sum_t x[b] / (max_tokens * num_seqs) (Dr.GRPO)."""
+    return (x * mask).sum() / (norm.max_tokens * norm.num_seqs)
+
+
+def _check(logp, old_logp, advantages, mask) -> None:
+    assert logp.dim() == 2 and logp.shape == old_logp.shape == mask.shape, \
+        f"logp/old_logp/mask must be [B, T]: {tuple(logp.shape)} {tuple(old_logp.shape)} {tuple(mask.shape)}"
+    assert advantages.shape == logp.shape[:1], f"advantages must be [B], got {tuple(advantages.shape)}"
+
+
+def _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high):
+    """Per-token clipped surrogate ``[B, T]`` (to minimise) and the clip indicator ``[B, T]``."""
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.unsqueeze(1)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    clip_active = (clipped < unclipped).float() * mask
+    return -torch.minimum(unclipped, clipped), clip_active, ratio
+
+
+def _token_loss(aggregate: Aggregate):
+    def loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+             norm: LossNorm, clip_low: float, clip_high: float):
+        """``logp, old_logp, mask: [B, T]``, ``advantages: [B]`` -> (scalar loss, metrics)."""
+        _check(logp, old_logp, advantages, mask)
+        mask = mask.to(logp.dtype)
+        per_token, clip_active, ratio = _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high)
+        stats = {"clip_tokens": float(clip_active.sum()), "ratio_sum": float((ratio.detach() * mask).sum())}
+        return aggregate(per_token, mask, norm), stats
+    return loss
+
+
+def gspo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+              norm: LossNorm, clip_low: float, clip_high: float):
+    """Sequence-level ratio ``s[b] = exp(mean_t (logp - old_logp))``; ``-min(s A, clip(s) A)`` averaged
+    over the batch's sequences."""
+    _check(logp, old_logp, advantages, mask)
+    mask = mask.to(logp.dtype)
+    log_s = ((logp - old_logp) * mask).sum(1) / mask.sum(1).clamp(min=1)  # [B]
+    s = torch.exp(log_s)
+    unclipped = s * advantages
+    clipped = torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high) * advantages
+    per_seq = -torch.minimum(unclipped, clipped)
+    stats = {"clip_seqs": float((clipped < unclipped).float().sum()), "ratio_sum": float(s.detach().sum())}
+    return per_seq.sum() / norm.num_seqs, stats
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """A registered loss: the function, how its KL term aggregates, and its paper's clip range."""
+
+    fn: Callable
+    aggregate: Aggregate
+    clip_low: float
+    clip_high: float
+
+
+LOSSES: dict[str, LossSpec] = {
+    "grpo": LossSpec(_token_loss(seq_mean_token_mean), seq_mean_token_mean, 0.2, 0.2),
+    "dapo": LossSpec(_token_loss(token_mean), token_mean, 0.2, 0.28),
+    "dr_grpo": LossSpec(_token_loss(seq_sum_constant), seq_sum_constant, 0.2, 0.2),
+    "gspo": LossSpec(gspo_loss, seq_mean_token_mean, 3e-4, 4e-4),
+}
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference): ``exp(ref - logp) - (ref - logp) - 1`` ``[B, T]``."""
+    assert logp.shape == ref_logp.shape
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                mask: torch.Tensor, norm: LossNorm, clip_low: float | None = None,
+                clip_high: float | None = None, ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0):
+    """Loss ``name`` from :data:`LOSSES` plus ``kl_coef * KL`` when ``ref_logp`` is given.
+
+    ``clip_low``/``clip_high`` default to the loss's paper values. Returns (scalar loss, metrics).
+    """
+    spec = LOSSES[name]
+    low = spec.clip_low if clip_low is None else clip_low
+    high = spec.clip_high if clip_high is None else clip_high
+    loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high)
+    if ref_logp is not None and kl_coef > 0.0:
+        kl = spec.aggregate(kl_k3(logp, ref_logp), mask.to(logp.dtype), norm)
+        loss = loss + kl_coef * kl
+        stats["kl_ref"] = float(kl.detach())
+    stats["pg_loss"] = float(loss.detach())
+    return loss, stats

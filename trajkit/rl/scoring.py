@@ -1,0 +1,39 @@
+"""Rewards -> shaped rewards -> group advantages, with the raw reward kept beside the shaped one."""
+from __future__ import annotations
+
+import torch
+
+from trajkit.rl.advantages import group_advantages
+from trajkit.rl.config import TrainConfig
+from trajkit.rl.sample import Sample
+from trajkit.rl.shaping import group_length_penalty, overlong_penalty
+from trajkit.rl.tasks import Reward
+
+
+def shape_rewards(raw: torch.Tensor, lengths: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+    """``raw, lengths: [N*G]`` (rows grouped consecutively) -> shaped rewards ``[N*G]``."""
+    g = cfg.rollout.group_size
+    shaped = raw.clone()
+    if cfg.shaping.overlong_buffer > 0:
+        shaped += overlong_penalty(lengths, cfg.rollout.max_new_tokens, cfg.shaping.overlong_buffer)
+    if cfg.shaping.length_penalty > 0:
+        correct = (raw >= cfg.shaping.correct_threshold).view(-1, g)
+        shaped += group_length_penalty(lengths.view(-1, g), correct, cfg.shaping.length_penalty).flatten()
+    return shaped
+
+
+def score(samples: list[Sample], reward: Reward, cfg: TrainConfig) -> tuple[torch.Tensor, dict]:
+    """Reward, shape and compute advantages ``[N*G]``; writes raw_reward/reward/advantage to metadata."""
+    raw = torch.tensor(reward(samples), dtype=torch.float32)
+    lengths = torch.tensor([s.num_model_tokens for s in samples])
+    shaped = shape_rewards(raw, lengths, cfg)
+    adv = group_advantages(shaped.view(-1, cfg.rollout.group_size), cfg.loss.scale_std).flatten()
+    for s, r, sh, a in zip(samples, raw.tolist(), shaped.tolist(), adv.tolist()):
+        s.metadata.update(raw_reward=r, reward=sh, advantage=a)
+    solved = (raw.view(-1, cfg.rollout.group_size) >= cfg.shaping.correct_threshold).float()
+    metrics = {"reward/raw": float(raw.mean()), "reward/shaped": float(shaped.mean()),
+               "reward/accuracy": float(solved.mean()),
+               "reward/groups_all_same": float((solved.std(1) == 0).float().mean()) if solved.shape[1] > 1 else 0.0,
+               "length/model_tokens": float(lengths.float().mean()),
+               "length/truncated": sum(s.metadata.get("finish_reason") == "length" for s in samples) / len(samples)}
+    return adv, metrics

@@ -1,0 +1,188 @@
+"""Multi-turn tool use in the Hermes format: the model calls a calculator, the environment answers.
+
+An episode is a ChatML conversation. The prompt holds a system turn (the tool's JSON schema inside
+``<tools></tools>``, as Hermes function-calling prompts do) and the user's question, and opens the
+assistant turn. Then, turn by turn:
+
+1. the engine samples the assistant message up to ``<|im_end|>`` (``loss_mask`` 1, engine log-probs);
+2. its ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks are parsed with trajkit's
+   Hermes parser (:func:`trajkit.traces.blocks.parse_assistant`) and executed in the sandbox
+   (:mod:`trajkit.rl.sandbox`, with a time limit);
+3. the results come back as one ``tool`` turn of ``<tool_response>`` blocks, followed by the opening of the
+   next assistant turn; these tokens are *forced* (``loss_mask`` 0, logprob 0.0).
+
+The episode ends on an assistant message without a tool call (its text is the final answer), when a
+turn stops on the token budget instead of ``<|im_end|>``, or after ``max_turns`` assistant turns. The
+reward is exact match of the final answer with the true value. ``to_hermes_row`` writes an episode as a
+Hermes ShareGPT row that ``trajkit traces stats`` reads.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from trajkit.engine import SamplingParams
+from trajkit.rl.codec import ByteCodec
+from trajkit.rl.sample import Sample
+from trajkit.rl.sandbox import evaluate
+from trajkit.rl.tasks import Generate, Prompt, rng_for
+from trajkit.traces.blocks import parse_assistant
+
+CALCULATOR = {"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate an arithmetic expression.",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
+                   "required": ["expression"]}}}
+SYSTEM = "You may call tools.\n<tools>\n" + json.dumps(CALCULATOR) + "\n</tools>"
+
+
+@dataclass
+class Episode:
+    """Growing state of one episode: tokens after the prompt, their mask/logprobs, and the messages."""
+
+    prompt: Prompt
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    turns: int = 0
+    tool_calls: int = 0
+    done: bool = False
+    finish: str = ""
+
+    def add(self, ids: list[int], logprobs: list[float] | None) -> None:
+        self.ids += ids
+        self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        self.mask += [1 if logprobs is not None else 0] * len(ids)
+
+
+def run_calls(text: str, timeout_s: float) -> list[dict] | None:
+    """Execute the tool calls in an assistant message -> tool results, or None when it has no call."""
+    _, calls = parse_assistant(text, 0, [])
+    if not calls:
+        return None
+    results = []
+    for call in calls:
+        if call.error or call.name != "calculator":
+            content = f"error: {call.error or 'unknown tool ' + repr(call.name)}"
+        else:
+            content = evaluate(str((call.arguments or {}).get("expression", "")), timeout_s)
+        results.append({"name": call.name or "", "content": content})
+    return results
+
+
+def tool_turn_text(results: list[dict]) -> str:
+    """Forced text after an assistant turn with calls: the tool turn, then the next assistant opening."""
+    body = "\n".join(f"<tool_response>\n{json.dumps(r)}\n</tool_response>" for r in results)
+    return f"\n<|im_start|>tool\n{body}<|im_end|>\n<|im_start|>assistant\n"
+
+
+class ToolEnv:
+    """Batched Hermes tool-use episodes over the engine; see the module docstring."""
+
+    def __init__(self, codec: ByteCodec, max_turns: int = 3, timeout_s: float = 0.5):
+        self.codec, self.max_turns, self.timeout_s = codec, max_turns, timeout_s
+
+    def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
+        episodes = [Episode(p, messages=[{"from": "system", "value": SYSTEM},
+                                         {"from": "human", "value": p.meta["question"]}]) for p in prompts]
+        for turn in range(self.max_turns):
+            active = [e for e in episodes if not e.done]
+            if not active:
+                break
+            turn_params = replace(params, seed=None if params.seed is None else params.seed + 7919 * turn)
+            outs = generate([e.prompt.ids + e.ids for e in active], turn_params)
+            for episode, out in zip(active, outs):
+                self._step(episode, list(out.token_ids), list(out.logprobs), out.finish_reason)
+        for e in episodes:
+            if not e.done:
+                e.done, e.finish = True, "max_turns"
+        return [self._sample(e) for e in episodes]
+
+    def _step(self, e: Episode, ids: list[int], logprobs: list[float], finish: str) -> None:
+        e.add(ids, logprobs)
+        e.turns += 1
+        text = self.codec.decode(self.codec.strip_eos(ids))
+        e.messages.append({"from": "gpt", "value": text})
+        if finish != "stop":
+            e.done, e.finish = True, "length"
+            return
+        results = run_calls(text, self.timeout_s)
+        if results is None:
+            e.done, e.finish = True, "answer"
+            return
+        e.tool_calls += len(results)
+        if e.turns >= self.max_turns:
+            e.done, e.finish = True, "max_turns"
+            return
+        forced = tool_turn_text(results)
+        e.add(self.codec.encode(forced), None)
+        e.messages.append({"from": "tool", "value": forced.split("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]})
+
+    def _sample(self, e: Episode) -> Sample:
+        final = e.messages[-1]["value"].strip() if e.finish == "answer" else None
+        meta = {"answer": e.prompt.answer, "final_answer": final, "prompt_index": e.prompt.index,
+                "turns": e.turns, "tool_calls": e.tool_calls, "finish_reason": e.finish,
+                "messages": e.messages}
+        return Sample(list(e.prompt.ids), e.ids, e.logprobs, e.mask, meta)
+
+
+def final_answer_reward(samples: Sequence[Sample]) -> list[float]:
+    """1.0 when the episode ended on a final answer equal to the true value."""
+    return [float(s.metadata.get("final_answer") == s.metadata["answer"]) for s in samples]
+
+
+def to_hermes_row(sample: Sample, row_id: str) -> dict:
+    """The episode as a Hermes ShareGPT row (``conversations`` + ``tools``) for ``trajkit traces``."""
+    return {"id": row_id, "conversations": sample.metadata["messages"], "tools": json.dumps([CALCULATOR]),
+            "category": "rl", "task": "calculator"}
+
+
+def save_episodes(samples: Sequence[Sample], path: str, prefix: str = "episode") -> int:
+    """Append tool-use episodes to ``path`` as Hermes JSONL rows; returns the number written."""
+    rows = [to_hermes_row(s, f"{prefix}-{i}") for i, s in enumerate(samples) if "messages" in s.metadata]
+    with open(path, "a", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+    return len(rows)
+
+
+class CalculatorTask:
+    """"What is a <op> b?" answered with the calculator; reward = exact final answer."""
+
+    name = "calculator"
+
+    def __init__(self, seed: int, max_len: int = 3, max_turns: int = 3, timeout_s: float = 0.5,
+                 codec: ByteCodec | None = None):
+        self.seed, self.max_len = seed, max_len
+        self.codec = codec or ByteCodec()
+        self.env = ToolEnv(self.codec, max_turns, timeout_s)
+        self.reward = final_answer_reward
+
+    def prompt(self, index: int, split: str = "train") -> Prompt:
+        rng = rng_for(self.seed, index, split)
+        a, b = rng.randrange(10 ** self.max_len), rng.randrange(10 ** self.max_len)
+        op = rng.choice("+-*")
+        question = f"What is {a}{op}{b}?"
+        text = (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
+                "<|im_start|>assistant\n")
+        return Prompt(text, self.codec.encode(text), evaluate(f"{a}{op}{b}"), index, {"question": question})
+
+    def demonstration(self, prompt: Prompt) -> Sample:
+        """The ideal episode: one calculator call, the forced tool turn, then the answer."""
+        expr = prompt.meta["question"][len("What is "):-1]
+        call = json.dumps({"name": "calculator", "arguments": {"expression": expr}})
+        turns = iter([f"<tool_call>\n{call}\n</tool_call>", prompt.answer])
+
+        def scripted(prompt_ids, params):
+            text = next(turns)
+            ids = self.codec.encode(text) + [self.codec.eos_id]
+            return [_Scripted(ids, [0.0] * len(ids), "stop")]
+        return self.env.rollout(scripted, [prompt], SamplingParams())[0]
+
+
+@dataclass
+class _Scripted:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str

@@ -1,0 +1,103 @@
+"""The ``policy_update`` stage: micro-batched loss and backward, clipped AdamW step; draft distillation.
+
+Each of ``minibatches`` optimiser steps sees a slice of the step's rows; its loss is accumulated over
+micro-batches with the *slice's* counts in :class:`LossNorm`, so the accumulated gradient equals the
+gradient of the slice's full loss. The old log-probs are the ones recomputed in the ``logprob`` stage.
+
+Draft distillation (NeMo RL does this for EAGLE-3 drafts): on the fresh rollouts, minimise the soft
+cross-entropy ``-sum_v p(v) log q(v)`` between the detached policy distribution ``p`` (from the
+``logprob`` stage, at the rollout temperature) and the draft's ``q`` at the same temperature, over sampled
+completion positions. Both are tempered because the speculative acceptance test compares tempered p, q.
+"""
+from __future__ import annotations
+
+import torch
+
+from trajkit.rl.batching import Batch, chunks, forward_logits, gather_logprobs
+from trajkit.rl.config import TrainConfig
+from trajkit.rl.losses import LossNorm, policy_loss
+
+
+def make_optimizer(params, cfg: TrainConfig, lr: float | None = None) -> torch.optim.Optimizer:
+    o = cfg.optim
+    return torch.optim.AdamW(params, lr=o.lr if lr is None else lr, betas=(o.beta1, o.beta2),
+                             weight_decay=o.weight_decay)
+
+
+def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, cfg: TrainConfig) -> dict:
+    """Backward the loss of ``rows`` (one optimiser step's slice) micro-batch by micro-batch."""
+    norm = LossNorm(num_seqs=len(rows), num_tokens=int(batch.mask[rows].sum()),
+                    max_tokens=cfg.rollout.max_new_tokens)
+    totals: dict[str, float] = {}
+    for part in chunks(len(rows), cfg.optim.micro_batch_size):
+        idx = rows[part]
+        mb = batch.select(idx)
+        width = mb.input_ids.shape[1] - 1
+        logp = gather_logprobs(forward_logits(policy, mb), mb.input_ids, cfg.rollout.temperature)
+        ref = ref_logp[idx, :width] if ref_logp is not None else None
+        loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
+                                  cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef)
+        loss.backward()
+        for key, value in stats.items():
+            totals[key] = totals.get(key, 0.0) + value
+    totals["tokens"] = norm.num_tokens
+    return totals
+
+
+def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
+                  cfg: TrainConfig) -> dict:
+    """``old_logp, ref_logp: [B, L-1]``; runs ``cfg.optim.minibatches`` optimiser steps -> metrics."""
+    b = batch.input_ids.shape[0]
+    per_step = -(-b // cfg.optim.minibatches)
+    metrics: dict[str, float] = {"loss/pg": 0.0, "loss/grad_norm": 0.0, "loss/clip_frac": 0.0, "loss/ratio": 0.0}
+    tokens = 0
+    for rows in chunks(b, per_step):
+        optimizer.zero_grad(set_to_none=True)
+        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, cfg)
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.grad_clip)
+        optimizer.step()
+        metrics["loss/pg"] += totals["pg_loss"] / cfg.optim.minibatches
+        metrics["loss/grad_norm"] += float(grad_norm) / cfg.optim.minibatches
+        metrics["loss/clip_frac"] += totals.get("clip_tokens", totals.get("clip_seqs", 0.0))
+        metrics["loss/ratio"] += totals["ratio_sum"]
+        if "kl_ref" in totals:
+            metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / cfg.optim.minibatches
+        tokens += totals["tokens"]
+    denom = b if cfg.loss.name == "gspo" else max(tokens, 1)
+    metrics["loss/clip_frac"] /= denom
+    metrics["loss/ratio"] /= denom
+    return metrics
+
+
+def distill_loss(draft_logits: torch.Tensor, target_logp: torch.Tensor, mask: torch.Tensor,
+                 temperature: float) -> torch.Tensor:
+    """Soft cross-entropy ``-sum_v p log q`` averaged over masked positions.
+
+    ``draft_logits: [B, T, V]``, ``target_logp: [B, T, V]`` (detached policy log-distribution),
+    ``mask: [B, T]``.
+    """
+    assert draft_logits.shape == target_logp.shape and mask.shape == draft_logits.shape[:2]
+    log_q = torch.log_softmax(draft_logits / temperature, dim=-1)
+    ce = -(target_logp.exp() * log_q).sum(-1)  # [B, T]
+    return (ce * mask).sum() / mask.sum().clamp(min=1)
+
+
+def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg: TrainConfig) -> dict:
+    """``cfg.draft.distill_steps`` passes of soft cross-entropy to ``target_logp: [B, L-1, V]``."""
+    losses = []
+    for _ in range(cfg.draft.distill_steps):
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        n = batch.input_ids.shape[0]
+        for rows in chunks(n, cfg.optim.micro_batch_size):
+            mb = batch.select(rows)
+            width = mb.input_ids.shape[1] - 1
+            weight = float(mb.mask.sum()) / max(float(batch.mask.sum()), 1.0)
+            loss = distill_loss(forward_logits(draft, mb), target_logp[rows, :width], mb.mask,
+                                cfg.rollout.temperature) * weight
+            loss.backward()
+            total += float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.optim.grad_clip)
+        optimizer.step()
+        losses.append(total)
+    return {"draft/distill_ce": losses[-1]}
