@@ -16,6 +16,13 @@ from pathlib import Path
 from typing import Callable
 
 
+def _quiet_transformers() -> None:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def _banner(text: str) -> None:
     print(f"\n=== {text} " + "=" * max(0, 74 - len(text)))
 
@@ -63,7 +70,38 @@ def demo_traces(out: Path) -> dict[str, str]:
     return {"report": str(report), "sft_openai": str(sft_openai), "sft_tokens": summary.out_path}
 
 
-STAGES: dict[str, Callable[[Path], dict[str, str]]] = {"traces": demo_traces}
+EXAMPLE_RL = Path(__file__).resolve().parents[1] / "examples" / "rl_rep.yaml"
+
+
+def demo_train(out: Path) -> dict[str, str]:
+    """GRPO on the tiny byte-level model with speculative rollouts (examples/rl_rep.yaml)."""
+    from statistics import mean
+
+    from trajkit.errors import ConfigError
+    from trajkit.rl import load_config, train
+    from trajkit.rl.stages import STAGES as STEP_STAGES
+
+    if not EXAMPLE_RL.exists():
+        raise ConfigError(f"{EXAMPLE_RL} not found: run the demo from a trajkit checkout")
+    _quiet_transformers()
+    _banner("train: GRPO with speculative rollouts on the tiny model (examples/rl_rep.yaml)")
+    cfg = load_config(str(EXAMPLE_RL), [f"log.out_dir={out / 'rl'}", "log.quiet=true"])
+
+    def progress(result) -> None:
+        if "eval/reward" in result.metrics:
+            print(f"step {result.step:4d}: eval reward {result.metrics['eval/reward']:.3f} | {result.timer.line()}")
+
+    history = train(cfg, progress)
+    evals = [h["eval/reward"] for h in history if "eval/reward" in h]
+    steps = history[1:] or history
+    print("mean seconds per step by stage: " + ", ".join(
+        f"{k} {mean(h[f'time/{k}'] for h in steps):.3f}" for k in STEP_STAGES)
+          + f" | acceptance length {mean(h['gen/acceptance_length'] for h in steps):.2f}")
+    print(f"eval reward {evals[0]:.3f} -> {evals[-1]:.3f}; logs, TensorBoard and checkpoints in {cfg.log.out_dir}")
+    return {"rl": str(cfg.log.out_dir)}
+
+
+STAGES: dict[str, Callable[[Path], dict[str, str]]] = {"traces": demo_traces, "train": demo_train}
 
 
 def run_demo(out: str | Path = "trajkit-demo", stages: list[str] | None = None) -> dict[str, str]:
@@ -75,5 +113,6 @@ def run_demo(out: str | Path = "trajkit-demo", stages: list[str] | None = None) 
         results.update(STAGES[name](out))
     (out / "demo.json").write_text(json.dumps(results, indent=2))
     _banner(f"done in {time.perf_counter() - t0:.0f} s")
-    print(f"open the report: {results.get('report')}")
+    if "report" in results:
+        print(f"open the report: {results['report']}")
     return results
