@@ -44,3 +44,14 @@ def test_readme_traces_commands_run(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "report" / "report.html").exists()
     assert (tmp_path / "sft.parquet").stat().st_size > 0
     assert "glm-5.1" in capsys.readouterr().out
+
+
+def test_readme_train_commands_run(tmp_path, monkeypatch):
+    """The RL commands, shortened to 2 steps without evaluation, from the repository root."""
+    monkeypatch.chdir(README.parent)
+    commands = _commands("RL training")
+    assert len(commands) == 2
+    for command in commands:
+        argv = [a if not a.startswith("log.out_dir=") else f"log.out_dir={tmp_path / 'run'}"
+                for a in shlex.split(command)[1:]]
+        assert main(argv + ["steps=2", "eval.every=0", "--no-progress"]) == 0, command

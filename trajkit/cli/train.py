@@ -5,7 +5,7 @@ import argparse
 
 EXAMPLE = """examples:
   trajkit train examples/rl_rep.yaml
-  trajkit train examples/rl_rep.yaml seed=1 draft.kind=none steps=50 log.out_dir=runs/plain
+  trajkit train examples/rl_rep.yaml seed=1 draft.kind=none draft.distill=false steps=50 log.out_dir=runs/plain
   trajkit train examples/rl_rep.yaml checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
 
 Every key of the YAML file can be overridden with dotted key=value pairs; unknown keys are errors.
