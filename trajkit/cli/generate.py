@@ -1,0 +1,142 @@
+"""``trajkit generate``: sample completions with trajkit's engine (plain or speculative).
+
+The model is a local Hugging Face folder (``--model``), or the shipped tiny target/draft pair (built and
+cached on first use; ``--build-tiny`` only builds it). Prompts are text (tokenised with the folder's
+tokenizer) or raw token ids.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from trajkit.config import add_arguments, from_args
+from trajkit.errors import ConfigError, InputError
+
+EXAMPLE = """Examples:
+  trajkit generate --build-tiny                      # train + cache the tiny pair (a few minutes)
+  trajkit generate --prompt 'Let me check the file' --k 3 --max-new-tokens 64 --seed 0
+  trajkit generate --model ./my-model --draft ./my-draft --k auto --prompt 'def main():' --json
+  trajkit generate --model ./my-model --drafter ngram --prompt-ids 1,2,3 --temperature 0"""
+
+
+def cmd_generate(args) -> int:
+    from trajkit.engine.tiny_pair import TinyPairConfig, load_tiny_pair
+
+    if args.build_tiny:
+        pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache_dir=args.cache_dir,
+                              log=lambda m: print(m, file=sys.stderr))
+        print(pair.path)
+        return 0
+    target, draft, tok = _load_models(args)
+    engine = _engine(args, target, draft)
+    prompts = _prompts(args, tok)
+    from trajkit.engine import SamplingParams
+
+    stop = args.stop_id if args.stop_id is not None else ([tok.eos_token_id] if tok and tok.eos_token_id
+                                                          is not None else [])
+    params = from_args(SamplingParams, args, stop_token_ids=stop)
+    out = engine.generate([p for p in prompts for _ in range(args.n)], params)
+    _print(out, prompts, args, tok)
+    return 0
+
+
+def _load_models(args):
+    if args.model is None:
+        from trajkit.engine.tiny_pair import TinyPairConfig, load_tiny_pair
+
+        pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache_dir=args.cache_dir,
+                              log=lambda m: print(m, file=sys.stderr))
+        return pair.target, pair.draft if args.draft is None else _model(args.draft), _tokenizer(pair.path / "target")
+    draft = _model(args.draft) if args.draft else None
+    return _model(args.model), draft, _tokenizer(args.model)
+
+
+def _model(folder: str):
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()
+    except OSError as exc:
+        raise InputError(f"cannot load a causal LM: {exc}", path=str(folder)) from exc
+
+
+def _tokenizer(folder):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
+def _engine(args, target, draft):
+    from trajkit.engine import DraftModel, Engine, NgramDrafter
+
+    k = args.k if args.k == "auto" else _int(args.k, "--k")
+    kind = args.drafter or ("model" if draft is not None else "none")
+    if kind == "model" and draft is None:
+        raise ConfigError("--drafter model needs --draft DIR (or the tiny pair, without --model)")
+    drafter = {"none": None, "model": DraftModel(draft) if draft is not None else None,
+               "ngram": NgramDrafter()}[kind]
+    return Engine(target, drafter=drafter, num_draft_tokens=k) if drafter else Engine(target)
+
+
+def _prompts(args, tok) -> list[list[int]]:
+    prompts = [[_int(t, "--prompt-ids") for t in p.split(",") if t.strip()] for p in args.prompt_ids or []]
+    for text in args.prompt or []:
+        if tok is None:
+            raise ConfigError("--prompt needs a tokenizer in the model folder; pass --prompt-ids instead")
+        prompts.append(tok(text, add_special_tokens=False)["input_ids"])
+    if not prompts:
+        raise ConfigError("give at least one --prompt TEXT or --prompt-ids 1,2,3")
+    return prompts
+
+
+def _int(text: str, flag: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{flag} expects an integer, got {text!r}") from None
+
+
+def _print(out, prompts, args, tok) -> None:
+    stats = out.stats.to_dict()
+    for i, c in enumerate(out):
+        text = tok.decode(c.token_ids) if tok is not None else None
+        if args.json:
+            print(json.dumps({"prompt": i // args.n, "token_ids": c.token_ids, "text": text,
+                              "logprobs": c.logprobs, "finish_reason": c.finish_reason}))
+        else:
+            print(f"--- prompt {i // args.n} sample {i % args.n} ({c.finish_reason}, {len(c.token_ids)} tokens)")
+            print(text if text is not None else c.token_ids)
+    summary = {k: stats[k] for k in ("num_draft_tokens", "new_tokens", "target_calls", "acceptance_rate",
+                                     "mean_acceptance_length", "alpha", "tokens_per_second")}
+    print(json.dumps({"stats": summary}) if args.json else "stats: " + json.dumps(summary),
+          file=sys.stdout if args.json else sys.stderr)
+
+
+def register(sub) -> None:
+    from trajkit.engine import SamplingParams
+
+    p = sub.add_parser("generate", help="sample completions (speculative decoding with a drafter)",
+                       description="Generate with trajkit's engine from a local model folder or the "
+                                   "shipped tiny pair.",
+                       epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="local Hugging Face causal LM folder (default: the shipped tiny target)")
+    p.add_argument("--draft", help="local draft model folder sharing the tokenizer (default with the tiny "
+                                   "pair: its draft)")
+    p.add_argument("--drafter", choices=["none", "model", "ngram"], help="drafter (default: model if a draft "
+                                                                         "is available, else none)")
+    p.add_argument("--k", default="3", help="draft tokens per round, or 'auto' (default: 3)")
+    p.add_argument("--prompt", action="append", help="prompt text (repeatable)")
+    p.add_argument("--prompt-ids", action="append", help="prompt token ids, comma-separated (repeatable)")
+    p.add_argument("--n", type=int, default=1, help="samples per prompt (default: 1)")
+    p.add_argument("--stop-id", type=int, action="append", help="stop token id (repeatable; default: the "
+                                                                "tokenizer's eos)")
+    add_arguments(p, SamplingParams)
+    p.add_argument("--json", action="store_true", help="one JSON object per completion, then the stats")
+    p.add_argument("--build-tiny", action="store_true", help="build (or find) the tiny pair, print its folder")
+    p.add_argument("--tiny-seed", type=int, default=0, help="seed of the tiny pair (default: 0)")
+    p.add_argument("--cache-dir", help="tiny-pair cache (default: $TRAJKIT_CACHE or ~/.cache/trajkit)")
+    p.set_defaults(handler=cmd_generate)

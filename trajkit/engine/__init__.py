@@ -1,0 +1,34 @@
+"""trajkit.engine: batched generation with lossless speculative decoding for Hugging Face causal LMs.
+
+    from trajkit.engine import Engine, SamplingParams, DraftModel, NgramDrafter
+
+    engine = Engine(target, drafter=DraftModel(draft), num_draft_tokens=3)
+    out = engine.generate(prompt_ids, SamplingParams(temperature=1.0, max_new_tokens=64, seed=0))
+    out[0].token_ids, out[0].logprobs, out[0].finish_reason, out.stats.acceptance_rate
+
+See docs/engine.md.
+"""
+
+# Lazy exports (PEP 562): importing the package does not import torch; the first use does.
+_EXPORTS = {
+    "Drafter": "trajkit.engine.drafters",
+    "DraftModel": "trajkit.engine.drafters",
+    "Proposal": "trajkit.engine.drafters",
+    "Engine": "trajkit.engine.engine",
+    "EngineConfig": "trajkit.engine.engine",
+    "NgramDrafter": "trajkit.engine.ngram",
+    "SamplingParams": "trajkit.engine.params",
+    "Completion": "trajkit.engine.types",
+    "Completions": "trajkit.engine.types",
+    "GenerationStats": "trajkit.engine.types",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,177 @@
+"""``Engine``: the one entry point trajkit's trainer, gateway and benchmarks generate with.
+
+    >>> engine = Engine(target, drafter=DraftModel(small), num_draft_tokens=3)       # doctest: +SKIP
+    >>> out = engine.generate([[1, 2, 3]], SamplingParams(temperature=1.0, max_new_tokens=32, seed=0))
+    >>> out[0].token_ids, out[0].logprobs, out[0].finish_reason, out.stats.acceptance_rate
+
+Without a drafter it samples plainly (one target forward per token). With one it runs lossless
+speculative sampling: the completions are distributed exactly as plain sampling's. ``num_draft_tokens``
+is a fixed ``k >= 1`` or ``"auto"``: measure ``c`` and ``v(k)`` for the batch size, take ``alpha`` from
+the previous calls (a short probe on the first), and pick the ``k`` that maximises the predicted speedup
+(:mod:`trajkit.engine.choose_k`), falling back to plain decoding when no ``k`` pays.
+
+The engine owns an inference copy of the policy: ``update_weights(state_dict)`` loads new weights pushed
+by a trainer (the drafter keeps its own weights).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import torch
+
+from trajkit.engine.choose_k import CostProfile, choose_k, measure_costs, predicted_speedup
+from trajkit.engine.drafters import Drafter, check_vocab
+from trajkit.engine.params import SamplingParams, check_vocab as check_stop_vocab, per_row
+from trajkit.engine.plain import generate_plain
+from trajkit.engine.score import token_logprobs
+from trajkit.engine.speculative import generate_speculative
+from trajkit.engine.types import Completions, GenerationStats
+from trajkit.errors import ConfigError, InputError
+
+
+@dataclass
+class EngineConfig:
+    """How the engine speculates. ``num_draft_tokens``: k >= 1 or "auto" (used only with a drafter)."""
+
+    num_draft_tokens: int | str = 3
+    max_draft_tokens: int = 4  # largest k "auto" considers
+    probe_tokens: int = 32  # max_new_tokens of the probe run that first measures alpha in "auto" mode
+    alpha_smoothing: float = 0.5  # weight of the newest call in the running alpha estimate
+
+    def __post_init__(self) -> None:
+        k = self.num_draft_tokens
+        if k != "auto" and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ConfigError(f"num_draft_tokens must be an integer >= 1 or 'auto', got {k!r} "
+                              "(for plain decoding pass no drafter)")
+        if isinstance(self.max_draft_tokens, bool) or not isinstance(self.max_draft_tokens, int) \
+                or self.max_draft_tokens < 1:
+            raise ConfigError(f"max_draft_tokens must be an integer >= 1, got {self.max_draft_tokens!r}")
+        if not isinstance(self.probe_tokens, int) or self.probe_tokens < 1:
+            raise ConfigError(f"probe_tokens must be an integer >= 1, got {self.probe_tokens!r}")
+        if not 0.0 < self.alpha_smoothing <= 1.0:
+            raise ConfigError(f"alpha_smoothing must be in (0, 1], got {self.alpha_smoothing!r}")
+
+
+class Engine:
+    """Batched generation from a Hugging Face causal LM, optionally with a drafter."""
+
+    def __init__(self, model, drafter: Drafter | None = None, num_draft_tokens: int | str | None = None,
+                 config: EngineConfig | None = None):
+        config = config or EngineConfig()
+        if num_draft_tokens is not None:
+            config = replace(config, num_draft_tokens=num_draft_tokens)
+        self.config = config
+        if not hasattr(model, "config") or not callable(getattr(model, "get_output_embeddings", None)):
+            raise ConfigError("model must be a Hugging Face causal LM (e.g. AutoModelForCausalLM)")
+        self.model = model.eval()
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        if drafter is not None:
+            if not isinstance(drafter, Drafter):
+                raise ConfigError(f"drafter must implement trajkit.engine.Drafter, got {type(drafter).__name__}")
+            check_vocab(drafter, self.vocab_size)
+        self.drafter = drafter
+        self.policy_version = 0
+        self.alpha: float | None = None  # running estimate ("auto" mode)
+        self.costs: dict[int, CostProfile] = {}  # by batch size
+        self.last_stats: GenerationStats | None = None
+        self.last_choice: dict | None = None
+
+    def generate(self, prompt_ids: list[list[int]],
+                 params: SamplingParams | Sequence[SamplingParams] = SamplingParams()) -> Completions:
+        """Complete every prompt; returns ``Completions`` (a list of ``Completion`` with ``.stats``)."""
+        prompts = self._check_prompts(prompt_ids)
+        rows = per_row(params, len(prompts))
+        check_stop_vocab(rows, self.vocab_size)
+        shared = isinstance(params, SamplingParams)
+        k = self._pick_k(prompts, rows, shared)
+        if k == 0:
+            completions, stats = generate_plain(self.model, prompts, rows, shared)
+        else:
+            completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared)
+            self._update_alpha(stats)
+        self.last_stats = stats
+        return Completions(completions, stats)
+
+    def token_logprobs(self, prompt_ids: list[list[int]], completion_ids: list[list[int]],
+                       params: SamplingParams | None = None) -> list[list[float]]:
+        """Log-probs of ``completion_ids`` after ``prompt_ids`` under the model (raw log-softmax, or
+        warped by ``params``' temperature / top-k / top-p: then they match ``Completion.logprobs``)."""
+        prompts = self._check_prompts(prompt_ids)
+        if len(completion_ids) != len(prompts):
+            raise InputError(f"{len(completion_ids)} completions for {len(prompts)} prompts",
+                             field="completion_ids")
+        return token_logprobs(self.model, prompts, [list(c) for c in completion_ids], params)
+
+    def update_weights(self, state_dict: dict[str, torch.Tensor], strict: bool = True) -> int:
+        """Load a trainer's weights into the engine's model; returns the new ``policy_version``."""
+        own = self.model.state_dict()
+        if not set(state_dict) & set(own):
+            raise ConfigError(f"state_dict: none of its keys match the engine's model "
+                              f"(expected keys like {next(iter(own))!r})")
+        try:
+            with torch.no_grad():
+                self.model.load_state_dict(state_dict, strict=strict)
+        except RuntimeError as exc:
+            raise ConfigError(f"state_dict does not fit the engine's model: {exc}") from exc
+        self.policy_version += 1
+        return self.policy_version
+
+    load_state_dict = update_weights
+
+    def calibrate(self, prompt_ids: list[list[int]], params: SamplingParams = SamplingParams()) -> dict:
+        """Measure ``c``, ``v(k)`` at this batch size and ``alpha`` by a short probe; choose ``k``."""
+        prompts = self._check_prompts(prompt_ids)
+        if self.drafter is None:
+            raise ConfigError("drafter: calibrate needs a drafter (the engine has none)")
+        self.costs[len(prompts)] = measure_costs(self.model, self.drafter, prompts,
+                                                 self.config.max_draft_tokens)
+        probe = replace(params, max_new_tokens=self.config.probe_tokens)
+        _, stats = generate_speculative(self.model, self.drafter, self.config.max_draft_tokens, prompts,
+                                        per_row(probe, len(prompts)), True)
+        self.alpha = stats.alpha
+        return self._choice(len(prompts))
+
+    def _pick_k(self, prompts, rows, shared) -> int:
+        if self.drafter is None:
+            return 0
+        if self.config.num_draft_tokens != "auto":
+            return self.config.num_draft_tokens
+        batch = len(prompts)
+        if self.alpha is None or batch not in self.costs:
+            if self.alpha is None:
+                self.calibrate(prompts, rows[0] if shared else SamplingParams(seed=0))
+            else:
+                self.costs[batch] = measure_costs(self.model, self.drafter, prompts,
+                                                  self.config.max_draft_tokens)
+        return self._choice(batch)["k"]
+
+    def _choice(self, batch: int) -> dict:
+        cost = self.costs[batch]
+        k, speedup = choose_k(self.alpha, cost.c, cost.v)
+        self.last_choice = {"k": k, "predicted_speedup": speedup, "alpha": self.alpha, **cost.to_dict(),
+                            "predicted_by_k": {kk: predicted_speedup(self.alpha, kk, cost.c, vv)
+                                               for kk, vv in cost.v.items()}}
+        return self.last_choice
+
+    def _update_alpha(self, stats: GenerationStats) -> None:
+        if sum(stats.position_tried) == 0:
+            return
+        w = self.config.alpha_smoothing
+        self.alpha = stats.alpha if self.alpha is None else (1 - w) * self.alpha + w * stats.alpha
+
+    def _check_prompts(self, prompt_ids) -> list[list[int]]:
+        if isinstance(prompt_ids, torch.Tensor):
+            prompt_ids = prompt_ids.tolist()
+        if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
+            raise InputError("prompt_ids must be a non-empty list of token-id lists", field="prompt_ids")
+        out = []
+        for i, row in enumerate(prompt_ids):
+            row = list(row) if isinstance(row, (list, tuple)) else None
+            if not row:
+                raise InputError("each prompt needs at least one token id (e.g. BOS)", row=i, field="prompt_ids")
+            if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size for t in row):
+                raise InputError(f"token ids must be integers in [0, {self.vocab_size})", row=i,
+                                 field="prompt_ids")
+            out.append(row)
+        return out

@@ -1,0 +1,140 @@
+"""The KV cache of one causal LM over a batch of rows, with per-row lengths.
+
+A transformers ``DynamicCache`` (with :class:`trajkit.engine.cache.SlotLayer` layers) stores
+``[B, H, S, D]`` per layer: one slot axis shared by all rows.
+Rows of different length, and rows that keep a different number of speculated tokens, are handled by
+bookkeeping rather than by moving tensors:
+
+- ``slots: [B, S]`` bool says which cache slots hold a real token of the row. It is the 2D attention
+  mask given to the model, so a hole is never attended to. Ragged prompts are left-padded (holes on the
+  left); a rollback after speculation leaves holes on the right of the rows that kept fewer tokens.
+- ``lengths: [B]`` is the number of real tokens per row; the next token of row ``b`` gets position id
+  ``lengths[b]`` (explicit ``position_ids``, so RoPE sees each row's true positions).
+- ``truncate(new_lengths)`` is the per-row rollback: it clears the slots past each row's new length and
+  crops the trailing columns no row uses any more (so at batch size 1 a rollback is an exact crop).
+- ``retain(rows)`` drops finished rows; ``compact()`` squeezes the holes out when they exceed half the
+  cache (one gather per layer).
+
+Only full-attention caches are supported (``cache.new_cache`` checks): a sliding window or a recurrent
+state cannot be rolled back by masking. transformers renamed ``past_key_values`` to ``cache``
+during 5.x; the keyword is looked up from the model's ``forward`` signature.
+"""
+from __future__ import annotations
+
+import inspect
+import time
+
+import torch
+
+from trajkit.engine.cache import new_cache
+
+
+def forward_keywords(model) -> tuple[str, bool]:
+    """(name of the cache keyword, whether ``logits_to_keep`` is accepted) for ``model.forward``."""
+    params = inspect.signature(model.forward).parameters
+    cache_kw = "cache" if "cache" in params else "past_key_values"
+    return cache_kw, "logits_to_keep" in params
+
+
+class KVState:
+    """One model's cache over the active rows. ``seconds`` and ``calls`` count its forward passes."""
+
+    def __init__(self, model):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.cache_kw, self.has_keep = forward_keywords(model)
+        self.cache = new_cache(model)
+        self.slots = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [B, S]
+        self.lengths = torch.zeros(0, dtype=torch.long, device=self.device)  # [B]
+        self.dense = True  # no holes: every slot of every row is real (then no mask is needed)
+        self.calls = 0
+        self.seconds = 0.0
+
+    @property
+    def width(self) -> int:
+        return self.slots.shape[1]
+
+    def prefill(self, prompts: list[list[int]], pad_id: int = 0, keep_last: int = 1) -> torch.Tensor | None:
+        """Left-pad ``prompts`` into the (empty) cache -> logits of the last ``keep_last`` positions
+        (None when every prompt is empty: nothing to run)."""
+        self.slots = torch.zeros(len(prompts), 0, dtype=torch.bool, device=self.device)
+        self.lengths = torch.zeros(len(prompts), dtype=torch.long, device=self.device)
+        self.dense = True
+        if not any(prompts):
+            return None
+        tokens, valid = left_pad(prompts, pad_id, self.device)
+        return self.extend(tokens, valid, keep_last=keep_last)
+
+    def extend(self, tokens: torch.Tensor, valid: torch.Tensor | None = None,
+               keep_last: int = 0) -> torch.Tensor:
+        """Append ``tokens: [B, T]`` (``valid: [B, T]``, False = hole) -> logits ``[B, T or keep_last, V]``."""
+        b, t = tokens.shape
+        assert b == self.slots.shape[0], (tokens.shape, self.slots.shape)
+        if valid is None:
+            positions = self.lengths.unsqueeze(1) + torch.arange(t, device=self.device)
+            added = torch.ones(b, t, dtype=torch.bool, device=self.device)
+            counts = t
+        else:
+            assert valid.shape == tokens.shape
+            positions = (self.lengths.unsqueeze(1) + valid.cumsum(1) - 1).clamp(min=0)
+            added = valid
+            counts = valid.sum(1)
+            self.dense = self.dense and bool(valid.all())
+        self.slots = torch.cat([self.slots, added], dim=1)
+        kwargs = {self.cache_kw: self.cache, "use_cache": True}
+        if keep_last and self.has_keep:
+            kwargs["logits_to_keep"] = keep_last
+        start = time.perf_counter()
+        logits = self.model(input_ids=tokens, attention_mask=None if self.dense else self.slots,
+                            position_ids=positions, **kwargs).logits
+        if logits.is_cuda:
+            torch.cuda.synchronize(logits.device)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        self.lengths = self.lengths + counts
+        return logits[:, -keep_last:] if keep_last else logits
+
+    def truncate(self, lengths: torch.Tensor) -> None:
+        """Per-row rollback: keep the first ``lengths[b]`` real tokens of each row (``lengths: [B]``)."""
+        assert lengths.shape == self.lengths.shape
+        if self.dense and (lengths.shape[0] == 1 or bool((lengths == lengths[0]).all())):
+            keep = int(lengths[0])  # no holes and one length: an exact crop
+        else:
+            self.slots = self.slots & (self.slots.cumsum(1) <= lengths.unsqueeze(1))
+            used = self.slots.any(0).nonzero()
+            keep = int(used[-1]) + 1 if used.numel() else 0
+            self.dense = False
+        self.lengths = lengths.clone()
+        if keep < self.width:
+            self.cache.crop(keep - self.width)
+            self.slots = self.slots[:, :keep]
+
+    def retain(self, rows: torch.Tensor) -> None:
+        """Keep only ``rows: [B']`` (indices into the current batch), then compact if worthwhile."""
+        self.cache.batch_select_indices(rows)
+        self.slots = self.slots[rows]
+        self.lengths = self.lengths[rows]
+        self.compact()
+
+    def compact(self, min_waste: float = 0.5) -> bool:
+        """Gather each row's real slots to the right when more than ``min_waste`` of the cache is holes."""
+        if self.slots.numel() == 0:
+            return False
+        needed = int(self.lengths.max())
+        if self.width - needed <= min_waste * self.width:
+            return False
+        # stable sort on the mask puts holes first and keeps the real slots in order: [B, S]
+        order = torch.sort(self.slots.to(torch.int8), dim=1, stable=True).indices[:, self.width - needed:]
+        for layer in self.cache.layers:
+            layer.select_slots(order)
+        self.slots = self.slots.gather(1, order)
+        self.dense = bool(self.slots.all())
+        return True
+
+
+def left_pad(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ragged ``rows`` -> (``tokens: [B, T]`` long, ``valid: [B, T]`` bool), padded on the left."""
+    width = max(len(r) for r in rows)
+    tokens = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], dtype=torch.long)
+    valid = torch.tensor([[False] * (width - len(r)) + [True] * len(r) for r in rows], dtype=torch.bool)
+    return tokens.to(device), valid.to(device)

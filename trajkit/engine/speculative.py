@@ -1,0 +1,130 @@
+"""Batched lossless speculative sampling with per-row acceptance and per-row cache rollback.
+
+Loop (Leviathan et al. 2023; Chen et al. 2023), for all active rows at once:
+
+1. the target's cache holds every token of the row but the last (the prefill takes each prompt but its
+   last token, so the first token is speculated too); the drafter proposes up to ``k`` tokens per row
+   (clipped so no row drafts past its budget);
+2. one target forward over ``[last, d_1..d_w]`` (``w`` = the longest proposal this round) gives
+   ``p_1..p_{w+1}``, warped with each row's parameters;
+3. :func:`trajkit.engine.kernel.verify_drafts` accepts ``n_b`` drafts per row and draws the next token;
+4. the target cache is rolled back per row to ``old + 1 + n_b`` tokens (``KVState.truncate``: holes for
+   rows that kept fewer, an exact crop at batch size 1); the drafter re-syncs itself from the sequences.
+
+Each row draws ``2k + 1`` uniforms per round from its own stream whatever happens (k for the drafter, k
+for the accept tests, 1 for the final token), so its randomness does not depend on the other rows.
+
+Deviation from the papers: rows are not padded to ``k`` drafts when the drafter has fewer (n-gram misses)
+or the budget is nearly spent; the verification width is the longest proposal of the round, and a round
+where nobody drafts is a plain decoding step.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from trajkit.engine.batch import BatchSampling
+from trajkit.engine.drafters import Drafter
+from trajkit.engine.kernel import emitted_tokens, verify_drafts
+from trajkit.engine.kvstate import KVState
+from trajkit.engine.params import SamplingParams
+from trajkit.engine.rows import RowBook
+from trajkit.engine.types import Completion, GenerationStats
+from trajkit.engine.warp import token_logprobs
+
+
+class Tally:
+    """Acceptance counters of one call, kept in Python (rows are few; a tensor op costs more)."""
+
+    def __init__(self, k: int):
+        self.tried = [0] * k  # drafts that reached position i (all earlier ones accepted)
+        self.accepted_at = [0] * k
+        self.proposed = self.accepted = self.emitted = self.row_steps = 0
+        self.overlap = 0.0
+
+    def add(self, lengths: list[int], counts: list[int], overlap: list[list[float]]) -> None:
+        """Per row of one round: drafts sent, drafts accepted, ``sum_v min(p, q)`` per position."""
+        for length, n, row_overlap in zip(lengths, counts, overlap):
+            reached = min(length, n + 1)
+            for i in range(reached):
+                self.tried[i] += 1
+                self.overlap += row_overlap[i]
+            for i in range(n):
+                self.accepted_at[i] += 1
+            self.proposed += length
+            self.accepted += n
+            self.emitted += n + 1
+            self.row_steps += 1
+
+    def into(self, stats: GenerationStats) -> GenerationStats:
+        stats.proposed, stats.accepted, stats.overlap_sum = self.proposed, self.accepted, self.overlap
+        stats.step_tokens, stats.row_steps = self.emitted, self.row_steps
+        stats.position_tried, stats.position_accepted = list(self.tried), list(self.accepted_at)
+        return stats
+
+
+@torch.inference_mode()
+def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int]],
+                         params: list[SamplingParams], shared_params: bool
+                         ) -> tuple[list[Completion], GenerationStats]:
+    """Speculative sampling of ``prompts``; outputs are distributed exactly as ``generate_plain``'s."""
+    start = time.perf_counter()
+    draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
+    state = KVState(model)
+    book = RowBook(prompts, params)
+    sampling = BatchSampling(params, shared_params, state.device)
+    state.prefill([p[:-1] for p in prompts])  # the last prompt token is scored with the first drafts
+    drafter.begin(prompts)
+    tally = Tally(k)
+    while book.active:
+        _round(state, drafter, sampling, book, k, tally)
+    stats = GenerationStats(num_draft_tokens=k, rows=len(prompts),
+                            new_tokens=sum(map(len, book.generated)), target_calls=state.calls,
+                            draft_calls=drafter.calls - draft_calls0, target_seconds=state.seconds,
+                            draft_seconds=drafter.seconds - draft_seconds0)
+    tally.into(stats)
+    stats.seconds = time.perf_counter() - start
+    return book.completions(), stats
+
+
+def _round(state: KVState, drafter: Drafter, sampling: BatchSampling, book: RowBook, k: int,
+           tally: Tally) -> None:
+    """One draft / verify / accept round over the active rows."""
+    seqs = book.active_seqs()
+    u = sampling.streams.uniform(book.active, 2 * k + 1)  # [B, 2k+1]
+    proposal = drafter.propose(seqs, k, _warp_fn(sampling), u[:, :k])
+    room = book.remaining()
+    lengths_list = [min(n, r - 1) for n, r in zip(proposal.lengths.tolist(), room)]  # no drafts past budget
+    lengths = torch.tensor(lengths_list, dtype=torch.long, device=state.device)  # [B]
+    width = max(lengths_list)
+    draft = proposal.tokens[:, :width]  # [B, w]
+    last = torch.tensor([s[-1] for s in seqs], dtype=torch.long, device=state.device)
+    p = sampling.probs(state.extend(torch.cat([last.unsqueeze(1), draft], dim=1)))  # [B, w+1, V]
+    q = proposal.probs[:, :width] if proposal.probs is not None else None
+    n_acc, nxt, overlap = verify_drafts(p, draft, q, lengths, u[:, k:k + width], u[:, 2 * k])
+    emitted = emitted_tokens(draft, n_acc, nxt)  # [B, w+1]
+    logprobs = token_logprobs(p, emitted)  # [B, w+1]
+    state.truncate(state.lengths - width + n_acc)  # keep old + last + accepted drafts
+    counts = n_acc.tolist()
+    tally.add(lengths_list, counts, overlap.tolist())
+    for r, m, length in zip(book.active, counts, lengths_list):
+        book.proposed[r] += length
+        book.accepted[r] += m
+    done = book.emit([t[:m + 1] for t, m in zip(emitted.tolist(), counts)],
+                     [x[:m + 1] for x, m in zip(logprobs.tolist(), counts)])
+    _drop_finished(book, done, state, sampling, drafter)
+
+
+def _drop_finished(book: RowBook, done: list[bool], state: KVState, sampling: BatchSampling,
+                   drafter: Drafter) -> None:
+    keep = book.drop(done, state.device)
+    if keep is not None and book.active:
+        state.retain(keep)
+        sampling.select(keep)
+        drafter.retain(keep)
+
+
+def _warp_fn(sampling: BatchSampling):
+    """Drafter logits ``[B, V]`` -> probs with each active row's own warping parameters."""
+    return lambda logits: sampling.probs(logits.unsqueeze(1))[:, 0]
