@@ -20,15 +20,14 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from trajkit.bench.generate_methods import Method, build_methods
-from trajkit.engine import DraftModel, NgramDrafter
-from trajkit.engine.choose_k import measure_costs, predicted_speedup
+if TYPE_CHECKING:  # torch and the engine load when the benchmark runs, not when the CLI starts
+    from trajkit.bench.generate_methods import Method
 
 DESCRIPTION = ("generation: ours plain / speculative (draft model, n-gram, auto k) vs HF generate and HF "
-               "assisted generation on the shipped tiny pair (tokens/s, alpha, c, v(k), predicted speedup)")
+               "assisted generation on the shipped tiny pair (tokens/s, alpha, c, v(k), predicted speedup); "
+               "example: trajkit bench generate --seeds 5 --json bench-out/gen.json")
 
 
 def add_arguments(parser) -> None:
@@ -45,6 +44,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import torch
+
+    from trajkit.bench.generate_methods import build_methods
     from trajkit.engine.tiny_pair import load_tiny_pair
 
     torch.set_num_threads(args.threads)
@@ -73,6 +75,7 @@ def _protocol(args, pair) -> dict:
     import os
     import platform
 
+    import torch
     import transformers
 
     return {"load_average_1m": round(os.getloadavg()[0], 2), "threads": args.threads, "seeds": args.seeds, "new_tokens": args.new_tokens,
@@ -87,6 +90,8 @@ def _prompt_sets(prompts: list[list[int]], batch: int, count: int) -> list[list[
 
 
 def _costs(pair, prompts: list[list[int]], k_max: int) -> dict:
+    from trajkit.engine import DraftModel, NgramDrafter
+    from trajkit.engine.choose_k import measure_costs
     draft = measure_costs(pair.target, DraftModel(pair.draft), prompts, k_max, repeats=9)
     ngram = measure_costs(pair.target, NgramDrafter(), prompts, k_max, repeats=9)
     return {"t1_ms": draft.t1 * 1e3, "c_draft": draft.c, "c_ngram": ngram.c,
@@ -132,6 +137,7 @@ def _summarise(runs: dict[str, list], batch: int, costs: dict) -> list[dict]:
 
 
 def _engine_stats(stats: list[dict], m: Method, costs: dict) -> dict:
+    from trajkit.engine.choose_k import predicted_speedup
     new = sum(s["new_tokens"] for s in stats)
     tried = sum(sum(s["position_tried"]) for s in stats)
     row = {"target_calls_per_token": sum(s["target_calls"] for s in stats) / new,

@@ -130,6 +130,7 @@ def build_tiny_pair(config: TinyPairConfig, path: Path, corpus=None, log=print) 
             bytetok.save_byte_tokenizer(tmp / name)
         (tmp / "prompts.json").write_text(json.dumps(assistant_prompts(held.tolist(), config.prompt_bytes)))
         (tmp / "meta.json").write_text(json.dumps({"config": dataclasses.asdict(config), **meta}, indent=1))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is for every user of the machine
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
