@@ -9,6 +9,8 @@
 See docs/engine.md.
 """
 
+from trajkit._lazy import lazy_getattr
+
 # Lazy exports (PEP 562): importing the package does not import torch; the first use does.
 _EXPORTS = {
     "Drafter": "trajkit.engine.drafters",
@@ -26,9 +28,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -68,6 +68,11 @@ def encode(text: str, specials: bool = True) -> list[int]:
 
 def decode(ids: list[int]) -> str:
     """Bytes back to text; specials rendered by name, invalid UTF-8 replaced."""
+    return decode_bytes(ids, SPECIALS)
+
+
+def decode_bytes(ids: list[int], specials: tuple[str, ...]) -> str:
+    """Ids 0-255 as UTF-8 bytes (invalid sequences replaced), id 256+i as ``specials[i]``."""
     out, buf = [], bytearray()
     for t in ids:
         if t < 256:
@@ -75,6 +80,6 @@ def decode(ids: list[int]) -> str:
             continue
         out.append(buf.decode("utf-8", errors="replace"))
         buf = bytearray()
-        out.append(SPECIALS[t - 256] if t - 256 < len(SPECIALS) else f"<|{t}|>")
+        out.append(specials[t - 256] if t - 256 < len(specials) else f"<|{t}|>")
     out.append(buf.decode("utf-8", errors="replace"))
     return "".join(out)

@@ -8,6 +8,8 @@ See docs/rl.md. Pure pieces: :mod:`~trajkit.rl.losses` (LOSSES registry), :mod:`
 :data:`STAGES`; tasks: :mod:`~trajkit.rl.tasks`, :mod:`~trajkit.rl.toolenv`.
 """
 
+from trajkit._lazy import lazy_getattr
+
 # Lazy exports (PEP 562): importing the package does not import torch; the first use does.
 _EXPORTS = {
     "TrainConfig": "trajkit.rl.config",
@@ -24,9 +26,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -38,17 +38,9 @@ class ByteCodec:
         return out
 
     def decode(self, ids: list[int]) -> str:
-        parts: list[str] = []
-        buf = bytearray()
-        for t in ids:
-            if t < 256:
-                buf.append(t)
-                continue
-            parts.append(buf.decode("utf-8", errors="replace"))
-            buf = bytearray()
-            parts.append(SPECIALS[t - 256] if t - 256 < len(SPECIALS) else f"<|{t}|>")
-        parts.append(buf.decode("utf-8", errors="replace"))
-        return "".join(parts)
+        from trajkit.engine.tokenizer import decode_bytes
+
+        return decode_bytes(ids, SPECIALS)
 
     def strip_eos(self, ids: list[int]) -> list[int]:
         """``ids`` without a final end-of-turn token."""
