@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_conversation
+from trajkit.traces.write import RowWriter
 
 
 @dataclass
@@ -71,52 +72,17 @@ def example_row(example: TokenExample, conversation: int) -> dict[str, Any]:
             "trainable_tokens": m.trainable_tokens, "num_tokens": m.num_tokens}
 
 
-class _JsonlWriter:
-    def __init__(self, path: str):
-        self.file = open(path, "wb")
-
-    def write(self, row: dict[str, Any]) -> None:
-        import orjson
-
-        self.file.write(orjson.dumps(row) + b"\n")
-
-    def close(self) -> None:
-        self.file.close()
+SUFFIXES = (".parquet", ".jsonl")
 
 
-class _ParquetWriter:
-    """Buffered Parquet writer; token columns are ``list<int32>``."""
+def _token_schema():
+    """Parquet column types of :func:`example_row`; token columns are ``list<int32>``."""
+    import pyarrow as pa
 
-    BATCH = 512
-
-    def __init__(self, path: str):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        ints = pa.list_(pa.int32())
-        self.schema = pa.schema([("input_ids", ints), ("labels", ints), ("conversation", pa.int64()),
-                                 ("window_index", pa.int32()), ("num_windows", pa.int32()), ("turns", ints),
-                                 ("trainable_tokens", pa.int32()), ("num_tokens", pa.int32())])
-        self.writer, self.rows = pq.ParquetWriter(path, self.schema), []
-
-    def write(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        if len(self.rows) >= self.BATCH:
-            self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow as pa
-
-        if self.rows:
-            self.writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
-            self.rows = []
-
-    def close(self) -> None:
-        self._flush()
-        self.writer.close()
-
-
-WRITERS = {".parquet": _ParquetWriter, ".jsonl": _JsonlWriter}
+    ints = pa.list_(pa.int32())
+    return pa.schema([("input_ids", ints), ("labels", ints), ("conversation", pa.int64()),
+                      ("window_index", pa.int32()), ("num_windows", pa.int32()), ("turns", ints),
+                      ("trainable_tokens", pa.int32()), ("num_tokens", pa.int32())])
 
 
 def load_tokenizer(path: str):
@@ -174,7 +140,7 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     The suffix picks the format: ``.parquet`` (list<int32> token columns) or ``.jsonl``. A conversation
     that raises :class:`InputError` is skipped and counted (``strict=True``: raised, with its index).
     ``workers > 1`` tokenizes in that many spawned processes, batch by batch (output order and content
-    are the same). The file is written to ``out_path + ".tmp"`` and renamed when complete.
+    are the same). The file is written beside ``out_path`` as ``.partial-NAME`` and renamed when complete.
     """
     import multiprocessing
 
@@ -182,15 +148,16 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
 
     config = config or TokenizeConfig()
     suffix = Path(out_path).suffix.lower()
-    if suffix not in WRITERS:
-        raise ConfigError(f"output {str(out_path)!r} must end in {' or '.join(WRITERS)}")
+    if suffix not in SUFFIXES:
+        raise ConfigError(f"output {str(out_path)!r} must end in {' or '.join(SUFFIXES)}")
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     source = str(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
     tok = load_tokenizer(source) if isinstance(source, str) else source
-    summary, tmp = ExportSummary(out_path=str(out_path)), f"{out_path}.tmp"
+    out = Path(out_path)
+    summary, tmp = ExportSummary(out_path=str(out_path)), out.with_name(f".partial-{out.name}")
     pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init, (source, config)) if workers > 1 else None
-    writer = WRITERS[suffix](tmp)
+    writer = RowWriter(tmp, schema=_token_schema() if suffix == ".parquet" else None).open()
     try:
         bar = tqdm(total=total, desc="tokenize", unit="conv", disable=None if progress else True, mininterval=0.5)
         for batch in _batches(enumerate(conversations), 16 * workers if pool else 1):

@@ -37,7 +37,8 @@ def _open_jsonl(path: Path, kind: str, level: int | None) -> BinaryIO:
 
 
 class RowWriter:
-    """``with RowWriter(path) as w: w.write(row)``; Parquet rows are buffered and written in groups.
+    """``with RowWriter(path) as w: w.write(row)`` (or ``open()`` / ``close()``); Parquet rows are buffered
+    and written in groups.
 
     ``schema`` (a ``pyarrow.Schema``) fixes the Parquet column types; otherwise the first batch decides.
     """
@@ -51,11 +52,14 @@ class RowWriter:
         self._fh: BinaryIO | None = None
         self.rows = 0
 
-    def __enter__(self) -> "RowWriter":
+    def open(self) -> "RowWriter":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.kind != ".parquet":
             self._fh = _open_jsonl(self.path, self.kind, self.level)
         return self
+
+    def __enter__(self) -> "RowWriter":
+        return self.open()
 
     def write(self, row: dict[str, Any]) -> None:
         self.rows += 1
@@ -79,6 +83,9 @@ class RowWriter:
         self._batch = []
 
     def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
         if self._fh is not None:
             fileobj = getattr(self._fh, "fileobj", None)
             self._fh.close()
