@@ -31,13 +31,12 @@ def demo_traces(out: Path) -> dict[str, str]:
     from trajkit.traces.filters import FilterConfig, filter_corpus
     from trajkit.traces.load import iter_traces
     from trajkit.traces.report import write_report
-    from trajkit.traces.sft import OpenAIExportReport, iter_openai_rows
+    from trajkit.traces.sft import OpenAIExportReport, export_openai, iter_openai_rows
     from trajkit.traces.stats import compute_stats, format_table
     from trajkit.traces.synth import sample_paths
     from trajkit.traces.tiny_tokenizer import build_tokenizer
     from trajkit.traces.token_export import export_tokens
     from trajkit.traces.tokenize import TokenizeConfig
-    from trajkit.traces.write import RowWriter
 
     specs = [str(p) for p in sample_paths()]
     _banner("traces: stats of the bundled sample (synthetic, every real-data quirk)")
@@ -55,11 +54,8 @@ def demo_traces(out: Path) -> dict[str, str]:
           + ", ".join(f"{k}={v}" for k, v in rep.removed_by.items() if v))
 
     _banner("traces: SFT export")
-    counts = OpenAIExportReport()
     sft_openai = out / "sft-openai.jsonl"
-    with RowWriter(sft_openai) as writer:
-        for row in iter_openai_rows(iter_traces([str(clean)]), counts):
-            writer.write(row)
+    counts = export_openai(iter_traces([str(clean)]), str(sft_openai), progress=False)
     print(f"openai messages: {counts.written} conversations -> {sft_openai}")
     tokenizer = build_tokenizer(out / "tokenizer")
     pairs = ((row["messages"], row["tools"]) for row in iter_openai_rows(iter_traces([str(clean)]), OpenAIExportReport()))

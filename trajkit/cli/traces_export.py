@@ -19,16 +19,9 @@ def _traces(args, counter):
 
 
 def _export_openai(args, traces, skipped_rows) -> dict:
-    from tqdm import tqdm
+    from trajkit.traces.sft import export_openai
 
-    from trajkit.traces.sft import OpenAIExportReport, iter_openai_rows
-    from trajkit.traces.write import RowWriter
-
-    report = OpenAIExportReport()
-    rows = iter_openai_rows(traces, report, system=args.system, malformed=args.malformed)
-    with RowWriter(args.out) as writer:
-        for row in tqdm(rows, unit=" rows", desc="export", disable=None if not args.quiet else True):
-            writer.write(row)
+    report = export_openai(traces, args.out, system=args.system, malformed=args.malformed, progress=not args.quiet)
     report.skipped_rows = skipped_rows["skipped_rows"]
     return report.as_dict()
 

@@ -58,3 +58,18 @@ def iter_openai_rows(traces: Iterable[Trace], report: OpenAIExportReport, *, sys
             continue
         report.written += 1
         yield row
+
+
+def export_openai(traces: Iterable[Trace], out: str, *, system: SystemPolicy = "auto",
+                  malformed: MalformedExport = "skip", progress: bool = True) -> OpenAIExportReport:
+    """Write one OpenAI-messages row per exportable trace to ``out`` (JSONL, .gz/.xz, or Parquet)."""
+    from tqdm import tqdm
+
+    from trajkit.traces.write import RowWriter
+
+    report = OpenAIExportReport()
+    rows = iter_openai_rows(traces, report, system=system, malformed=malformed)
+    with RowWriter(out) as writer:
+        for row in tqdm(rows, unit=" rows", desc="export", disable=None if progress else True):
+            writer.write(row)
+    return report
