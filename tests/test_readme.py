@@ -30,7 +30,7 @@ def test_readme_traces_commands_run(tmp_path, monkeypatch, capsys):
 
     for src in sample_paths():  # kimi.jsonl.xz -> kimi.jsonl, glm-5.1.jsonl.xz -> glm-5.1.jsonl
         (tmp_path / src.name.removesuffix(".xz")).write_bytes(lzma.decompress(src.read_bytes()))
-    from trajkit.traces.tiny_tokenizer import build_tokenizer
+    from trajkit.models.tokenizer import build_tokenizer
 
     build_tokenizer(tmp_path / "tok")
     monkeypatch.chdir(tmp_path)

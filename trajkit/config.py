@@ -1,7 +1,9 @@
 """Dataclass configs: one source of truth for defaults, shared by Python callers, YAML files and CLI flags.
 
-``from_dict`` rejects unknown keys with a message naming them; ``add_arguments`` derives argparse flags
-from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads them back.
+``from_dict`` rejects unknown keys with a message naming them; ``Checked`` type-checks every scalar field
+of a config dataclass after construction (and runs its ``validate``); ``add_arguments`` derives argparse
+flags from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads
+them back.
 """
 from __future__ import annotations
 
@@ -122,3 +124,50 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"override {text!r} must look like key=value (e.g. rl.lr=1e-5)")
     key, raw = text.split("=", 1)
     return key.strip().split("."), yaml.safe_load(raw)
+
+
+def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
+    """Return ``value`` (YAML's '1e-3' string turned into a float) or raise naming ``owner.name``."""
+    origin = get_origin(tp)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(f"{owner}.{name} must be one of {list(get_args(tp))}, got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in get_args(tp):
+            return value
+        for arg in get_args(tp):
+            if arg is type(None):
+                continue
+            try:
+                return _check_field(owner, name, arg, value)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{owner}.{name} must be {tp}, got {value!r}")
+    if tp is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    ok = {float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(tp)
+    if ok is not None and not ok(value):
+        raise ConfigError(f"{owner}.{name} must be a {tp.__name__}, got {value!r}")
+    return float(value) if tp is float else value
+
+
+class Checked:
+    """Mixin: type-check (and coerce) every scalar field after construction."""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(hints[f.name]):
+                continue
+            object.__setattr__(self, f.name, _check_field(type(self).__name__, f.name, hints[f.name], value))
+        self.validate()
+
+    def validate(self) -> None:
+        """Cross-field checks; subclasses override."""

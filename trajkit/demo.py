@@ -34,7 +34,7 @@ def demo_traces(out: Path) -> dict[str, str]:
     from trajkit.traces.sft import OpenAIExportReport, export_openai, iter_openai_rows
     from trajkit.traces.stats import compute_stats, format_table
     from trajkit.traces.synth import sample_paths
-    from trajkit.traces.tiny_tokenizer import build_tokenizer
+    from trajkit.models.tokenizer import build_tokenizer
     from trajkit.traces.token_export import export_tokens
     from trajkit.traces.tokenize import TokenizeConfig
 
@@ -71,8 +71,8 @@ def demo_generate(out: Path) -> dict[str, str]:
     import torch
 
     from trajkit.engine import DraftModel, Engine, SamplingParams
-    from trajkit.engine.tiny_pair import load_tiny_pair
-    from trajkit.engine.tokenizer import IM_END_ID, decode
+    from trajkit.models.tokenizer import IM_END_ID, byte_tokenizer
+    from trajkit.recipes.tiny_pair import load_tiny_pair
 
     _quiet_transformers()
     _banner("generate: plain vs lossless speculative sampling on the tiny pair")
@@ -93,7 +93,7 @@ def demo_generate(out: Path) -> dict[str, str]:
                       "acceptance_rate": st.acceptance_rate, "acceptance_length": st.mean_acceptance_length}
         print(f"{name:16} {st.new_tokens / seconds:8.0f} tok/s   target calls/token {st.target_calls_per_token:.2f}"
               f"   acceptance rate {st.acceptance_rate:.2f}   acceptance length {st.mean_acceptance_length:.2f}")
-    print("sample (speculative):", repr(decode(result[0].token_ids)[:160]))
+    print("sample (speculative):", repr(byte_tokenizer().decode(result[0].token_ids)[:160]))
     path = out / "generate.json"
     path.write_text(json.dumps(rows, indent=2))
     return {"generate": str(path)}

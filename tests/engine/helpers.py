@@ -10,7 +10,7 @@ import torch
 from scipy import stats as sstats
 
 from trajkit.engine.params import SamplingParams
-from trajkit.engine.tiny import TinySpec, build_model
+from trajkit.models.spec import TinySpec, build_model
 from trajkit.engine.warp import row_params, warp_probs
 
 SPEC = TinySpec(vocab_size=12, hidden_size=16, num_layers=2, num_heads=2, num_kv_heads=1,

@@ -8,9 +8,9 @@ import torch
 
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
 from trajkit.engine.choose_k import choose_k, predicted_speedup
-from trajkit.engine.ngram import NgramIndex
+from trajkit.engine.drafters.ngram import NgramIndex
 from trajkit.engine.types import validate_completion
-from trajkit.engine.tiny import TinySpec
+from trajkit.models.spec import TinySpec
 from tests.engine.helpers import perturbed_copy, target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)

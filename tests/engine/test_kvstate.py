@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from trajkit.engine.kvstate import KVState
-from trajkit.engine.tiny import TinySpec
+from trajkit.models.spec import TinySpec
 from tests.engine.helpers import target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)

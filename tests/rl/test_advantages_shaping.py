@@ -42,10 +42,10 @@ def test_score_keeps_raw_beside_shaped_and_counts_model_tokens_only():
     # sample 0: 6 tokens but 3 forced -> 3 model tokens; sample 1: 8 model tokens (inside the buffer)
     s0 = Sample([1], [5] * 6, [-0.1, 0, 0, 0, -0.1, -0.1], [1, 0, 0, 0, 1, 1])
     s1 = Sample([1], [5] * 8, [-0.1] * 8, [1] * 8)
-    adv, metrics = score([s0, s1], lambda samples: [1.0, 1.0], cfg)
+    adv, metrics = score([s0, s1], [1.0, 1.0], cfg)
     # overlong: L=3 -> 0 ; L=8 -> (4 - 8) / 4 = -1. Length penalty among the two correct: +0.1, -0.1
-    assert [s0.metadata["raw_reward"], s1.metadata["raw_reward"]] == [1.0, 1.0]
-    assert s0.metadata["reward"] == pytest.approx(1.1)
-    assert s1.metadata["reward"] == pytest.approx(1.0 - 1.0 - 0.1)
+    assert [s0.raw_reward, s1.raw_reward] == [1.0, 1.0]
+    assert s0.reward == pytest.approx(1.1)
+    assert s1.reward == pytest.approx(1.0 - 1.0 - 0.1)
     assert adv.tolist() == pytest.approx([0.6, -0.6])
     assert metrics["reward/raw"] == 1.0 and metrics["reward/shaped"] == pytest.approx(0.5)

@@ -39,7 +39,7 @@ def varied_reward(samples):
 
 
 def _run(trainer, steps):
-    trainer.task.reward = varied_reward
+    trainer.state.task.reward = varied_reward
     return [trainer.step_once().metrics for _ in range(steps)]
 
 
@@ -47,7 +47,7 @@ def test_alarm_fires_when_the_weight_sync_is_broken(tiny):
     trainer = Trainer(tiny("optim.lr=0.05", "draft.kind=model"), logger=False)
     first = _run(trainer, 1)[0]
     assert first["mismatch/mean_abs"] < 1e-4  # engine and policy share weights before any update
-    trainer.rollout.sync = lambda *a, **k: None  # break the sync: the engine keeps stale weights
+    trainer.state.rollout.sync = lambda *a, **k: None  # break the sync: the engine keeps stale weights
     with pytest.warns(MismatchWarning, match="weight sync"):
         second = _run(trainer, 1)[0]
     assert second["mismatch/alarm"] == 1.0

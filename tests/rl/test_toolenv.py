@@ -3,14 +3,19 @@ import json
 
 
 from trajkit.engine import Completion, SamplingParams
-from trajkit.rl.codec import ByteCodec
+from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.sample import validate_sample
 from trajkit.rl.sandbox import evaluate
-from trajkit.rl.toolenv import CalculatorTask, run_calls, to_hermes_row, tool_turn_text
+from trajkit.rl.toolenv import CALCULATOR, CalculatorTask, run_calls, to_hermes_row
 from trajkit.rl.trainer import Trainer
 from trajkit.traces.hermes import parse_row
 
-CODEC = ByteCodec()
+TOK = byte_tokenizer()
+
+
+def encode(text):
+    return TOK.encode(text, add_special_tokens=False)
+
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "12*7"}}\n</tool_call>'
 
 
@@ -22,7 +27,7 @@ def scripted(turns):
         out = []
         for _ in prompt_ids:
             text, finish = next(it)
-            ids = CODEC.encode(text) + ([CODEC.eos_id] if finish == "stop" else [])
+            ids = encode(text) + ([TOK.eos_token_id] if finish == "stop" else [])
             out.append(Completion(ids, [-0.5] * len(ids), finish))
         return out
     return generate
@@ -47,25 +52,33 @@ def test_sandbox_refuses_and_limits():
 
 
 def test_episode_masks_forced_tokens_and_scores_the_final_answer():
-    task = CalculatorTask(seed=0, max_turns=3)
+    task = CalculatorTask(seed=0, tokenizer=TOK, max_turns=3)
     prompt = task.prompt(0)
-    prompt.meta["question"], prompt.answer = "What is 12*7?", "84"
+    question = prompt.meta["question"]  # rendered into prompt.ids
+    prompt.answer = "84"
     sample = task.env.rollout(scripted([(CALL, "stop"), ("84", "stop")]), [prompt], SamplingParams())[0]
     validate_sample(sample)
-    first = len(CODEC.encode(CALL)) + 1
-    forced = CODEC.encode(tool_turn_text([{"name": "calculator", "content": "84"}]))
-    last = len(CODEC.encode("84")) + 1
+    first = len(encode(CALL)) + 1
+    # written out by hand: ChatML glue, the tool result inside a user turn, the next assistant opening
+    forced = encode('\n<|im_start|>user\n<tool_response>\n{"name": "calculator", "content": "84"}\n'
+                    '</tool_response><|im_end|>\n<|im_start|>assistant\n')
+    last = len(encode("84")) + 1
     assert sample.loss_mask == [1] * first + [0] * len(forced) + [1] * last
     assert sample.completion_ids[first:first + len(forced)] == forced
     assert sample.logprobs[first:first + len(forced)] == [0.0] * len(forced)
     assert sample.num_model_tokens == first + last
-    assert '"content": "84"' in CODEC.decode(forced)
+    # the whole episode is exactly the template's render of the conversation
+    chat = [{"role": "system", "content": "You may call tools."}, {"role": "user", "content": question},
+            {"role": "assistant", "content": CALL}, {"role": "tool", "content": '{"name": "calculator", "content": "84"}'},
+            {"role": "assistant", "content": "84"}]
+    assert TOK.decode(sample.prompt_ids + sample.completion_ids) == TOK.apply_chat_template(
+        chat, tools=[CALCULATOR], tokenize=False).rstrip("\n")
     assert task.reward([sample]) == [1.0]
     assert sample.metadata["turns"] == 2 and sample.metadata["tool_calls"] == 1
 
 
 def test_turn_limit_and_truncation_end_the_episode():
-    task = CalculatorTask(seed=0, max_turns=2)
+    task = CalculatorTask(seed=0, tokenizer=TOK, max_turns=2)
     looping = task.env.rollout(scripted([(CALL, "stop"), (CALL, "stop")]), [task.prompt(0)], SamplingParams())[0]
     assert looping.metadata["finish_reason"] == "max_turns" and task.reward([looping]) == [0.0]
     assert looping.loss_mask[-1] == 1  # no forced tool turn after the last allowed turn
@@ -74,7 +87,7 @@ def test_turn_limit_and_truncation_end_the_episode():
 
 
 def test_episode_saves_as_a_hermes_row_that_traces_reads():
-    task = CalculatorTask(seed=0)
+    task = CalculatorTask(seed=0, tokenizer=TOK)
     prompt = task.prompt(0)
     prompt.meta["question"], prompt.answer = "What is 12*7?", "84"
     sample = task.env.rollout(scripted([(CALL, "stop"), ("84", "stop")]), [prompt], SamplingParams())[0]
@@ -91,7 +104,7 @@ def test_saved_episodes_are_read_by_traces_stats(tmp_path, capsys):
     from trajkit.cli.main import main
     from trajkit.rl.toolenv import save_episodes
 
-    task = CalculatorTask(seed=0)
+    task = CalculatorTask(seed=0, tokenizer=TOK)
     episodes = [task.demonstration(task.prompt(i)) for i in range(3)]
     path = tmp_path / "episodes.jsonl"
     assert save_episodes(episodes, str(path)) == 3
@@ -102,7 +115,7 @@ def test_saved_episodes_are_read_by_traces_stats(tmp_path, capsys):
 
 
 def test_demonstration_is_a_valid_masked_episode():
-    task = CalculatorTask(seed=3)
+    task = CalculatorTask(seed=3, tokenizer=TOK)
     demo = task.demonstration(task.prompt(5))
     validate_sample(demo)
     assert 0 in demo.loss_mask and task.reward([demo]) == [1.0]

@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 
 from trajkit.config import from_dict
 from trajkit.errors import ConfigError, InputError
-from trajkit.traces.tiny_tokenizer import build_tokenizer
+from trajkit.models.tokenizer import build_tokenizer
 from trajkit.traces.token_export import export_tokens
 from trajkit.traces.tokenize import (IGNORE_INDEX, MaskCheckError, PrefixError, TokenizeConfig, Window,
                                      _Conversation, check_example, tokenize_conversation)

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from trl import SFTConfig, SFTTrainer
 from trl.chat_template_utils import is_chat_template_stop_token_trained
 
-from trajkit.traces.tiny_tokenizer import build_tokenizer
+from trajkit.models.tokenizer import build_tokenizer
 from trajkit.traces.tokenize import TokenizeConfig, tokenize_conversation
 
 READ = {"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {

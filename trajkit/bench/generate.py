@@ -1,6 +1,6 @@
 """Benchmark: trajkit's engine (plain, speculative with the draft model and with n-gram lookup, auto k)
 against Hugging Face ``generate`` and HF assisted generation, side by side in one run on the shipped
-tiny pair (:mod:`trajkit.engine.tiny_pair`, built first if missing).
+tiny pair (:mod:`trajkit.recipes.tiny_pair`, built first if missing).
 
 Protocol: torch threads fixed (``--threads``, default 1: on this 2-core machine a second OpenMP thread
 made the tiny models slower, see docs/engine.md); every method gets one warm-up call per batch size that
@@ -47,10 +47,10 @@ def run(args) -> int:
     import torch
 
     from trajkit.bench.generate_methods import build_methods
-    from trajkit.engine.tiny_pair import load_tiny_pair
+    from trajkit.recipes.tiny_pair import load_tiny_pair
 
     torch.set_num_threads(args.threads)
-    pair = load_tiny_pair(cache_dir=args.cache_dir)
+    pair = load_tiny_pair(cache=args.cache_dir)
     ks = [int(k) for k in args.ks.split(",")]
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     methods = build_methods(pair.target, pair.draft, ks, args.temperature)

@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
-from trajkit.engine.tokenizer import PAD_ID
+from trajkit.models.tokenizer import PAD_ID
 
 
 @dataclass

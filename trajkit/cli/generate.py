@@ -21,10 +21,10 @@ EXAMPLE = """Examples:
 
 
 def cmd_generate(args) -> int:
-    from trajkit.engine.tiny_pair import TinyPairConfig, load_tiny_pair
+    from trajkit.recipes.tiny_pair import TinyPairConfig, load_tiny_pair
 
     if args.build_tiny:
-        pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache_dir=args.cache_dir,
+        pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache=args.cache_dir,
                               log=lambda m: print(m, file=sys.stderr))
         print(pair.path)
         return 0
@@ -43,9 +43,9 @@ def cmd_generate(args) -> int:
 
 def _load_models(args):
     if args.model is None:
-        from trajkit.engine.tiny_pair import TinyPairConfig, load_tiny_pair
+        from trajkit.recipes.tiny_pair import TinyPairConfig, load_tiny_pair
 
-        pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache_dir=args.cache_dir,
+        pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache=args.cache_dir,
                               log=lambda m: print(m, file=sys.stderr))
         return pair.target, pair.draft if args.draft is None else _model(args.draft), _tokenizer(pair.path / "target")
     draft = _model(args.draft) if args.draft else None
@@ -53,33 +53,28 @@ def _load_models(args):
 
 
 def _model(folder: str):
-    from transformers import AutoModelForCausalLM
+    from trajkit.models.load import load_model
 
-    try:
-        return AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()
-    except OSError as exc:
-        raise InputError(f"cannot load a causal LM: {exc}", path=str(folder)) from exc
+    return load_model(folder, what="--model/--draft")
 
 
 def _tokenizer(folder):
-    from transformers import AutoTokenizer
+    from trajkit.models.load import load_tokenizer
 
-    try:
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError):
-        return None
+    return load_tokenizer(folder, required=False)
 
 
 def _engine(args, target, draft):
-    from trajkit.engine import DraftModel, Engine, NgramDrafter
+    from trajkit.engine import Engine
+    from trajkit.engine.drafters.registry import draft_kind
 
     k = args.k if args.k == "auto" else _int(args.k, "--k")
-    kind = args.drafter or ("model" if draft is not None else "none")
-    if kind == "model" and draft is None:
-        raise ConfigError("--drafter model needs --draft DIR (or the tiny pair, without --model)")
-    drafter = {"none": None, "model": DraftModel(draft) if draft is not None else None,
-               "ngram": NgramDrafter()}[kind]
-    return Engine(target, drafter=drafter, num_draft_tokens=k) if drafter else Engine(target)
+    kind = draft_kind(args.drafter or ("model" if draft is not None else "none"))
+    if kind is None:
+        return Engine(target)
+    if kind.trainable and draft is None:
+        raise ConfigError(f"--drafter {kind.name} needs --draft DIR (or the tiny pair, without --model)")
+    return Engine(target, drafter=kind.drafter(draft), num_draft_tokens=k)
 
 
 def _prompts(args, tok) -> list[list[int]]:
@@ -126,8 +121,10 @@ def register(sub) -> None:
     p.add_argument("--model", help="local Hugging Face causal LM folder (default: the shipped tiny target)")
     p.add_argument("--draft", help="local draft model folder sharing the tokenizer (default with the tiny "
                                    "pair: its draft)")
-    p.add_argument("--drafter", choices=["none", "model", "ngram"], help="drafter (default: model if a draft "
-                                                                         "is available, else none)")
+    from trajkit.engine.drafters.registry import KIND_NAMES
+
+    p.add_argument("--drafter", choices=list(KIND_NAMES), help="drafter kind (default: model if a draft is "
+                                                              "available, else none)")
     p.add_argument("--k", default="3", help="draft tokens per round, or 'auto' (default: 3)")
     p.add_argument("--prompt", action="append", help="prompt text (repeatable)")
     p.add_argument("--prompt-ids", action="append", help="prompt token ids, comma-separated (repeatable)")

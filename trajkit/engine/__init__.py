@@ -15,10 +15,12 @@ from trajkit._lazy import lazy_getattr
 _EXPORTS = {
     "Drafter": "trajkit.engine.drafters",
     "DraftModel": "trajkit.engine.drafters",
+    "NgramDrafter": "trajkit.engine.drafters",
+    "WindowDrafter": "trajkit.engine.drafters",
     "Proposal": "trajkit.engine.drafters",
+    "draft_kind": "trajkit.engine.drafters",
     "Engine": "trajkit.engine.engine",
     "EngineConfig": "trajkit.engine.engine",
-    "NgramDrafter": "trajkit.engine.ngram",
     "SamplingParams": "trajkit.engine.params",
     "Completion": "trajkit.engine.types",
     "Completions": "trajkit.engine.types",

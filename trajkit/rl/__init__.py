@@ -4,7 +4,7 @@
     history = train(load_config("examples/rl_rep.yaml", ["steps=20"]))
 
 See docs/rl.md. Pure pieces: :mod:`~trajkit.rl.losses` (LOSSES registry), :mod:`~trajkit.rl.advantages`,
-:mod:`~trajkit.rl.shaping`, :mod:`~trajkit.rl.mismatch`; records: :class:`Sample`; stages:
+:mod:`~trajkit.rl.shaping`, :mod:`~trajkit.rl.mismatch`; records: :class:`Sample`, :class:`TrainState`; stages:
 :data:`STAGES`; tasks: :mod:`~trajkit.rl.tasks`, :mod:`~trajkit.rl.toolenv`.
 """
 
@@ -19,6 +19,7 @@ _EXPORTS = {
     "Sample": "trajkit.rl.sample",
     "validate_sample": "trajkit.rl.sample",
     "STAGES": "trajkit.rl.stages",
+    "TrainState": "trajkit.rl.state",
     "Trainer": "trajkit.rl.trainer",
     "train": "trajkit.rl.trainer",
 }

@@ -14,6 +14,9 @@ import random
 import numpy as np
 import torch
 
+from trajkit.errors import ConfigError
+from trajkit.rl.state import TrainState
+
 
 def rng_state() -> dict:
     return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
@@ -25,35 +28,33 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(state["numpy"])
 
 
-def save_checkpoint(trainer, path: str) -> str:
+def save_checkpoint(state: TrainState, path: str) -> str:
     """Write ``path/state.pt``; returns ``path``."""
     os.makedirs(path, exist_ok=True)
-    state = {"step": trainer.step, "stream": trainer.stream.state_dict(), "rng": rng_state(),
-             "policy": trainer.policy.state_dict(), "optimizer": trainer.optimizer.state_dict(),
-             "alarm": trainer.alarm.state_dict(), "draft": None, "draft_optimizer": None}
-    if trainer.draft is not None:
-        state["draft"] = trainer.draft.state_dict()
-    if trainer.draft_optimizer is not None:
-        state["draft_optimizer"] = trainer.draft_optimizer.state_dict()
-    torch.save(state, os.path.join(path, "state.pt"))
+    blob = {"step": state.step, "stream": state.stream.state_dict(), "rng": rng_state(),
+            "policy": state.policy.state_dict(), "optimizer": state.optimizer.state_dict(),
+            "alarm": state.alarm.state_dict(), "draft": None, "draft_optimizer": None}
+    if state.draft is not None:
+        blob["draft"] = state.draft.state_dict()
+    if state.draft_optimizer is not None:
+        blob["draft_optimizer"] = state.draft_optimizer.state_dict()
+    torch.save(blob, os.path.join(path, "state.pt"))
     return path
 
 
-def load_checkpoint(trainer, path: str) -> None:
-    """Restore everything :func:`save_checkpoint` wrote into an already built ``trainer``."""
-    from trajkit.errors import ConfigError
-
+def load_checkpoint(state: TrainState, path: str) -> None:
+    """Restore everything :func:`save_checkpoint` wrote into an already built ``state``."""
     file = os.path.join(path, "state.pt")
     if not os.path.exists(file):
         raise ConfigError(f"checkpoint.resume_from: no state.pt in {path!r}")
-    state = torch.load(file, weights_only=False)
-    trainer.policy.load_state_dict(state["policy"])
-    trainer.optimizer.load_state_dict(state["optimizer"])
-    if state["draft"] is not None and trainer.draft is not None:
-        trainer.draft.load_state_dict(state["draft"])
-    if state["draft_optimizer"] is not None and trainer.draft_optimizer is not None:
-        trainer.draft_optimizer.load_state_dict(state["draft_optimizer"])
-    trainer.stream.load_state_dict(state["stream"])
-    trainer.alarm.load_state_dict(state["alarm"])
-    trainer.step = state["step"]
-    set_rng_state(state["rng"])
+    blob = torch.load(file, weights_only=False)
+    state.policy.load_state_dict(blob["policy"])
+    state.optimizer.load_state_dict(blob["optimizer"])
+    if blob["draft"] is not None and state.draft is not None:
+        state.draft.load_state_dict(blob["draft"])
+    if blob["draft_optimizer"] is not None and state.draft_optimizer is not None:
+        state.draft_optimizer.load_state_dict(blob["draft_optimizer"])
+    state.stream.load_state_dict(blob["stream"])
+    state.alarm.load_state_dict(blob["alarm"])
+    state.step = blob["step"]
+    set_rng_state(blob["rng"])

@@ -15,62 +15,13 @@ trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did 
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
 import yaml
 
-from trajkit.config import from_dict, parse_override
+from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
-
-
-def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
-    """Return ``value`` (YAML's '1e-3' string turned into a float) or raise naming ``owner.name``."""
-    origin = get_origin(tp)
-    if origin is Literal:
-        if value not in get_args(tp):
-            raise ConfigError(f"{owner}.{name} must be one of {list(get_args(tp))}, got {value!r}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in get_args(tp):
-            return value
-        for arg in get_args(tp):
-            if arg is type(None):
-                continue
-            try:
-                return _check_field(owner, name, arg, value)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{owner}.{name} must be {tp}, got {value!r}")
-    if tp is float and isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    ok = {float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(tp)
-    if ok is not None and not ok(value):
-        raise ConfigError(f"{owner}.{name} must be a {tp.__name__}, got {value!r}")
-    return float(value) if tp is float else value
-
-
-class Checked:
-    """Mixin: type-check (and coerce) every scalar field after construction."""
-
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if dataclasses.is_dataclass(hints[f.name]):
-                continue
-            object.__setattr__(self, f.name, _check_field(type(self).__name__, f.name, hints[f.name], value))
-        self.validate()
-
-    def validate(self) -> None:
-        """Cross-field checks; subclasses override."""
 
 
 def _positive(owner, **values) -> None:
@@ -107,11 +58,13 @@ def _draft_model() -> ModelConfig:
 class DraftConfig(Checked):
     """Speculative rollouts: which drafter, how many tokens, and whether to distil it online.
 
-    ``model``: a small HF causal LM of shape ``model``; ``window``: the MLP window drafter
-    (:mod:`trajkit.rl.window_draft`, ``model.hidden_size`` = embedding size, ``model.intermediate_size``
-    = MLP width, ``head``/``window`` tokens of context); ``ngram``: prompt lookup (no weights)."""
+    ``kind`` names a draft kind of :data:`trajkit.engine.drafters.DRAFT_KINDS` (or "none"): ``model``, a
+    small HF causal LM of shape ``model``; ``window``, the MLP window drafter
+    (:mod:`trajkit.engine.drafters.window`, ``model.hidden_size`` = embedding size,
+    ``model.intermediate_size`` = MLP width, ``head``/``window`` tokens of context); ``ngram``, prompt
+    lookup (no weights)."""
 
-    kind: Literal["none", "model", "window", "ngram"] = "none"
+    kind: str = "none"
     num_draft_tokens: int | str = 3
     model: ModelConfig = field(default_factory=_draft_model)
     distill: bool = False
@@ -127,20 +80,31 @@ class DraftConfig(Checked):
             raise ConfigError(f"draft.num_draft_tokens must be an integer >= 1 or 'auto', got {k!r}")
         if self.distill_every < 1:
             raise ConfigError(f"draft.distill_every must be >= 1 (distil on every n-th step), got {self.distill_every}")
-        if self.distill and self.kind not in ("model", "window"):
-            raise ConfigError("draft.distill needs draft.kind=model or window (an n-gram drafter has no weights)")
+        from trajkit.engine.drafters.registry import DRAFT_KINDS, draft_kind
+
+        kind = draft_kind(self.kind)
+        if self.distill and (kind is None or not kind.trainable):
+            trainable = sorted(k for k, v in DRAFT_KINDS.items() if v.trainable)
+            raise ConfigError(f"draft.distill needs a draft kind with weights ({' or '.join(trainable)}); "
+                              f"draft.kind={self.kind} has none")
 
 
 @dataclass
 class TaskConfig(Checked):
-    """Which task/environment (``trajkit.rl.tasks.TASKS``) and its size knobs."""
+    """Which task/environment (a name in :data:`trajkit.rl.registry.TASKS`) and its size knobs."""
 
-    name: str = "echo"
+    name: str = "rep"
     min_len: int = 4
     max_len: int = 8
     alphabet: str = "abcdefgh"
     max_turns: int = 3
     tool_timeout_s: float = 0.5
+
+    def validate(self) -> None:
+        from trajkit.rl.registry import TASKS
+
+        if self.name not in TASKS:
+            raise ConfigError(f"task.name must be one of {sorted(TASKS)}, got {self.name!r}")
 
 
 @dataclass

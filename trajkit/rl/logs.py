@@ -12,7 +12,6 @@ import os
 
 import yaml
 
-from trajkit.rl.codec import ByteCodec
 from trajkit.rl.sample import Sample
 
 
@@ -45,15 +44,18 @@ class RunLogger:
                     self.writer.add_scalar(key, value, step)
             self.writer.flush()
 
-    def samples(self, step: int, samples: list[Sample], codec: ByteCodec) -> None:
+    def samples(self, step: int, samples: list[Sample], tokenizer) -> None:
         if self.dump_samples <= 0:
             return
         path = os.path.join(self.out_dir, "samples", f"step_{step:06d}.jsonl")
         with open(path, "w", encoding="utf-8") as fh:
             for s in samples[:self.dump_samples]:
                 meta = {k: v for k, v in s.metadata.items() if k != "messages"}
-                fh.write(json.dumps({"prompt": codec.decode(s.prompt_ids), "completion": codec.decode(s.completion_ids),
-                                     "model_tokens": s.num_model_tokens, **meta}) + "\n")
+                fh.write(json.dumps({"prompt": tokenizer.decode(s.prompt_ids),
+                                     "completion": tokenizer.decode(s.completion_ids),
+                                     "model_tokens": s.num_model_tokens, "group": s.group,
+                                     "policy_version": s.policy_version, "raw_reward": s.raw_reward,
+                                     "reward": s.reward, "advantage": s.advantage, **meta}) + "\n")
         if any("messages" in s.metadata for s in samples):
             from trajkit.rl.toolenv import save_episodes
 
@@ -62,8 +64,3 @@ class RunLogger:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-
-
-def read_metrics(out_dir: str) -> list[dict]:
-    with open(os.path.join(out_dir, "metrics.jsonl"), encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]

@@ -1,26 +1,32 @@
-"""Task registry: ``task.name`` in a config -> a factory ``(TaskConfig, seed) -> Task``."""
+"""Task registry: ``task.name`` in a config -> a factory ``(TaskConfig, seed, tokenizer) -> Task``.
+
+``TaskConfig`` validates its ``name`` against :data:`TASKS`, so a task registered here is accepted by
+configs and CLI overrides with no other change.
+"""
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from trajkit.errors import ConfigError
-from trajkit.rl.config import TaskConfig
 from trajkit.rl.tasks import StringTask, Task
 from trajkit.rl.toolenv import CalculatorTask
 
+if TYPE_CHECKING:
+    from trajkit.rl.config import TaskConfig
 
-def _string(op: str) -> Callable[[TaskConfig, int], Task]:
-    return lambda c, seed: StringTask(op, seed, c.min_len, c.max_len, c.alphabet)
+TaskFactory = Callable[["TaskConfig", int, Any], Task]
 
 
-TASKS: dict[str, Callable[[TaskConfig, int], Task]] = {
+def _string(op: str) -> TaskFactory:
+    return lambda c, seed, tok: StringTask(op, seed, tok, c.min_len, c.max_len, c.alphabet)
+
+
+TASKS: dict[str, TaskFactory] = {
     "copy": _string("copy"), "rev": _string("rev"), "sort": _string("sort"), "add": _string("add"),
     "rep": _string("rep"),
-    "calculator": lambda c, seed: CalculatorTask(seed, c.max_len, c.max_turns, c.tool_timeout_s),
+    "calculator": lambda c, seed, tok: CalculatorTask(seed, tok, c.max_len, c.max_turns, c.tool_timeout_s),
 }
 
 
-def make_task(cfg: TaskConfig, seed: int) -> Task:
-    if cfg.name not in TASKS:
-        raise ConfigError(f"task.name must be one of {sorted(TASKS)}, got {cfg.name!r}")
-    return TASKS[cfg.name](cfg, seed)
+def make_task(cfg: "TaskConfig", seed: int, tokenizer) -> Task:
+    """The task ``cfg.name`` (already validated by ``TaskConfig``) for ``seed``, encoding with ``tokenizer``."""
+    return TASKS[cfg.name](cfg, seed, tokenizer)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from trajkit.engine import DraftModel, Engine, GenerationStats, NgramDrafter, SamplingParams
+from trajkit.engine import Engine, GenerationStats, SamplingParams
+from trajkit.engine.drafters.registry import draft_kind
+from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.models import frozen_copy
 from trajkit.rl.sample import Sample
 from trajkit.rl.tasks import Prompt, Task
 
@@ -55,15 +56,8 @@ class Rollout:
     def __init__(self, cfg: TrainConfig, policy, draft=None):
         self.cfg = cfg
         self.draft_infer = frozen_copy(draft) if draft is not None else None
-        drafter = None
-        if cfg.draft.kind == "model":
-            drafter = DraftModel(self.draft_infer)
-        elif cfg.draft.kind == "window":
-            from trajkit.rl.window_draft import WindowDrafter
-
-            drafter = WindowDrafter(self.draft_infer)
-        elif cfg.draft.kind == "ngram":
-            drafter = NgramDrafter()
+        kind = draft_kind(cfg.draft.kind)
+        drafter = kind.drafter(self.draft_infer) if kind is not None else None
         k = cfg.draft.num_draft_tokens if drafter is not None else None
         self.engine = Engine(frozen_copy(policy), drafter=drafter, num_draft_tokens=k)
         self.stats = GenStats()
@@ -85,6 +79,10 @@ class Rollout:
         self.stats = GenStats()
         samples = task.env.rollout(self.generate, rows, params)
         for i, s in enumerate(samples):
-            s.metadata["group"] = i // group_size
-            s.metadata["policy_version"] = self.engine.policy_version
+            s.group = i // group_size
+            s.policy_version = self.engine.policy_version
         return samples
+
+    def metrics(self) -> dict:
+        """The engine's counters over this step's generate calls, as ``gen/*`` metrics."""
+        return self.stats.to_dict()

@@ -1,11 +1,12 @@
 """The rollout ``Sample``: what one episode hands the trainer, token-exact.
 
-Worked example: a single-turn arithmetic prompt ``"2+3="`` (bytes 50 43 51 61) answered ``"5"`` then the
-end-of-turn token 257, both sampled by the policy::
+Worked example: a single-turn arithmetic prompt ``"2+3="`` (bytes 50 43 51 61 in the byte vocabulary)
+answered ``"5"`` then the end-of-turn token 258, both sampled by the policy, in group 0 of a step whose
+rollouts used policy version 3::
 
-    >>> s = Sample(prompt_ids=[50, 43, 51, 61], completion_ids=[53, 257],
-    ...            logprobs=[-0.22, -0.05], loss_mask=[1, 1],
-    ...            metadata={"answer": "5", "group": 0, "policy_version": 3})
+    >>> s = Sample(prompt_ids=[50, 43, 51, 61], completion_ids=[53, 258],
+    ...            logprobs=[-0.22, -0.05], loss_mask=[1, 1], group=0, policy_version=3,
+    ...            metadata={"answer": "5"})
     >>> validate_sample(s)
     >>> s.num_model_tokens
     2
@@ -20,8 +21,12 @@ its ``logprobs`` entry is 0.0 (not sampled; never used by a loss)::
 
 ``logprobs[i]`` is the engine's log-probability of ``completion_ids[i]`` under the distribution it was
 sampled from (the rollout policy after temperature); the trainer recomputes the policy's own log-probs
-and compares them (:mod:`trajkit.rl.mismatch`). ``metadata`` carries the prompt's ``group`` index, the
-expected ``answer``, ``raw_reward``/``reward`` once scored, ``finish_reason`` and acceptance counters.
+and compares them (:mod:`trajkit.rl.mismatch`).
+
+Provenance is typed: ``group`` (which prompt of the step; -1 before grouping), ``policy_version`` (the
+engine weights that sampled it; -1 when unknown), and once scored ``raw_reward``, ``reward`` (after length
+shaping) and ``advantage``. ``metadata`` keeps what a task adds (the expected ``answer``,
+``finish_reason``, acceptance counters, a tool episode's messages).
 """
 from __future__ import annotations
 
@@ -41,6 +46,11 @@ class Sample:
     logprobs: list[float]
     loss_mask: list[int]
     metadata: dict[str, Any] = field(default_factory=dict)
+    group: int = -1
+    policy_version: int = -1
+    raw_reward: float | None = None
+    reward: float | None = None
+    advantage: float | None = None
 
     @property
     def num_model_tokens(self) -> int:
@@ -69,3 +79,7 @@ def validate_sample(s: Sample, index: int | None = None) -> None:
             raise InputError("forced tokens (loss_mask 0) must carry logprob 0.0", row=index, field="logprobs")
     if any(t < 0 for t in s.prompt_ids + s.completion_ids):
         raise InputError("token ids must be >= 0", row=index, field="completion_ids")
+    for name in ("raw_reward", "reward", "advantage"):
+        value = getattr(s, name)
+        if value is not None and not math.isfinite(value):
+            raise InputError(f"{name} {value} is not finite", row=index, field=name)

@@ -7,7 +7,6 @@ from trajkit.rl.advantages import group_advantages
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.sample import Sample
 from trajkit.rl.shaping import group_length_penalty, overlong_penalty
-from trajkit.rl.tasks import Reward
 
 
 def shape_rewards(raw: torch.Tensor, lengths: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
@@ -22,14 +21,15 @@ def shape_rewards(raw: torch.Tensor, lengths: torch.Tensor, cfg: TrainConfig) ->
     return shaped
 
 
-def score(samples: list[Sample], reward: Reward, cfg: TrainConfig) -> tuple[torch.Tensor, dict]:
-    """Reward, shape and compute advantages ``[N*G]``; writes raw_reward/reward/advantage to metadata."""
-    raw = torch.tensor(reward(samples), dtype=torch.float32)
+def score(samples: list[Sample], rewards: list[float], cfg: TrainConfig) -> tuple[torch.Tensor, dict]:
+    """Shape the task's ``rewards`` (one per sample) and compute advantages ``[N*G]``; sets each sample's
+    raw_reward/reward/advantage."""
+    raw = torch.tensor(rewards, dtype=torch.float32)
     lengths = torch.tensor([s.num_model_tokens for s in samples])
     shaped = shape_rewards(raw, lengths, cfg)
     adv = group_advantages(shaped.view(-1, cfg.rollout.group_size), cfg.loss.scale_std).flatten()
     for s, r, sh, a in zip(samples, raw.tolist(), shaped.tolist(), adv.tolist()):
-        s.metadata.update(raw_reward=r, reward=sh, advantage=a)
+        s.raw_reward, s.reward, s.advantage = r, sh, a
     solved = (raw.view(-1, cfg.rollout.group_size) >= cfg.shaping.correct_threshold).float()
     metrics = {"reward/raw": float(raw.mean()), "reward/shaped": float(shaped.mean()),
                "reward/accuracy": float(solved.mean()),

@@ -9,7 +9,7 @@
   than two distinct correct lengths gets 0. Deviation: Kimi also penalises wrong answers (``min(0, λ)``)
   and takes min/max over every answer; we restrict both to correct answers as our brief asks.
 
-The raw reward is kept beside the shaped one (``Sample.metadata["raw_reward"]`` and ``["reward"]``).
+The raw reward is kept beside the shaped one (``Sample.raw_reward`` and ``Sample.reward``).
 
 >>> import torch
 >>> overlong_penalty(torch.tensor([10, 14, 17]), max_len=16, buffer=4)

@@ -17,6 +17,7 @@ LOGPROB = "logprob"  # recompute policy (and reference) log-probs on the rollout
 POLICY_UPDATE = "policy_update"  # loss, backward, optimiser step (and draft distillation)
 
 STAGES: tuple[str, ...] = (DATA, WEIGHT_SYNC, GENERATION, LOGPROB, POLICY_UPDATE)
+REWARD = "reward"  # sub-stage of generation: the task's reward functions
 
 
 class StageTimer:
@@ -31,6 +32,19 @@ class StageTimer:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {name: 0.0 for name in STAGES}
+        self.sub: dict[str, float] = {}  # "parent/name" -> seconds, already inside the parent's time
+
+    @contextmanager
+    def substage(self, parent: str, name: str):
+        """Time a part of stage ``parent`` (logged as ``time/parent/name``; not added to the step)."""
+        if parent not in self.seconds:
+            raise KeyError(f"unknown stage {parent!r}; stages are {STAGES}")
+        key = f"{parent}/{name}"
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.sub[key] = self.sub.get(key, 0.0) + time.perf_counter() - start
 
     @contextmanager
     def stage(self, name: str):
@@ -54,6 +68,7 @@ class StageTimer:
     def to_dict(self) -> dict[str, float]:
         out = {f"time/{k}": v for k, v in self.seconds.items()}
         out.update({f"share/{k}": v for k, v in self.shares().items()})
+        out.update({f"time/{k}": v for k, v in self.sub.items()})
         out["time/step"] = self.total
         return out
 

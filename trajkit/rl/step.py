@@ -2,8 +2,9 @@
 
     data         take P prompts from the stream; repeat each G times (a group)
     weight_sync  policy -> the engine's inference copy; trained draft -> the drafter's copy
-    generation   the environment runs episodes through the engine (speculative or plain); rewards,
-                 length shaping and group advantages
+    generation   the environment runs episodes through the engine (speculative or plain); the samples
+                 are validated; rewards (sub-timer ``generation/reward``), length shaping and group
+                 advantages
     logprob      recompute the policy's (and the reference's) log-probs on the rollout tokens; compare
                  with the engine's (mismatch alarm)
     policy_update  clipped policy-gradient loss, backward, AdamW step; draft distillation if enabled
@@ -18,9 +19,10 @@ from dataclasses import dataclass
 from trajkit.engine import SamplingParams
 from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.mismatch import mismatch_metrics
-from trajkit.rl.sample import Sample
+from trajkit.rl.sample import Sample, validate_sample
 from trajkit.rl.scoring import score
-from trajkit.rl.stages import DATA, GENERATION, LOGPROB, POLICY_UPDATE, WEIGHT_SYNC, StageTimer
+from trajkit.rl.stages import DATA, GENERATION, LOGPROB, POLICY_UPDATE, REWARD, WEIGHT_SYNC, StageTimer
+from trajkit.rl.state import TrainState
 from trajkit.rl.update import distill_draft, update_policy
 
 
@@ -42,8 +44,8 @@ def step_seed(seed: int, step: int) -> int:
     return seed * 1_000_003 + step
 
 
-def rl_step(t) -> StepResult:
-    """Run one step of trainer ``t`` (a :class:`trajkit.rl.trainer.Trainer`) and advance its counter."""
+def rl_step(t: TrainState) -> StepResult:
+    """Run one step on ``t`` and advance its step counter."""
     cfg, timer, metrics = t.cfg, StageTimer(), {}
     with timer.stage(DATA):
         prompts = t.stream.take(cfg.rollout.prompts_per_step)
@@ -51,12 +53,16 @@ def rl_step(t) -> StepResult:
     with timer.stage(WEIGHT_SYNC):
         t.rollout.sync(t.policy, t.draft)
     with timer.stage(GENERATION):
-        params = rollout_params(cfg, step_seed(cfg.seed, t.step), t.codec.eos_id)
+        params = rollout_params(cfg, step_seed(cfg.seed, t.step), t.tokenizer.eos_token_id)
         samples = t.rollout.run(t.task, rows, cfg.rollout.group_size, params)
-        advantages, scores = score(samples, t.task.reward, cfg)
-        metrics.update(scores, **t.rollout.stats.to_dict())
+        for i, s in enumerate(samples):
+            validate_sample(s, i)
+        with timer.substage(GENERATION, REWARD):
+            rewards = t.task.reward(samples)
+        advantages, scores = score(samples, rewards, cfg)
+        metrics.update(scores, **t.rollout.metrics())
     with timer.stage(LOGPROB):
-        batch = collate(samples, advantages, t.codec.pad_id)
+        batch = collate(samples, advantages, t.tokenizer.pad_token_id)
         distill = t.draft_optimizer is not None and (t.step + 1) % cfg.draft.distill_every == 0
         old_logp, dists = batch_logprobs(t.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
                                          keep_dists=distill)

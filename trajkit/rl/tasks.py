@@ -4,6 +4,8 @@ Three small pieces, all plain:
 
 - a **reward** is any callable ``(samples) -> list[float]`` (``Reward``); rewards read the decoded
   completion and ``sample.metadata["answer"]``;
+- token ids come from the policy's Hugging Face tokenizer (the tiny policies use the byte tokenizer of
+  :mod:`trajkit.models.tokenizer`); the end-of-turn id is ``tokenizer.eos_token_id``;
 - an **environment** (``Environment`` Protocol) runs episodes: given the engine's ``generate`` and a
   batch of prompts it returns one :class:`Sample` per prompt. :class:`SingleTurnEnv` makes one generate
   call; the Hermes tool-use environment (:mod:`trajkit.rl.toolenv`) loops over turns;
@@ -25,7 +27,6 @@ from typing import Any, Callable, Protocol, Sequence
 
 from trajkit.engine import SamplingParams
 from trajkit.errors import ConfigError
-from trajkit.rl.codec import ByteCodec
 from trajkit.rl.sample import Sample
 
 Reward = Callable[[Sequence[Sample]], list[float]]
@@ -63,10 +64,23 @@ def rng_for(seed: int, index: int, split: str) -> random.Random:
     return random.Random(f"{split}:{0 if split == 'eval' else seed}:{index}")
 
 
-def exact_match_reward(codec: ByteCodec) -> Reward:
+def encode(tokenizer, text: str) -> list[int]:
+    """``text`` as token ids, without BOS/EOS added by the tokenizer."""
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def completion_text(tokenizer, ids: Sequence[int]) -> str:
+    """The decoded completion without its final end-of-turn token."""
+    ids = list(ids)
+    if ids and ids[-1] == tokenizer.eos_token_id:
+        ids = ids[:-1]
+    return tokenizer.decode(ids)
+
+
+def exact_match_reward(tokenizer) -> Reward:
     """1.0 when the completion (end-of-turn token stripped) decodes to ``metadata["answer"]``, else 0.0."""
     def reward(samples: Sequence[Sample]) -> list[float]:
-        return [float(codec.decode(codec.strip_eos(s.completion_ids)) == s.metadata["answer"]) for s in samples]
+        return [float(completion_text(tokenizer, s.completion_ids) == s.metadata["answer"]) for s in samples]
     return reward
 
 
@@ -88,15 +102,15 @@ class SingleTurnEnv:
 class StringTask:
     """``"<op> <word>="`` -> ``OPS[op](word)``; words of ``min_len..max_len`` letters from ``alphabet``."""
 
-    def __init__(self, op: str, seed: int, min_len: int = 4, max_len: int = 8, alphabet: str = "abcdefgh",
-                 codec: ByteCodec | None = None):
+    def __init__(self, op: str, seed: int, tokenizer, min_len: int = 4, max_len: int = 8,
+                 alphabet: str = "abcdefgh"):
         if op not in ("add", "rep") and op not in OPS:
             raise ConfigError(f"task op must be one of {sorted(OPS) + ['add', 'rep']}, got {op!r}")
         self.name, self.op, self.seed = op, op, seed
         self.min_len, self.max_len, self.alphabet = min_len, max_len, alphabet
-        self.codec = codec or ByteCodec()
+        self.tokenizer = tokenizer
         self.env = SingleTurnEnv()
-        self.reward = exact_match_reward(self.codec)
+        self.reward = exact_match_reward(tokenizer)
 
     def prompt(self, index: int, split: str = "train") -> Prompt:
         rng = rng_for(self.seed, index, split)
@@ -109,9 +123,9 @@ class StringTask:
         else:
             word = "".join(rng.choice(self.alphabet) for _ in range(rng.randint(self.min_len, self.max_len)))
             text, answer = f"{self.op} {word}=", OPS[self.op](word)
-        return Prompt(text, self.codec.encode(text), answer, index)
+        return Prompt(text, encode(self.tokenizer, text), answer, index)
 
     def demonstration(self, prompt: Prompt) -> Sample:
         """The correct episode (answer + end of turn, all model tokens), to warm-start a policy by SFT."""
-        ids = self.codec.encode(prompt.answer) + [self.codec.eos_id]
+        ids = encode(self.tokenizer, prompt.answer) + [self.tokenizer.eos_token_id]
         return Sample(list(prompt.ids), ids, [0.0] * len(ids), [1] * len(ids), {"answer": prompt.answer})

@@ -1,15 +1,19 @@
 """Multi-turn tool use in the Hermes format: the model calls a calculator, the environment answers.
 
-An episode is a ChatML conversation. The prompt holds a system turn (the tool's JSON schema inside
-``<tools></tools>``, as Hermes function-calling prompts do) and the user's question, and opens the
-assistant turn. Then, turn by turn:
+An episode is a chat conversation rendered by the policy tokenizer's own chat template
+(:mod:`trajkit.models.chat`; nothing here writes ChatML by hand). The prompt is the render of a system
+message, the calculator's schema as ``tools`` (a tool-calling template lists it in the system turn inside
+``<tools></tools>``, as Hermes function-calling prompts do) and the user's question, with the generation
+prompt on. Then, turn by turn:
 
-1. the engine samples the assistant message up to ``<|im_end|>`` (``loss_mask`` 1, engine log-probs);
+1. the engine samples the assistant message up to the end-of-turn token (``loss_mask`` 1, engine
+   log-probs);
 2. its ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks are parsed with trajkit's
    Hermes parser (:func:`trajkit.traces.blocks.parse_assistant`) and executed in the sandbox
    (:mod:`trajkit.rl.sandbox`, with a time limit);
-3. the results come back as one ``tool`` turn of ``<tool_response>`` blocks, followed by the opening of the
-   next assistant turn; these tokens are *forced* (``loss_mask`` 0, logprob 0.0).
+3. the results come back as ``tool`` messages; the text the template adds for them after the assistant's
+   end-of-turn token, through the opening of the next assistant turn (:func:`trajkit.models.chat.continuation`),
+   is *forced* (``loss_mask`` 0, logprob 0.0). The template must be append-only over that step.
 
 The episode ends on an assistant message without a tool call (its text is the final answer), when a
 turn stops on the token budget instead of ``<|im_end|>``, or after ``max_turns`` assistant turns. The
@@ -23,17 +27,18 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from trajkit.engine import SamplingParams
-from trajkit.rl.codec import ByteCodec
+from trajkit.models.chat import continuation, end_of_turn_glue, render
 from trajkit.rl.sample import Sample
 from trajkit.rl.sandbox import evaluate
-from trajkit.rl.tasks import Generate, Prompt, rng_for
+from trajkit.rl.tasks import Generate, Prompt, completion_text, encode, rng_for
 from trajkit.traces.blocks import parse_assistant
 
 CALCULATOR = {"type": "function", "function": {
     "name": "calculator", "description": "Evaluate an arithmetic expression.",
     "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
                    "required": ["expression"]}}}
-SYSTEM = "You may call tools.\n<tools>\n" + json.dumps(CALCULATOR) + "\n</tools>"
+INSTRUCTION = "You may call tools."
+SYSTEM = INSTRUCTION + "\n<tools>\n" + json.dumps(CALCULATOR) + "\n</tools>"  # as a Hermes trace has it
 
 
 @dataclass
@@ -44,7 +49,8 @@ class Episode:
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
-    messages: list[dict] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)  # Hermes ``{from, value}`` turns
+    chat: list[dict] = field(default_factory=list)  # the same conversation as chat messages
     turns: int = 0
     tool_calls: int = 0
     done: bool = False
@@ -71,21 +77,37 @@ def run_calls(text: str, timeout_s: float) -> list[dict] | None:
     return results
 
 
-def tool_turn_text(results: list[dict]) -> str:
-    """Forced text after an assistant turn with calls: the tool turn, then the next assistant opening."""
-    body = "\n".join(f"<tool_response>\n{json.dumps(r)}\n</tool_response>" for r in results)
-    return f"\n<|im_start|>tool\n{body}<|im_end|>\n<|im_start|>assistant\n"
+def tool_messages(results: list[dict]) -> list[dict]:
+    """Tool results as chat ``tool`` messages (the template wraps each in ``<tool_response>``)."""
+    return [{"role": "tool", "content": json.dumps(r)} for r in results]
+
+
+def hermes_tool_value(results: list[dict]) -> str:
+    """Tool results as the ``value`` of a Hermes ``tool`` turn."""
+    return "\n".join(f"<tool_response>\n{json.dumps(r)}\n</tool_response>" for r in results)
+
+
+def forced_text(tokenizer, chat: list[dict], results: list[dict]) -> str:
+    """Text after the last assistant message's end-of-turn token: template glue, the tool turn, and the
+    opening of the next assistant turn."""
+    return (end_of_turn_glue(tokenizer, chat, [CALCULATOR])
+            + continuation(tokenizer, chat, tool_messages(results), [CALCULATOR], add_generation_prompt=True))
+
+
+def start_chat(question: str) -> list[dict]:
+    return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": question}]
 
 
 class ToolEnv:
     """Batched Hermes tool-use episodes over the engine; see the module docstring."""
 
-    def __init__(self, codec: ByteCodec, max_turns: int = 3, timeout_s: float = 0.5):
-        self.codec, self.max_turns, self.timeout_s = codec, max_turns, timeout_s
+    def __init__(self, tokenizer, max_turns: int = 3, timeout_s: float = 0.5):
+        self.tokenizer, self.max_turns, self.timeout_s = tokenizer, max_turns, timeout_s
 
     def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
         episodes = [Episode(p, messages=[{"from": "system", "value": SYSTEM},
-                                         {"from": "human", "value": p.meta["question"]}]) for p in prompts]
+                                         {"from": "human", "value": p.meta["question"]}],
+                            chat=start_chat(p.meta["question"])) for p in prompts]
         for turn in range(self.max_turns):
             active = [e for e in episodes if not e.done]
             if not active:
@@ -102,8 +124,9 @@ class ToolEnv:
     def _step(self, e: Episode, ids: list[int], logprobs: list[float], finish: str) -> None:
         e.add(ids, logprobs)
         e.turns += 1
-        text = self.codec.decode(self.codec.strip_eos(ids))
+        text = completion_text(self.tokenizer, ids)
         e.messages.append({"from": "gpt", "value": text})
+        e.chat.append({"role": "assistant", "content": text})
         if finish != "stop":
             e.done, e.finish = True, "length"
             return
@@ -115,9 +138,9 @@ class ToolEnv:
         if e.turns >= self.max_turns:
             e.done, e.finish = True, "max_turns"
             return
-        forced = tool_turn_text(results)
-        e.add(self.codec.encode(forced), None)
-        e.messages.append({"from": "tool", "value": forced.split("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]})
+        e.add(encode(self.tokenizer, forced_text(self.tokenizer, e.chat, results)), None)
+        e.messages.append({"from": "tool", "value": hermes_tool_value(results)})
+        e.chat.extend(tool_messages(results))
 
     def _sample(self, e: Episode) -> Sample:
         final = e.messages[-1]["value"].strip() if e.finish == "answer" else None
@@ -152,11 +175,9 @@ class CalculatorTask:
 
     name = "calculator"
 
-    def __init__(self, seed: int, max_len: int = 3, max_turns: int = 3, timeout_s: float = 0.5,
-                 codec: ByteCodec | None = None):
-        self.seed, self.max_len = seed, max_len
-        self.codec = codec or ByteCodec()
-        self.env = ToolEnv(self.codec, max_turns, timeout_s)
+    def __init__(self, seed: int, tokenizer, max_len: int = 3, max_turns: int = 3, timeout_s: float = 0.5):
+        self.seed, self.max_len, self.tokenizer = seed, max_len, tokenizer
+        self.env = ToolEnv(tokenizer, max_turns, timeout_s)
         self.reward = final_answer_reward
 
     def prompt(self, index: int, split: str = "train") -> Prompt:
@@ -164,9 +185,8 @@ class CalculatorTask:
         a, b = rng.randrange(10 ** self.max_len), rng.randrange(10 ** self.max_len)
         op = rng.choice("+-*")
         question = f"What is {a}{op}{b}?"
-        text = (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
-                "<|im_start|>assistant\n")
-        return Prompt(text, self.codec.encode(text), evaluate(f"{a}{op}{b}"), index, {"question": question})
+        text = render(self.tokenizer, start_chat(question), [CALCULATOR], add_generation_prompt=True)
+        return Prompt(text, encode(self.tokenizer, text), evaluate(f"{a}{op}{b}"), index, {"question": question})
 
     def demonstration(self, prompt: Prompt) -> Sample:
         """The ideal episode: one calculator call, the forced tool turn, then the answer."""
@@ -176,7 +196,7 @@ class CalculatorTask:
 
         def scripted(prompt_ids, params):
             text = next(turns)
-            ids = self.codec.encode(text) + [self.codec.eos_id]
+            ids = encode(self.tokenizer, text) + [self.tokenizer.eos_token_id]
             return [_Scripted(ids, [0.0] * len(ids), "stop")]
         return self.env.rollout(scripted, [prompt], SamplingParams())[0]
 

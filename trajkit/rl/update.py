@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from trajkit.models.fit import soft_cross_entropy
 from trajkit.rl.batching import Batch, chunks, forward_logits, gather_logprobs
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.losses import LossNorm, policy_loss
@@ -46,40 +47,30 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, cf
 
 def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
                   cfg: TrainConfig) -> dict:
-    """``old_logp, ref_logp: [B, L-1]``; runs ``cfg.optim.minibatches`` optimiser steps -> metrics."""
+    """``old_logp, ref_logp: [B, L-1]``; runs up to ``cfg.optim.minibatches`` optimiser steps (fewer when
+    the rows do not fill them: 5 rows in 4 minibatches make 3 slices of 2, 2, 1) -> metrics averaged over
+    the steps that ran."""
     b = batch.input_ids.shape[0]
     per_step = -(-b // cfg.optim.minibatches)
+    slices = chunks(b, per_step)
     metrics: dict[str, float] = {"loss/pg": 0.0, "loss/grad_norm": 0.0, "loss/clip_frac": 0.0, "loss/ratio": 0.0}
     tokens = 0
-    for rows in chunks(b, per_step):
+    for rows in slices:
         optimizer.zero_grad(set_to_none=True)
         totals = _accumulate(policy, batch, rows, old_logp, ref_logp, cfg)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.grad_clip)
         optimizer.step()
-        metrics["loss/pg"] += totals["pg_loss"] / cfg.optim.minibatches
-        metrics["loss/grad_norm"] += float(grad_norm) / cfg.optim.minibatches
+        metrics["loss/pg"] += totals["pg_loss"] / len(slices)
+        metrics["loss/grad_norm"] += float(grad_norm) / len(slices)
         metrics["loss/clip_frac"] += totals.get("clip_tokens", totals.get("clip_seqs", 0.0))
         metrics["loss/ratio"] += totals["ratio_sum"]
         if "kl_ref" in totals:
-            metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / cfg.optim.minibatches
+            metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / len(slices)
         tokens += totals["tokens"]
     denom = b if cfg.loss.name == "gspo" else max(tokens, 1)
     metrics["loss/clip_frac"] /= denom
     metrics["loss/ratio"] /= denom
     return metrics
-
-
-def distill_loss(draft_logits: torch.Tensor, target_logp: torch.Tensor, mask: torch.Tensor,
-                 temperature: float) -> torch.Tensor:
-    """Soft cross-entropy ``-sum_v p log q`` averaged over masked positions.
-
-    ``draft_logits: [B, T, V]``, ``target_logp: [B, T, V]`` (detached policy log-distribution),
-    ``mask: [B, T]``.
-    """
-    assert draft_logits.shape == target_logp.shape and mask.shape == draft_logits.shape[:2]
-    log_q = torch.log_softmax(draft_logits / temperature, dim=-1)
-    ce = -(target_logp.exp() * log_q).sum(-1)  # [B, T]
-    return (ce * mask).sum() / mask.sum().clamp(min=1)
 
 
 def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg: TrainConfig) -> dict:
@@ -93,8 +84,8 @@ def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg
             mb = batch.select(rows)
             width = mb.input_ids.shape[1] - 1
             weight = float(mb.mask.sum()) / max(float(batch.mask.sum()), 1.0)
-            loss = distill_loss(forward_logits(draft, mb), target_logp[rows, :width], mb.mask,
-                                cfg.rollout.temperature) * weight
+            loss = soft_cross_entropy(forward_logits(draft, mb), target_logp[rows, :width], mb.mask,
+                                      cfg.rollout.temperature) * weight
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.optim.grad_clip)

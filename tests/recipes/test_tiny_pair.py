@@ -1,5 +1,5 @@
-"""``trajkit generate`` on a random tiny model folder, the byte tokenizer, and the tiny-pair plumbing
-(with a few training steps; the real pair is never built in tests)."""
+"""``trajkit generate`` on a random tiny model folder, and the tiny-pair recipe's plumbing (with a few
+training steps; the real pair is never built in tests)."""
 from __future__ import annotations
 
 import json
@@ -8,10 +8,16 @@ import pytest
 import torch
 
 from trajkit.cli.main import main
-from trajkit.engine import tokenizer as bytetok
-from trajkit.engine.tiny import TinySpec, build_model
-from trajkit.engine.tiny_pair import TinyPairConfig, assistant_prompts, load_tiny_pair
 from trajkit.errors import ConfigError
+from trajkit.models.spec import TinySpec, build_model
+from trajkit.models.tokenizer import IM_END_ID, byte_tokenizer, save_tokenizer
+from trajkit.recipes.tiny_pair import TinyPairConfig, assistant_prompts, load_tiny_pair
+
+BYTES = byte_tokenizer()
+
+
+def encode(text: str) -> list[int]:
+    return BYTES.encode(text, add_special_tokens=False)
 
 SPEC = TinySpec(vocab_size=264, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
 
@@ -21,20 +27,8 @@ def model_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     for name, seed in (("target", 0), ("draft", 1)):
         build_model(SPEC, seed, init_scale=10.0).save_pretrained(root / name)
-        bytetok.save_byte_tokenizer(root / name)
+        save_tokenizer(BYTES, root / name)
     return root
-
-
-def test_byte_tokenizer_round_trip(tmp_path):
-    from transformers import AutoTokenizer
-
-    text = "<|im_start|>user\nhé 🙂 {\"a\": 1}<|im_end|>\n"
-    ids = bytetok.encode(text)
-    assert ids[0] == bytetok.IM_START_ID and ids[-2] == bytetok.IM_END_ID and max(ids) < bytetok.VOCAB_SIZE
-    assert bytetok.decode(ids) == text
-    tok = AutoTokenizer.from_pretrained(bytetok.save_byte_tokenizer(tmp_path))
-    assert tok(text, add_special_tokens=False)["input_ids"] == ids
-    assert tok.decode(ids) == text and tok.eos_token_id == bytetok.IM_END_ID
 
 
 def test_generate_cli_json(model_dirs, capsys):
@@ -52,7 +46,7 @@ def test_generate_cli_json(model_dirs, capsys):
 
     target = AutoModelForCausalLM.from_pretrained(model_dirs / "target")
     ref = Engine(target).generate([[1, 2, 3]], SamplingParams(temperature=0, max_new_tokens=8,
-                                                              stop_token_ids=[bytetok.IM_END_ID]))
+                                                              stop_token_ids=[IM_END_ID]))
     assert rows[0]["token_ids"] == ref[0].token_ids
 
 
@@ -74,18 +68,18 @@ def test_tiny_pair_plumbing(tmp_path):
                                            num_kv_heads=1, intermediate_size=32),
                             seq_len=32, pretrain_steps=2, distill_steps=2, sample_rows=2, sample_tokens=4)
     with pytest.raises(ConfigError, match="build-tiny"):
-        load_tiny_pair(config, cache_dir=tmp_path, build=False)
-    pair = load_tiny_pair(config, cache_dir=tmp_path, log=lambda m: None)
+        load_tiny_pair(config, cache=tmp_path, build=False)
+    pair = load_tiny_pair(config, cache=tmp_path, log=lambda m: None)
     assert pair.meta["corpus_source"] == "stdlib" and pair.meta["config"]["seed"] == 3
     assert (pair.path / "target" / "tokenizer.json").exists() and (pair.path / "draft" / "config.json").exists()
-    again = load_tiny_pair(config, cache_dir=tmp_path, build=False)
+    again = load_tiny_pair(config, cache=tmp_path, build=False)
     assert again.path == pair.path
     torch.testing.assert_close(again.target.lm_head.weight, pair.target.lm_head.weight)
 
 
 def test_assistant_prompts():
-    header = bytetok.encode("<|im_start|>assistant\n")
-    ids = bytetok.encode("<|im_start|>user\nhello there<|im_end|>\n") + header + bytetok.encode("ok<|im_end|>")
+    header = encode("<|im_start|>assistant\n")
+    ids = encode("<|im_start|>user\nhello there<|im_end|>\n") + header + encode("ok<|im_end|>")
     end = len(ids) - 3  # the header ends before "ok<|im_end|>"
     assert assistant_prompts(ids, 20, limit=1) == [ids[end - 20:end]]
     filled = assistant_prompts(ids, 20, limit=4)  # one header only: evenly spaced windows fill the rest

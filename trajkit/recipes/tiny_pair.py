@@ -1,14 +1,16 @@
 """The shipped tiny target/draft pair: built locally from a seed in a few minutes on CPU, then cached.
 
-``load_tiny_pair()`` returns the pair from ``$TRAJKIT_CACHE`` (default ``~/.cache/trajkit``), building
+``load_tiny_pair()`` returns the pair from the cache (:func:`trajkit.recipes.cache.cache_dir`), building
 it first when missing (``trajkit generate --build-tiny`` does the same from the CLI). Build steps:
 
-1. corpus: local text (:mod:`trajkit.engine.corpus`; trajkit's synthetic agent traces by default), byte
-   tokenised (:mod:`trajkit.engine.tokenizer`), 95% train / 5% held out;
+1. corpus: local text (:mod:`trajkit.recipes.corpus`; trajkit's synthetic agent traces by default),
+   encoded by the byte tokenizer (:func:`trajkit.models.tokenizer.byte_tokenizer`), 95% train / 5% held out;
 2. target: a Llama-config decoder (default 12 layers x 128 wide, ~3.2M parameters) pre-trained on the
    train split;
 3. draft: a 1-layer, 96-wide Llama (~0.16M parameters) distilled from the target (forward KL) on
-   corpus windows and on the target's own samples (:mod:`trajkit.engine.tiny_train`);
+   corpus windows and on the target's own samples: soft cross-entropy to the target's distribution
+   (:func:`trajkit.models.fit.soft_cross_entropy`), the gradient of forward KL(p || q) (Hinton et al.
+   2015), on-policy data as in DistillSpec (Zhou et al. 2023); both trained by :func:`trajkit.models.fit.fit`;
 4. saved with ``save_pretrained`` (+ the byte tokenizer, so ``AutoModelForCausalLM`` /
    ``AutoTokenizer`` load either folder), with ``meta.json`` (losses, timings) and benchmark prompts
    cut from the held-out split.
@@ -20,29 +22,28 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from trajkit.engine.corpus import load_corpus
 from trajkit.engine.engine import Engine
 from trajkit.engine.params import SamplingParams
-from trajkit.engine.tiny import TinySpec, build_model, parameter_count
-from trajkit.engine.tiny_train import Schedule, distill, mean_loss, pretrain
-from trajkit.engine import tokenizer as bytetok
 from trajkit.errors import ConfigError
+from trajkit.models.fit import Schedule, fit, mean_loss, next_token_loss, soft_cross_entropy, windows
+from trajkit.models.load import load_model
+from trajkit.models.spec import TinySpec, build_model, parameter_count
+from trajkit.models.tokenizer import IM_END_ID, PAD_ID, byte_tokenizer, save_tokenizer
+from trajkit.recipes.cache import building, cache_dir
+from trajkit.recipes.corpus import load_corpus
 
 TARGET = TinySpec(vocab_size=264, hidden_size=128, num_layers=12, num_heads=4, num_kv_heads=4,
                   intermediate_size=512, max_positions=2048)
 DRAFT = TinySpec(vocab_size=264, hidden_size=96, num_layers=1, num_heads=4, num_kv_heads=4,
                  intermediate_size=256, max_positions=2048)
 ASSISTANT = "<|im_start|>assistant\n"
-RECIPE = 2  # bump when the training code changes what a config builds
+RECIPE = 3  # bump when the training code changes what a config builds
 
 
 @dataclass
@@ -84,34 +85,30 @@ class TinyPair:
     prompts: list[list[int]]  # held-out benchmark prompts (token ids)
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("TRAJKIT_CACHE") or Path.home() / ".cache" / "trajkit")
-
-
-def load_tiny_pair(config: TinyPairConfig | None = None, cache_dir: str | Path | None = None,
+def load_tiny_pair(config: TinyPairConfig | None = None, cache: str | Path | None = None,
                    build: bool = True, log=print) -> TinyPair:
     """The cached pair for ``config``; built first (minutes) when missing and ``build`` is True."""
-    from transformers import AutoModelForCausalLM
-
     config = config or TinyPairConfig()
     corpus = load_corpus(config.corpus, config.seed, config.corpus_bytes)
-    path = default_cache_dir() if cache_dir is None else Path(cache_dir)
-    path = path / f"tiny-pair-{config.key(corpus.sha256)}"
+    root = cache_dir() if cache is None else Path(cache)
+    path = root / f"tiny-pair-{config.key(corpus.sha256)}"
     if not (path / "meta.json").exists():
         if not build:
             raise ConfigError(f"no tiny pair cached at {path}; build it with: trajkit generate --build-tiny")
         build_tiny_pair(config, path, corpus, log=log)
     meta = json.loads((path / "meta.json").read_text())
-    target = AutoModelForCausalLM.from_pretrained(path / "target").eval()
-    draft = AutoModelForCausalLM.from_pretrained(path / "draft").eval()
+    target = load_model(path / "target", what="tiny pair target")
+    draft = load_model(path / "draft", what="tiny pair draft")
     prompts = json.loads((path / "prompts.json").read_text())
     return TinyPair(target, draft, path, meta, prompts)
 
 
 def build_tiny_pair(config: TinyPairConfig, path: Path, corpus=None, log=print) -> Path:
-    """Train the pair for ``config`` and write it to ``path`` (atomically: built aside, then renamed)."""
+    """Train the pair for ``config`` and write it to ``path`` (built aside, then published by a rename)."""
     corpus = corpus or load_corpus(config.corpus, config.seed, config.corpus_bytes)
-    ids = torch.tensor(bytetok.encode(corpus.text), dtype=torch.long)
+    tok = byte_tokenizer()
+    ids = torch.tensor([t for part in tok(corpus.parts, add_special_tokens=False)["input_ids"] for t in part],
+                       dtype=torch.long)
     cut = int(ids.numel() * 0.95)
     train, held = ids[:cut], ids[cut:]
     log(f"tiny pair: corpus {corpus.source} ({ids.numel():,} tokens), building in {path}")
@@ -122,20 +119,12 @@ def build_tiny_pair(config: TinyPairConfig, path: Path, corpus=None, log=print) 
     finally:
         torch.set_num_threads(threads)
     meta.update(corpus_source=corpus.source, corpus_sha256=corpus.sha256, tokens=int(ids.numel()))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=path.parent))
-    try:
+    with building(path) as tmp:
         for name in ("target", "draft"):
             meta.pop(f"_{name}_model").save_pretrained(tmp / name)
-            bytetok.save_byte_tokenizer(tmp / name)
+            save_tokenizer(tok, tmp / name)
         (tmp / "prompts.json").write_text(json.dumps(assistant_prompts(held.tolist(), config.prompt_bytes)))
         (tmp / "meta.json").write_text(json.dumps({"config": dataclasses.asdict(config), **meta}, indent=1))
-        tmp.chmod(0o755)  # mkdtemp makes it private; the cache is for every user of the machine
-        if path.exists():
-            shutil.rmtree(path)
-        tmp.rename(path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 
@@ -143,32 +132,56 @@ def _train(config: TinyPairConfig, train: torch.Tensor, held: torch.Tensor, log)
     start = time.perf_counter()
     target = build_model(config.target, config.seed)
     log(f"target: {parameter_count(target):,} parameters")
-    sched = Schedule(config.pretrain_steps, config.pretrain_lr, max(1, config.pretrain_steps // 10),
-                     config.batch_size, config.seq_len)
-    pre = pretrain(target, train, sched, config.seed, log)
+    pre = fit(target, _windows(train, config, config.seed, config.seq_len + 1),
+              lambda batch: next_token_loss(target(input_ids=batch).logits, batch),
+              _schedule(config.pretrain_steps, config.pretrain_lr, config), name="pretrain", log=log)
     t_pre = time.perf_counter()
     samples = target_samples(target, train.tolist(), config)
     t_samples = time.perf_counter()
     draft = build_model(config.draft, config.seed + 1)
     log(f"draft: {parameter_count(draft):,} parameters; distilling on corpus + {samples.numel():,} "
         "sampled tokens")
-    dsched = Schedule(config.distill_steps, config.distill_lr, max(1, config.distill_steps // 10),
-                      config.batch_size, config.seq_len)
     sources = [train, samples] if samples.numel() > config.seq_len else [train]
-    kl = distill(draft, target, sources, dsched, config.seed + 2, log)
+
+    def distill_loss(batch: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            teacher = torch.log_softmax(target(input_ids=batch).logits.float(), dim=-1)
+        return soft_cross_entropy(draft(input_ids=batch).logits, teacher)
+    target.eval()
+    ce = fit(draft, _mixed_windows(sources, config, config.seed + 2), distill_loss,
+             _schedule(config.distill_steps, config.distill_lr, config), name="distill", log=log)
     t_end = time.perf_counter()
     return {"_target_model": target, "_draft_model": draft,
             "target_parameters": parameter_count(target), "draft_parameters": parameter_count(draft),
-            "pretrain_final_loss": sum(pre[-10:]) / len(pre[-10:]), "distill_final_kl": sum(kl[-10:]) / len(kl[-10:]),
+            "pretrain_final_loss": sum(pre[-10:]) / len(pre[-10:]),
+            "distill_final_soft_ce": sum(ce[-10:]) / len(ce[-10:]),
             "heldout_loss_target": mean_loss(target, held, config.seq_len),
             "heldout_loss_draft": mean_loss(draft, held, config.seq_len),
             "seconds": {"pretrain": t_pre - start, "samples": t_samples - t_pre, "distill": t_end - t_samples}}
 
 
+def _schedule(steps: int, lr: float, config: TinyPairConfig) -> Schedule:
+    return Schedule(steps, lr, warmup=max(1, steps // 10), batch_size=config.batch_size, seq_len=config.seq_len)
+
+
+def _windows(data: torch.Tensor, config: TinyPairConfig, seed: int, length: int):
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        yield windows(data, config.batch_size, length, gen)
+
+
+def _mixed_windows(sources: list[torch.Tensor], config: TinyPairConfig, seed: int):
+    """Batches drawn equally from each of ``sources`` (``[N_i]`` long)."""
+    gen = torch.Generator().manual_seed(seed)
+    per = -(-config.batch_size // len(sources))
+    while True:
+        yield torch.cat([windows(d, per, config.seq_len, gen) for d in sources])
+
+
 def assistant_prompts(ids: list[int], width: int, limit: int = 64) -> list[list[int]]:
     """Up to ``limit`` contexts of ``width`` tokens ending with an assistant header, from ``ids``; when
     the text has too few headers (the stdlib corpus has none), evenly spaced windows fill the rest."""
-    header = bytetok.encode(ASSISTANT)
+    header = byte_tokenizer().encode(ASSISTANT, add_special_tokens=False)
     out = []
     for i in range(max(0, width - len(header)), len(ids) - len(header) + 1):
         if ids[i:i + len(header)] == header:
@@ -185,9 +198,9 @@ def target_samples(target, train: list[int], config: TinyPairConfig) -> torch.Te
     prompts = assistant_prompts(train, 64, limit=config.sample_rows)
     engine = Engine(target)
     params = SamplingParams(temperature=1.0, max_new_tokens=config.sample_tokens, seed=config.seed,
-                            stop_token_ids=[bytetok.IM_END_ID])
+                            stop_token_ids=[IM_END_ID])
     out: list[int] = []
     for i in range(0, len(prompts), 128):
         for p, c in zip(prompts[i:i + 128], engine.generate(prompts[i:i + 128], params)):
-            out.extend(p + c.token_ids + [bytetok.PAD_ID])
+            out.extend(p + c.token_ids + [PAD_ID])
     return torch.tensor(out, dtype=torch.long)

@@ -1,13 +1,21 @@
-"""A tiny byte-level BPE tokenizer with a ChatML tool-calling template, built offline for tests and demos.
+"""trajkit's one tokenizer type: a byte-level Hugging Face ``PreTrainedTokenizerFast`` with ChatML
+specials and a ChatML tool-calling chat template, built offline.
 
-Algorithm: byte-level BPE (GPT-2 style byte alphabet + the GPT-2 pre-tokenizer regex), trained with the
-``tokenizers`` library on a small built-in text (or on texts you pass) up to ``vocab_size`` entries.
+Two vocabularies, one builder and one template:
+
+- ``byte_tokenizer()``: no merges, token id == byte value (0-255), then the three specials
+  ``<|endoftext|>`` (256, pad), ``<|im_start|>`` (257), ``<|im_end|>`` (258, eos). The shipped tiny models
+  (the engine's target/draft pair, the RL policies) use it; ``<think>``/``<tool_call>`` are spelled in bytes.
+- ``bpe_tokenizer(texts, vocab_size)``: byte-level BPE (GPT-2 byte alphabet + the GPT-2 pre-tokenizer
+  regex) trained with the ``tokenizers`` library on a small built-in text (or yours), plus the added,
+  non-special tokens ``<think>``, ``</think>``, ``<tool_call>``, ``</tool_call>``, ``<tool_response>``,
+  ``</tool_response>`` as in Qwen2.5/Qwen3. The SFT export tests use it: merges make token boundaries
+  realistic.
+
 Because every byte has a token and nothing is normalised, ``decode(encode(text)) == text`` for any
-Unicode text, which lets the SFT mask checks compare decoded tokens with rendered text exactly.
-
-Special tokens: ``<|endoftext|>`` (pad), ``<|im_start|>``, ``<|im_end|>`` (eos). Added, non-special
-tokens as in Qwen2.5/Qwen3: ``<think>``, ``</think>``, ``<tool_call>``, ``</tool_call>``,
-``<tool_response>``, ``</tool_response>``.
+Unicode text in both, which lets the SFT mask checks compare decoded tokens with rendered text exactly.
+Both save as a standard ``tokenizer.json`` + ``tokenizer_config.json``, so
+``AutoTokenizer.from_pretrained(folder)`` loads them offline, beside the models they belong to.
 
 The chat template (:data:`CHAT_TEMPLATE`) is our own ChatML tool template modelled on the Qwen2.5/Qwen3
 layout, but it renders history verbatim (it does NOT strip earlier reasoning, unlike Qwen3):
@@ -25,10 +33,11 @@ layout, but it renders history verbatim (it does NOT strip earlier reasoning, un
 
 Example::
 
-    >>> from transformers import AutoTokenizer
-    >>> tok = AutoTokenizer.from_pretrained(build_tokenizer("/tmp/tiny-tok"))
+    >>> tok = byte_tokenizer()
     >>> tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
     '<|im_start|>user\\nhi<|im_end|>\\n'
+    >>> tok.encode("hi<|im_end|>", add_special_tokens=False)
+    [104, 105, 258]
 """
 from __future__ import annotations
 
@@ -36,6 +45,8 @@ import os
 from collections.abc import Iterable
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+PAD_ID, IM_START_ID, IM_END_ID = 256, 257, 258  # in the byte vocabulary
+BYTE_VOCAB_SIZE = 259
 ADDED_TOKENS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 DEFAULT_VOCAB_SIZE = 1024
 
@@ -180,21 +191,61 @@ def train_tokenizer(corpus_texts: Iterable[str] | None = None, vocab_size: int =
     return tok
 
 
-def build_tokenizer(out_dir: str | os.PathLike, corpus_texts: Iterable[str] | None = None,
-                    vocab_size: int = DEFAULT_VOCAB_SIZE) -> str:
-    """Build the tiny tokenizer and save it where ``AutoTokenizer.from_pretrained(out_dir)`` loads it.
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-in for every byte (the alphabet of byte-level BPE)."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return dict(zip(printable, map(chr, chars)))
 
-    Fully offline; ``corpus_texts`` defaults to :func:`builtin_corpus`. Returns ``str(out_dir)``.
-    """
+
+def _wrap(tok):
+    """A ``tokenizers.Tokenizer`` -> ``PreTrainedTokenizerFast`` with our specials and chat template."""
     from transformers import PreTrainedTokenizerFast
 
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=train_tokenizer(corpus_texts, vocab_size),
-        eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None, bos_token=None,
-        additional_special_tokens=["<|im_start|>"], clean_up_tokenization_spaces=False,
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None,
+        bos_token=None, additional_special_tokens=["<|im_start|>"], clean_up_tokenization_spaces=False,
         model_max_length=1 << 20)
     fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def byte_tokenizer():
+    """The byte vocabulary (id == byte value, then :data:`SPECIAL_TOKENS` at 256-258) as a
+    ``PreTrainedTokenizerFast`` with :data:`CHAT_TEMPLATE`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    byte_chars = _bytes_to_unicode()
+    tok = Tokenizer(models.BPE(vocab={byte_chars[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    fast = _wrap(tok)
+    assert fast.convert_tokens_to_ids(list(SPECIAL_TOKENS)) == [PAD_ID, IM_START_ID, IM_END_ID]
+    return fast
+
+
+def bpe_tokenizer(corpus_texts: Iterable[str] | None = None, vocab_size: int = DEFAULT_VOCAB_SIZE):
+    """A trained byte-level BPE vocabulary (see :func:`train_tokenizer`) with :data:`CHAT_TEMPLATE`."""
+    return _wrap(train_tokenizer(corpus_texts, vocab_size))
+
+
+def save_tokenizer(tokenizer, out_dir: str | os.PathLike) -> str:
+    """Save where ``AutoTokenizer.from_pretrained(out_dir)`` loads it; returns ``str(out_dir)``."""
     out = str(out_dir)
     os.makedirs(out, exist_ok=True)
-    fast.save_pretrained(out)
+    tokenizer.save_pretrained(out)
     return out
+
+
+def build_tokenizer(out_dir: str | os.PathLike, corpus_texts: Iterable[str] | None = None,
+                    vocab_size: int = DEFAULT_VOCAB_SIZE) -> str:
+    """Build the BPE tokenizer and save it to ``out_dir`` (fully offline); returns ``str(out_dir)``."""
+    return save_tokenizer(bpe_tokenizer(corpus_texts, vocab_size), out_dir)

@@ -1,57 +1,16 @@
-"""Drafters: who proposes the k tokens the target verifies.
+"""``DraftModel``: a smaller causal LM as drafter (the classic two-model speculative decoding).
 
-A drafter is anything with the ``Drafter`` protocol below; the engine drives it. ``DraftModel`` is a
-smaller causal LM sharing the target's tokenizer (the classic two-model speculative decoding); the
-n-gram / prompt-lookup drafter lives in :mod:`trajkit.engine.ngram`. An EAGLE-style head would be a third
-implementation reading the target's hidden states (not built yet).
-
-A drafter is told the full current sequence of every active row at each round, so it never has to know
-what the target accepted: ``DraftModel`` keeps the tokens it has in its own cache, rolls each row back to
-the longest prefix that still matches the sequence, feeds the rest, then samples ``k`` tokens.
+It must share the target's tokenizer (same vocabulary size, checked by the engine). It keeps the tokens it
+has in its own KV cache, rolls each row back to the longest prefix that still matches the sequence the
+engine hands it, feeds the rest, then samples ``k`` tokens from its warped distribution.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
-
 import torch
 
+from trajkit.engine.drafters.base import Proposal, Warp
 from trajkit.engine.kvstate import KVState, left_pad
 from trajkit.engine.warp import sample
-from trajkit.errors import ConfigError
-
-Warp = Callable[[torch.Tensor], torch.Tensor]  # logits [B, V] -> post-warping probs [B, V], per-row params
-
-
-@dataclass
-class Proposal:
-    """``tokens: [B, k]`` long; ``probs: [B, k, V]`` the (post-warping) distributions the tokens were
-    drawn from, or None for one-hot proposals; ``lengths: [B]`` real drafts per row (<= k)."""
-
-    tokens: torch.Tensor
-    probs: torch.Tensor | None
-    lengths: torch.Tensor
-
-
-@runtime_checkable
-class Drafter(Protocol):
-    """What the speculative sampler needs from a drafter."""
-
-    calls: int  # forward passes run so far (0 for model-free drafters)
-    seconds: float  # time spent proposing so far
-
-    def vocab_size(self) -> int | None:
-        """Logit width of the proposals (None: any vocabulary, e.g. n-gram lookup)."""
-
-    def begin(self, prompts: list[list[int]]) -> None:
-        """Start a batch; row ``b``'s sequence starts with ``prompts[b]``."""
-
-    def propose(self, seqs: list[list[int]], k: int, warp: Warp, u: torch.Tensor) -> Proposal:
-        """Propose ``k`` tokens after each of ``seqs`` (active rows, batch order) using the uniforms
-        ``u: [B, k]`` and warping drafter logits with ``warp``."""
-
-    def retain(self, keep: torch.Tensor) -> None:
-        """Keep only batch positions ``keep: [B']``."""
 
 
 class DraftModel:
@@ -130,11 +89,3 @@ def _common_prefix(a: list[int], b: list[int], limit: int) -> int:
         else:
             hi = mid
     return lo
-
-
-def check_vocab(drafter: Drafter, target_vocab: int) -> None:
-    """ConfigError when the drafter's logit width differs from the target's."""
-    size = drafter.vocab_size()
-    if size is not None and size != target_vocab:
-        raise ConfigError(f"drafter: the draft model's vocabulary has {size} entries but the target's has "
-                          f"{target_vocab}; use a draft that shares the target's tokenizer")

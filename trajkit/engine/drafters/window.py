@@ -10,7 +10,8 @@ with ``head`` the sequence's first ``head`` tokens (the task prompt's start), ``
 ``window`` tokens and ``P`` a learned position embedding. It is an n-gram-style neural language model
 (Bengio et al. 2003) conditioned on the prompt head: blind to the middle of long sequences, which only
 lowers acceptance, never exactness (the speculative sampler corrects any q). It implements the engine's
-``Drafter`` protocol and is distilled from the policy like a draft model (:mod:`trajkit.rl.update`).
+``Drafter`` protocol and is distilled from the policy like a draft model (the RL trainer's draft
+refresh); the registry (:mod:`trajkit.engine.drafters.registry`) saves it as ``window.pt`` + ``window.json``.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from trajkit.engine.drafters import Proposal, Warp
+from trajkit.engine.drafters.base import Proposal, Warp
 from trajkit.engine.warp import sample
 
 
@@ -31,6 +32,7 @@ class WindowDraftNet(nn.Module):
                  max_positions: int = 1024):
         super().__init__()
         self.vocab_size, self.head, self.window, self.max_positions = vocab_size, head, window, max_positions
+        self.dim, self.hidden = dim, hidden
         self.embed = nn.Embedding(vocab_size + 1, dim)  # the last id is "nothing here"
         self.position = nn.Embedding(max_positions, dim)
         self.mlp = nn.Sequential(nn.Linear((head + window + 1) * dim, hidden), nn.GELU(),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trajkit.engine.drafters import Proposal, Warp
+from trajkit.engine.drafters.base import Proposal, Warp
 from trajkit.errors import ConfigError
 
 

@@ -1,5 +1,5 @@
-"""Tiny Hugging Face causal LMs built from configs (no download): random ones for tests, and the shapes
-of the shipped target/draft pair (:mod:`trajkit.engine.tiny_pair`).
+"""Tiny Hugging Face causal LMs built from a shape (no download): random ones for tests, the RL policies
+and the shapes of the shipped target/draft pair (:mod:`trajkit.recipes.tiny_pair`).
 
 ``init_scale`` multiplies the initialiser's standard deviation: the default HF init (0.02) gives almost
 uniform next-token distributions, which make distribution tests weak; a larger scale gives peaked,

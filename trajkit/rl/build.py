@@ -1,0 +1,109 @@
+"""Build the tokenizer, policy and draft of a run from its :class:`TrainConfig`.
+
+Model sources (``policy.source``): ``random``, a tiny Llama of the configured shape
+(:func:`trajkit.models.spec.build_model`) over the byte vocabulary; ``path``, a local Hugging Face folder
+(:func:`trajkit.models.load.load_model`, never a hub download) with its own tokenizer;
+``task_warmstart``, a random policy fine-tuned briefly on the task's demonstrations and cached
+(:mod:`trajkit.recipes.warmstart`). The draft is built by its kind in the drafter registry
+(:mod:`trajkit.engine.drafters.registry`): fresh weights of ``draft.model``'s shape, or
+``draft.model.path``; kinds without weights give no network.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict
+
+import torch
+
+from trajkit.engine.drafters.registry import DraftShape, draft_kind
+from trajkit.models.fit import Schedule
+from trajkit.models.load import load_model, load_tokenizer
+from trajkit.models.spec import TinySpec, build_model
+from trajkit.models.tokenizer import byte_tokenizer
+from trajkit.rl.batching import collate
+from trajkit.rl.config import ModelConfig, TrainConfig
+from trajkit.rl.registry import make_task
+
+WARMSTART_BATCH = 64
+
+
+def build_tokenizer(cfg: TrainConfig):
+    """The policy folder's tokenizer for ``policy.source=path``, else the byte tokenizer."""
+    if cfg.policy.source == "path":
+        return load_tokenizer(cfg.policy.path, what="policy.path")
+    return byte_tokenizer()
+
+
+def random_model(cfg: ModelConfig, vocab_size: int):
+    spec = TinySpec(vocab_size=vocab_size, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                    num_heads=cfg.num_heads, num_kv_heads=cfg.num_heads,
+                    intermediate_size=cfg.intermediate_size, max_positions=1024)
+    return build_model(spec, seed=cfg.init_seed)
+
+
+def draft_shape(cfg: TrainConfig) -> DraftShape:
+    m = cfg.draft.model
+    return DraftShape(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
+                      intermediate_size=m.intermediate_size, init_seed=m.init_seed, head=cfg.draft.head,
+                      window=cfg.draft.window)
+
+
+def build_draft(cfg: TrainConfig, vocab_size: int):
+    """Fresh (or loaded) draft weights for ``draft.kind``; None for kinds without weights."""
+    kind = draft_kind(cfg.draft.kind)
+    if kind is None:
+        return None
+    if cfg.draft.model.source == "path":
+        return kind.load(cfg.draft.model.path)
+    return kind.build(vocab_size, draft_shape(cfg))
+
+
+def build_models(cfg: TrainConfig, tokenizer):
+    """-> (policy, draft or None), both in train mode."""
+    vocab = len(tokenizer)
+    if cfg.policy.source == "task_warmstart":
+        policy, draft = _warmstart(cfg, tokenizer)
+    else:
+        policy = load_model(cfg.policy.path, what="policy.path") if cfg.policy.source == "path" \
+            else random_model(cfg.policy, vocab)
+        draft = build_draft(cfg, policy.config.vocab_size)
+    return policy.train(), (draft.train() if draft is not None else None)
+
+
+def _warmstart(cfg: TrainConfig, tokenizer):
+    from trajkit.recipes.warmstart import WarmStart, warm_start
+
+    vocab = len(tokenizer)
+    kind = draft_kind(cfg.draft.kind)
+    draft = kind.build(vocab, draft_shape(cfg)) if kind is not None and kind.trainable else None
+    key = {"task": asdict(cfg.task), "policy": asdict(cfg.policy), "vocab": vocab,
+           "draft": [cfg.draft.kind, asdict(draft_shape(cfg))] if draft is not None else None}
+    spec = WarmStart(key, random_model(cfg.policy, vocab), _sft_schedule(cfg.policy), draft, kind,
+                     _sft_schedule(cfg.draft.model))
+    return warm_start(spec, lambda offset: _demonstrations(cfg, tokenizer, offset))
+
+
+def _sft_schedule(mc: ModelConfig) -> Schedule:
+    """Constant-rate AdamW without weight decay, clipped at 1."""
+    return Schedule(mc.warmstart_steps, mc.warmstart_lr, warmup=0, min_lr_ratio=1.0, weight_decay=0.0,
+                    betas=(0.9, 0.999))
+
+
+def _demonstrations(cfg: TrainConfig, tokenizer, offset: int):
+    """Endless collated batches of demonstrations from the task's "warmstart" split."""
+    task = make_task(cfg.task, 0, tokenizer)
+    step = 0
+    while True:
+        prompts = [task.prompt(offset + step * WARMSTART_BATCH + i, split="warmstart")
+                   for i in range(WARMSTART_BATCH)]
+        samples = [task.demonstration(p) for p in prompts]
+        yield collate(samples, torch.zeros(len(samples)), tokenizer.pad_token_id)
+        step += 1
+
+
+def frozen_copy(model):
+    """A detached copy for inference (engine) or reference use."""
+    out = copy.deepcopy(model).eval()
+    for p in out.parameters():
+        p.requires_grad_(False)
+    return out

@@ -1,0 +1,50 @@
+"""``TrainState``: everything one RL step reads and advances, typed, shared by the step, the checkpoints
+and the trainer (no component reaches into an untyped trainer)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trajkit.rl.config import TrainConfig
+from trajkit.rl.mismatch import MismatchAlarm
+from trajkit.rl.rollout import Rollout
+from trajkit.rl.tasks import Prompt, Task
+
+
+class PromptStream:
+    """Prompts ``cursor, cursor+1, ...`` of a task's train split; the state is the cursor."""
+
+    def __init__(self, task: Task):
+        self.task, self.cursor = task, 0
+
+    def take(self, n: int) -> list[Prompt]:
+        out = [self.task.prompt(i) for i in range(self.cursor, self.cursor + n)]
+        self.cursor += n
+        return out
+
+    def state_dict(self) -> dict:
+        return {"cursor": self.cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.cursor = int(state["cursor"])
+
+
+@dataclass
+class TrainState:
+    """A run's live state. ``step`` counts finished steps; the reference is the frozen initial policy
+    (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds."""
+
+    cfg: TrainConfig
+    tokenizer: Any
+    task: Task
+    stream: PromptStream
+    policy: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    rollout: Rollout
+    alarm: MismatchAlarm
+    draft: torch.nn.Module | None = None
+    draft_optimizer: torch.optim.Optimizer | None = None
+    reference: torch.nn.Module | None = None
+    step: int = 0
