@@ -41,7 +41,7 @@ def test_cli_reports_config_errors(capsys):
     assert "no-such.yaml" in capsys.readouterr().err
 
 
-def test_train_command_logs_and_checkpoints(tmp_path, tiny, capsys):
+def test_train_command_logs_and_checkpoints(tmp_path, capsys):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text("steps: 2\n")
     out = tmp_path / "run"

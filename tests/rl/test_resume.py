@@ -36,7 +36,7 @@ def test_resume_reproduces_the_next_step(tiny, tmp_path, drafter):
         assert torch.equal(a, b)
 
 
-def test_a_different_step_is_not_reproduced(tiny, tmp_path):
+def test_a_different_step_is_not_reproduced(tiny):
     """Guards the test above against passing trivially: one step further gives other samples."""
     t = Trainer(tiny(), logger=False)
     a, b = t.step_once(), t.step_once()
