@@ -34,36 +34,6 @@ from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.warp import token_logprobs
 
 
-class Tally:
-    """Acceptance counters of one call, kept in Python (rows are few; a tensor op costs more)."""
-
-    def __init__(self, k: int):
-        self.tried = [0] * k  # drafts that reached position i (all earlier ones accepted)
-        self.accepted_at = [0] * k
-        self.proposed = self.accepted = self.emitted = self.row_steps = 0
-        self.overlap = 0.0
-
-    def add(self, lengths: list[int], counts: list[int], overlap: list[list[float]]) -> None:
-        """Per row of one round: drafts sent, drafts accepted, ``sum_v min(p, q)`` per position."""
-        for length, n, row_overlap in zip(lengths, counts, overlap):
-            reached = min(length, n + 1)
-            for i in range(reached):
-                self.tried[i] += 1
-                self.overlap += row_overlap[i]
-            for i in range(n):
-                self.accepted_at[i] += 1
-            self.proposed += length
-            self.accepted += n
-            self.emitted += n + 1
-            self.row_steps += 1
-
-    def into(self, stats: GenerationStats) -> GenerationStats:
-        stats.proposed, stats.accepted, stats.overlap_sum = self.proposed, self.accepted, self.overlap
-        stats.step_tokens, stats.row_steps = self.emitted, self.row_steps
-        stats.position_tried, stats.position_accepted = list(self.tried), list(self.accepted_at)
-        return stats
-
-
 @torch.inference_mode()
 def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int]],
                          params: list[SamplingParams], shared_params: bool
@@ -76,20 +46,19 @@ def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int
     sampling = BatchSampling(params, shared_params, state.device)
     state.prefill([p[:-1] for p in prompts])  # the last prompt token is scored with the first drafts
     drafter.begin(prompts)
-    tally = Tally(k)
+    stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
+                            position_accepted=[0] * k)
     while book.active:
-        _round(state, drafter, sampling, book, k, tally)
-    stats = GenerationStats(num_draft_tokens=k, rows=len(prompts),
-                            new_tokens=sum(map(len, book.generated)), target_calls=state.calls,
-                            draft_calls=drafter.calls - draft_calls0, target_seconds=state.seconds,
-                            draft_seconds=drafter.seconds - draft_seconds0)
-    tally.into(stats)
+        _round(state, drafter, sampling, book, k, stats)
+    stats.new_tokens, stats.target_calls = sum(map(len, book.generated)), state.calls
+    stats.draft_calls, stats.target_seconds = drafter.calls - draft_calls0, state.seconds
+    stats.draft_seconds = drafter.seconds - draft_seconds0
     stats.seconds = time.perf_counter() - start
     return book.completions(), stats
 
 
 def _round(state: KVState, drafter: Drafter, sampling: BatchSampling, book: RowBook, k: int,
-           tally: Tally) -> None:
+           stats: GenerationStats) -> None:
     """One draft / verify / accept round over the active rows."""
     seqs = book.active_seqs()
     u = sampling.streams.uniform(book.active, 2 * k + 1)  # [B, 2k+1]
@@ -107,7 +76,7 @@ def _round(state: KVState, drafter: Drafter, sampling: BatchSampling, book: RowB
     logprobs = token_logprobs(p, emitted)  # [B, w+1]
     state.truncate(state.lengths - width + n_acc)  # keep old + last + accepted drafts
     counts = n_acc.tolist()
-    tally.add(lengths_list, counts, overlap.tolist())
+    stats.add_round(lengths_list, counts, overlap.tolist())
     for r, m, length in zip(book.active, counts, lengths_list):
         book.proposed[r] += length
         book.accepted[r] += m
