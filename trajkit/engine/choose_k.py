@@ -66,7 +66,7 @@ def measure_costs(model, drafter: Drafter | None, prompts: list[list[int]], k_ma
     ``prompts``. The candidates are timed round-robin, ``repeats`` times after ``warmup`` rounds, and each
     keeps its fastest time: background load only ever adds time, so the minimum is the least noisy
     estimate of the intrinsic cost. The target's cache is rolled back after each timing."""
-    state = KVState(model)
+    state = KVState(model, sync_timing=True)  # each forward's time is its device time
     state.prefill(prompts)
     batch = len(prompts)
     jobs = {}

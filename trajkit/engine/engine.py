@@ -38,6 +38,9 @@ class EngineConfig:
     max_draft_tokens: int = 4  # largest k "auto" considers
     probe_tokens: int = 32  # max_new_tokens of the probe run that first measures alpha in "auto" mode
     alpha_smoothing: float = 0.5  # weight of the newest call in the running alpha estimate
+    # wait for the device after each target forward so that GenerationStats.target_seconds is device time
+    # (one extra host synchronisation per forward); off: host time, i.e. launch time on a GPU
+    sync_timing: bool = False
 
     def __post_init__(self) -> None:
         k = self.num_draft_tokens
@@ -51,6 +54,8 @@ class EngineConfig:
             raise ConfigError(f"probe_tokens must be an integer >= 1, got {self.probe_tokens!r}")
         if not 0.0 < self.alpha_smoothing <= 1.0:
             raise ConfigError(f"alpha_smoothing must be in (0, 1], got {self.alpha_smoothing!r}")
+        if not isinstance(self.sync_timing, bool):
+            raise ConfigError(f"sync_timing must be True or False, got {self.sync_timing!r}")
 
 
 class Engine:
@@ -86,9 +91,10 @@ class Engine:
         shared = isinstance(params, SamplingParams)
         k = self._pick_k(prompts, rows, shared)
         if k == 0:
-            completions, stats = generate_plain(self.model, prompts, rows, shared)
+            completions, stats = generate_plain(self.model, prompts, rows, shared, self.config.sync_timing)
         else:
-            completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared)
+            completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared,
+                                                      self.config.sync_timing)
             self._update_alpha(stats)
         self.last_stats = stats
         return Completions(completions, stats)
@@ -128,7 +134,7 @@ class Engine:
                                                  self.config.max_draft_tokens)
         probe = replace(params, max_new_tokens=self.config.probe_tokens)
         _, stats = generate_speculative(self.model, self.drafter, self.config.max_draft_tokens, prompts,
-                                        per_row(probe, len(prompts)), True)
+                                        per_row(probe, len(prompts)), True, self.config.sync_timing)
         self.alpha = stats.alpha
         return self._choice(len(prompts))
 

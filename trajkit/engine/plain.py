@@ -20,11 +20,11 @@ from trajkit.engine.warp import sample, token_logprobs
 
 
 @torch.inference_mode()
-def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams],
-                   shared_params: bool) -> tuple[list[Completion], GenerationStats]:
+def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams], shared_params: bool,
+                   sync_timing: bool = False) -> tuple[list[Completion], GenerationStats]:
     """Sample completions of ``prompts`` from ``model``; see :class:`trajkit.engine.Engine`."""
     start = time.perf_counter()
-    state = KVState(model)
+    state = KVState(model, sync_timing)
     book = RowBook(prompts, params)
     sampling = BatchSampling(params, shared_params, state.device)
     logits = state.prefill(prompts)  # [B, 1, V]

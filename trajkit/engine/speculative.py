@@ -36,12 +36,12 @@ from trajkit.engine.warp import token_logprobs
 
 @torch.inference_mode()
 def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int]],
-                         params: list[SamplingParams], shared_params: bool
+                         params: list[SamplingParams], shared_params: bool, sync_timing: bool = False
                          ) -> tuple[list[Completion], GenerationStats]:
     """Speculative sampling of ``prompts``; outputs are distributed exactly as ``generate_plain``'s."""
     start = time.perf_counter()
     draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
-    state = KVState(model)
+    state = KVState(model, sync_timing)
     book = RowBook(prompts, params)
     sampling = BatchSampling(params, shared_params, state.device)
     state.prefill([p[:-1] for p in prompts])  # the last prompt token is scored with the first drafts
