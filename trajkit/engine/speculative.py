@@ -9,7 +9,9 @@ Loop (Leviathan et al. 2023; Chen et al. 2023), for all active rows at once:
    ``p_1..p_{w+1}``, warped with each row's parameters;
 3. :func:`trajkit.engine.kernel.verify_drafts` accepts ``n_b`` drafts per row and draws the next token;
 4. the target cache is rolled back per row to ``old + 1 + n_b`` tokens (``KVState.truncate``: holes for
-   rows that kept fewer, an exact crop at batch size 1); the drafter re-syncs itself from the sequences.
+   rows that kept fewer, an exact crop at batch size 1); finished rows leave the batch, the cache and the
+   drafter at once (:class:`trajkit.engine.active.ActiveBatch`); the drafter re-syncs itself from the
+   sequences.
 
 Each row draws ``2k + 1`` uniforms per round from its own stream whatever happens (k for the drafter, k
 for the accept tests, 1 for the final token), so its randomness does not depend on the other rows.
@@ -24,12 +26,11 @@ import time
 
 import torch
 
-from trajkit.engine.batch import BatchSampling
+from trajkit.engine.active import ActiveBatch
 from trajkit.engine.drafters import Drafter
 from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
-from trajkit.engine.rows import RowBook
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.warp import token_logprobs
 
@@ -42,34 +43,32 @@ def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int
     start = time.perf_counter()
     draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
     state = KVState(model, sync_timing)
-    book = RowBook(prompts, params)
-    sampling = BatchSampling(params, shared_params, state.device)
+    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state, drafter])
     state.prefill([p[:-1] for p in prompts])  # the last prompt token is scored with the first drafts
     drafter.begin(prompts)
     stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
                             position_accepted=[0] * k)
-    while book.active:
-        _round(state, drafter, sampling, book, k, stats)
-    stats.new_tokens, stats.target_calls = sum(map(len, book.generated)), state.calls
+    while batch.rows:
+        _round(state, drafter, batch, k, stats)
+    stats.new_tokens, stats.target_calls = batch.new_tokens, state.calls
     stats.draft_calls, stats.target_seconds = drafter.calls - draft_calls0, state.seconds
     stats.draft_seconds = drafter.seconds - draft_seconds0
     stats.seconds = time.perf_counter() - start
-    return book.completions(), stats
+    return batch.completions(), stats
 
 
-def _round(state: KVState, drafter: Drafter, sampling: BatchSampling, book: RowBook, k: int,
-           stats: GenerationStats) -> None:
+def _round(state: KVState, drafter: Drafter, batch: ActiveBatch, k: int, stats: GenerationStats) -> None:
     """One draft / verify / accept round over the active rows."""
-    seqs = book.active_seqs()
-    u = sampling.streams.uniform(book.active, 2 * k + 1)  # [B, 2k+1]
-    proposal = drafter.propose(seqs, k, _warp_fn(sampling), u[:, :k])
-    room = book.remaining()
+    seqs = batch.active_seqs()
+    u = batch.uniforms(2 * k + 1)  # [B, 2k+1]
+    proposal = drafter.propose(seqs, k, batch.warp, u[:, :k])
+    room = batch.remaining()
     lengths_list = [min(n, r - 1) for n, r in zip(proposal.lengths.tolist(), room)]  # no drafts past budget
     lengths = torch.tensor(lengths_list, dtype=torch.long, device=state.device)  # [B]
     width = max(lengths_list)
     draft = proposal.tokens[:, :width]  # [B, w]
     last = torch.tensor([s[-1] for s in seqs], dtype=torch.long, device=state.device)
-    p = sampling.probs(state.extend(torch.cat([last.unsqueeze(1), draft], dim=1)))  # [B, w+1, V]
+    p = batch.probs(state.extend(torch.cat([last.unsqueeze(1), draft], dim=1)))  # [B, w+1, V]
     q = proposal.probs[:, :width] if proposal.probs is not None else None
     n_acc, nxt, overlap = verify_drafts(p, draft, q, lengths, u[:, k:k + width], u[:, 2 * k])
     emitted = emitted_tokens(draft, n_acc, nxt)  # [B, w+1]
@@ -77,23 +76,6 @@ def _round(state: KVState, drafter: Drafter, sampling: BatchSampling, book: RowB
     state.truncate(state.lengths - width + n_acc)  # keep old + last + accepted drafts
     counts = n_acc.tolist()
     stats.add_round(lengths_list, counts, overlap.tolist())
-    for r, m, length in zip(book.active, counts, lengths_list):
-        book.proposed[r] += length
-        book.accepted[r] += m
-    done = book.emit([t[:m + 1] for t, m in zip(emitted.tolist(), counts)],
-                     [x[:m + 1] for x, m in zip(logprobs.tolist(), counts)])
-    _drop_finished(book, done, state, sampling, drafter)
-
-
-def _drop_finished(book: RowBook, done: list[bool], state: KVState, sampling: BatchSampling,
-                   drafter: Drafter) -> None:
-    keep = book.drop(done, state.device)
-    if keep is not None and book.active:
-        state.retain(keep)
-        sampling.select(keep)
-        drafter.retain(keep)
-
-
-def _warp_fn(sampling: BatchSampling):
-    """Drafter logits ``[B, V]`` -> probs with each active row's own warping parameters."""
-    return lambda logits: sampling.probs(logits.unsqueeze(1))[:, 0]
+    batch.count_drafts(lengths_list, counts)
+    batch.drop(batch.emit([t[:m + 1] for t, m in zip(emitted.tolist(), counts)],
+                          [x[:m + 1] for x, m in zip(logprobs.tolist(), counts)]))
