@@ -7,7 +7,7 @@ and feed the new tokens. This is the reference the speculative sampler is tested
 fallback when speculation would not pay.
 
 Host synchronisations per step: one (the sampled tokens and their logprobs read in one transfer), plus,
-in a step where rows finish, the copy of the kept positions and the cache's compaction check.
+in a step where some rows finish while others go on, the cache's compaction check (one or two reads).
 """
 from __future__ import annotations
 
