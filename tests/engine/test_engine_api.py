@@ -6,10 +6,12 @@ import math
 import pytest
 import torch
 
-from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
+from trajkit.engine import DraftModel, Engine, EngineConfig, GenerationStats, NgramDrafter, SamplingParams
+from trajkit.engine.auto_k import AutoK
 from trajkit.engine.choose_k import choose_k, predicted_speedup
 from trajkit.engine.drafters.ngram import NgramIndex
 from trajkit.engine.types import validate_completion
+from trajkit.errors import ConfigError
 from trajkit.models.spec import TinySpec
 from tests.engine.helpers import perturbed_copy, target_model
 
@@ -102,7 +104,7 @@ def test_auto_k_runs_and_records_choice(models):
     target, _ = models
     engine = Engine(target, DraftModel(target), num_draft_tokens="auto")
     out = engine.generate(PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=10, seed=0))
-    choice = engine.last_choice
+    choice = engine.auto_k.last_choice
     assert choice["alpha"] == pytest.approx(1.0)  # the draft is the target itself
     assert set(choice["v"]) == {"1", "2", "3", "4"} and choice["c"] > 0
     assert choice["k"] == out.stats.num_draft_tokens and 0 <= choice["k"] <= 4
@@ -115,3 +117,25 @@ def test_ngram_engine_uses_prompt_lookup(models):
     out = Engine(target, NgramDrafter(), num_draft_tokens=4).generate(prompt, SamplingParams(temperature=0.0,
                                                                                             max_new_tokens=30))
     assert out.stats.proposed > 0 and out.stats.draft_calls == 0
+
+
+def test_auto_k_alpha_is_smoothed_over_speculative_calls():
+    auto = AutoK(model=None, drafter=None, smoothing=0.25)
+    auto.observe(GenerationStats(position_tried=[0, 0]))  # nothing verified: no information
+    assert auto.alpha is None
+    auto.observe(GenerationStats(position_tried=[3, 1], overlap_sum=2.0))  # alpha 0.5
+    assert auto.alpha == 0.5
+    auto.observe(GenerationStats(position_tried=[4], overlap_sum=4.0))  # alpha 1.0
+    assert auto.alpha == 0.75 * 0.5 + 0.25 * 1.0
+    with pytest.raises(ConfigError, match="drafter"):
+        auto.calibrate([[1]], SamplingParams())
+
+
+def test_sync_timing_changes_no_output(models):
+    target, draft = models
+    params = SamplingParams(temperature=1.0, max_new_tokens=15, seed=4)
+    outs = [Engine(target, DraftModel(draft), config=EngineConfig(num_draft_tokens=2, sync_timing=sync))
+            .generate(PROMPTS, params) for sync in (False, True)]
+    assert ids(outs[0]) == ids(outs[1]) and outs[0].stats.target_seconds > 0
+    with pytest.raises(ConfigError, match="sync_timing"):
+        EngineConfig(sync_timing="yes")

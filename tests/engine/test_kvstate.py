@@ -62,3 +62,29 @@ def test_empty_prompts_prefill_nothing():
     assert state.prefill([[], []]) is None and state.width == 0 and state.calls == 0
     logits = state.extend(torch.tensor([[3], [4]]))
     torch.testing.assert_close(logits[1, 0], full_logits(model, [4]), rtol=0, atol=1e-10)
+
+
+@torch.no_grad()
+def test_keep_appended_equals_truncate():
+    """The host-side rollback of the last extend leaves the same cache as ``truncate``, step after step."""
+    model = target_model(SPEC, seed=7, dtype=torch.float64)
+    prompts = [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10]]
+    by_truncate, by_kept = KVState(model), KVState(model)
+    for state in (by_truncate, by_kept):
+        state.prefill(prompts)
+    gen = torch.Generator().manual_seed(1)
+    for step in range(10):
+        new = torch.randint(0, 16, (3, 3), generator=gen)  # [B, 3]
+        same = step % 3 == 0  # every row keeps as many: the crop path once the cache is dense
+        kept = [2] * 3 if same else torch.randint(1, 4, (3,), generator=gen).tolist()
+        torch.testing.assert_close(by_kept.extend(new), by_truncate.extend(new), rtol=0, atol=0)
+        by_truncate.truncate(by_truncate.lengths - 3 + torch.tensor(kept))
+        by_kept.keep_appended(3, kept)
+        assert by_kept.lengths.tolist() == by_truncate.lengths.tolist()
+        assert torch.equal(by_kept.slots, by_truncate.slots) and by_kept.dense == by_truncate.dense
+        assert by_kept.cache.get_seq_length() == by_truncate.cache.get_seq_length()
+    single = KVState(model)
+    single.prefill([[1, 2, 3]])
+    single.extend(torch.tensor([[4, 5, 6]]))
+    single.keep_appended(3, [1])  # batch of one: an exact crop, no holes
+    assert single.width == 4 and single.dense and single.cache.get_seq_length() == 4

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trajkit.engine.active import ActiveBatch
 from trajkit.engine.drafters import Drafter
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
-from trajkit.engine.batch import BatchSampling
 
 
 def predicted_speedup(alpha: float, k: int, c: float, v_k: float) -> float:
@@ -66,7 +66,7 @@ def measure_costs(model, drafter: Drafter | None, prompts: list[list[int]], k_ma
     ``prompts``. The candidates are timed round-robin, ``repeats`` times after ``warmup`` rounds, and each
     keeps its fastest time: background load only ever adds time, so the minimum is the least noisy
     estimate of the intrinsic cost. The target's cache is rolled back after each timing."""
-    state = KVState(model)
+    state = KVState(model, sync_timing=True)  # each forward's time is its device time
     state.prefill(prompts)
     batch = len(prompts)
     jobs = {}
@@ -74,11 +74,10 @@ def measure_costs(model, drafter: Drafter | None, prompts: list[list[int]], k_ma
         tokens = torch.tensor([p[-t:] if len(p) >= t else p[-1:] * t for p in prompts], device=state.device)
         jobs[t] = (lambda tok: lambda: _score_and_rollback(state, tok))(tokens)
     if drafter is not None:
-        sampling = BatchSampling([SamplingParams(seed=0)] * batch, True, state.device)
-        warp = lambda logits: sampling.probs(logits.unsqueeze(1))[:, 0]  # noqa: E731
+        rows = ActiveBatch(prompts, [SamplingParams(seed=0)] * batch, True, state.device)
         drafter.begin([p[:-1] or p for p in prompts])
         u = torch.rand(batch, k_max, dtype=torch.float64, device=state.device)
-        jobs["draft"] = lambda: drafter.propose(prompts, k_max, warp, u)
+        jobs["draft"] = lambda: drafter.propose(prompts, k_max, rows.warp, u)
     best = _fastest(jobs, repeats, warmup)
     t1 = best[1]
     v = {k: best[k + 1] / t1 for k in range(1, k_max + 1)}

@@ -8,7 +8,8 @@ Without a drafter it samples plainly (one target forward per token). With one it
 speculative sampling: the completions are distributed exactly as plain sampling's. ``num_draft_tokens``
 is a fixed ``k >= 1`` or ``"auto"``: measure ``c`` and ``v(k)`` for the batch size, take ``alpha`` from
 the previous calls (a short probe on the first), and pick the ``k`` that maximises the predicted speedup
-(:mod:`trajkit.engine.choose_k`), falling back to plain decoding when no ``k`` pays.
+(:mod:`trajkit.engine.choose_k`), falling back to plain decoding when no ``k`` pays. That controller is
+``engine.auto_k`` (:class:`trajkit.engine.auto_k.AutoK`; its ``last_choice`` holds the last decision).
 
 The engine owns an inference copy of the policy: ``update_weights(state_dict)`` loads new weights pushed
 by a trainer (the drafter keeps its own weights).
@@ -20,13 +21,13 @@ from typing import Sequence
 
 import torch
 
-from trajkit.engine.choose_k import CostProfile, choose_k, measure_costs, predicted_speedup
+from trajkit.engine.auto_k import AutoK
 from trajkit.engine.drafters import Drafter, check_vocab
 from trajkit.engine.params import SamplingParams, check_vocab as check_stop_vocab, per_row
 from trajkit.engine.plain import generate_plain
 from trajkit.engine.score import token_logprobs
 from trajkit.engine.speculative import generate_speculative
-from trajkit.engine.types import Completions, GenerationStats
+from trajkit.engine.types import Completions
 from trajkit.errors import ConfigError, InputError
 
 
@@ -38,6 +39,9 @@ class EngineConfig:
     max_draft_tokens: int = 4  # largest k "auto" considers
     probe_tokens: int = 32  # max_new_tokens of the probe run that first measures alpha in "auto" mode
     alpha_smoothing: float = 0.5  # weight of the newest call in the running alpha estimate
+    # wait for the device after each target forward so that GenerationStats.target_seconds is device time
+    # (one extra host synchronisation per forward); off: host time, i.e. launch time on a GPU
+    sync_timing: bool = False
 
     def __post_init__(self) -> None:
         k = self.num_draft_tokens
@@ -51,6 +55,8 @@ class EngineConfig:
             raise ConfigError(f"probe_tokens must be an integer >= 1, got {self.probe_tokens!r}")
         if not 0.0 < self.alpha_smoothing <= 1.0:
             raise ConfigError(f"alpha_smoothing must be in (0, 1], got {self.alpha_smoothing!r}")
+        if not isinstance(self.sync_timing, bool):
+            raise ConfigError(f"sync_timing must be True or False, got {self.sync_timing!r}")
 
 
 class Engine:
@@ -72,10 +78,8 @@ class Engine:
             check_vocab(drafter, self.vocab_size)
         self.drafter = drafter
         self.policy_version = 0
-        self.alpha: float | None = None  # running estimate ("auto" mode)
-        self.costs: dict[int, CostProfile] = {}  # by batch size
-        self.last_stats: GenerationStats | None = None
-        self.last_choice: dict | None = None
+        self.auto_k = AutoK(self.model, drafter, config.max_draft_tokens, config.probe_tokens,
+                            config.alpha_smoothing, config.sync_timing)
 
     def generate(self, prompt_ids: list[list[int]],
                  params: SamplingParams | Sequence[SamplingParams] = SamplingParams()) -> Completions:
@@ -84,13 +88,13 @@ class Engine:
         rows = per_row(params, len(prompts))
         check_stop_vocab(rows, self.vocab_size)
         shared = isinstance(params, SamplingParams)
-        k = self._pick_k(prompts, rows, shared)
+        k = self._num_draft_tokens(prompts, rows, shared)
         if k == 0:
-            completions, stats = generate_plain(self.model, prompts, rows, shared)
+            completions, stats = generate_plain(self.model, prompts, rows, shared, self.config.sync_timing)
         else:
-            completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared)
-            self._update_alpha(stats)
-        self.last_stats = stats
+            completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared,
+                                                      self.config.sync_timing)
+            self.auto_k.observe(stats)
         return Completions(completions, stats)
 
     def token_logprobs(self, prompt_ids: list[list[int]], completion_ids: list[list[int]],
@@ -117,48 +121,18 @@ class Engine:
         self.policy_version += 1
         return self.policy_version
 
-    load_state_dict = update_weights
-
     def calibrate(self, prompt_ids: list[list[int]], params: SamplingParams = SamplingParams()) -> dict:
-        """Measure ``c``, ``v(k)`` at this batch size and ``alpha`` by a short probe; choose ``k``."""
-        prompts = self._check_prompts(prompt_ids)
-        if self.drafter is None:
-            raise ConfigError("drafter: calibrate needs a drafter (the engine has none)")
-        self.costs[len(prompts)] = measure_costs(self.model, self.drafter, prompts,
-                                                 self.config.max_draft_tokens)
-        probe = replace(params, max_new_tokens=self.config.probe_tokens)
-        _, stats = generate_speculative(self.model, self.drafter, self.config.max_draft_tokens, prompts,
-                                        per_row(probe, len(prompts)), True)
-        self.alpha = stats.alpha
-        return self._choice(len(prompts))
+        """Measure ``c``, ``v(k)`` at this batch size and ``alpha`` by a short probe; choose ``k``
+        (the choice, also in ``engine.auto_k.last_choice``)."""
+        return self.auto_k.calibrate(self._check_prompts(prompt_ids), params)
 
-    def _pick_k(self, prompts, rows, shared) -> int:
+    def _num_draft_tokens(self, prompts, rows, shared) -> int:
+        """``k`` for this call: 0 without a drafter, the configured ``k``, or ``auto_k``'s choice."""
         if self.drafter is None:
             return 0
-        if self.config.num_draft_tokens != "auto":
-            return self.config.num_draft_tokens
-        batch = len(prompts)
-        if self.alpha is None or batch not in self.costs:
-            if self.alpha is None:
-                self.calibrate(prompts, rows[0] if shared else SamplingParams(seed=0))
-            else:
-                self.costs[batch] = measure_costs(self.model, self.drafter, prompts,
-                                                  self.config.max_draft_tokens)
-        return self._choice(batch)["k"]
-
-    def _choice(self, batch: int) -> dict:
-        cost = self.costs[batch]
-        k, speedup = choose_k(self.alpha, cost.c, cost.v)
-        self.last_choice = {"k": k, "predicted_speedup": speedup, "alpha": self.alpha, **cost.to_dict(),
-                            "predicted_by_k": {kk: predicted_speedup(self.alpha, kk, cost.c, vv)
-                                               for kk, vv in cost.v.items()}}
-        return self.last_choice
-
-    def _update_alpha(self, stats: GenerationStats) -> None:
-        if sum(stats.position_tried) == 0:
-            return
-        w = self.config.alpha_smoothing
-        self.alpha = stats.alpha if self.alpha is None else (1 - w) * self.alpha + w * stats.alpha
+        if self.config.num_draft_tokens == "auto":
+            return self.auto_k.pick(prompts, rows, shared)
+        return self.config.num_draft_tokens
 
     def _check_prompts(self, prompt_ids) -> list[list[int]]:
         if isinstance(prompt_ids, torch.Tensor):

@@ -12,12 +12,18 @@ bookkeeping rather than by moving tensors:
   ``lengths[b]`` (explicit ``position_ids``, so RoPE sees each row's true positions).
 - ``truncate(new_lengths)`` is the per-row rollback: it clears the slots past each row's new length and
   crops the trailing columns no row uses any more (so at batch size 1 a rollback is an exact crop).
+  ``keep_appended(appended, kept)`` is the same rollback of the last ``extend`` when the caller already
+  holds the kept counts on the host (the speculative sampler): it needs no host synchronisation.
 - ``retain(rows)`` drops finished rows; ``compact()`` squeezes the holes out when they exceed half the
   cache (one gather per layer).
 
 Only full-attention caches are supported (``cache.new_cache`` checks): a sliding window or a recurrent
 state cannot be rolled back by masking. transformers renamed ``past_key_values`` to ``cache``
 during 5.x; the keyword is looked up from the model's ``forward`` signature.
+
+``seconds`` is the host time spent in forward passes. On a GPU a forward returns once its kernels are
+queued, so that is launch time, unless ``sync_timing=True`` makes each forward wait for the device (one
+extra synchronisation per forward; :class:`trajkit.engine.EngineConfig` ``sync_timing``).
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import time
 import torch
 
 from trajkit.engine.cache import new_cache
+from trajkit.engine.host import to_device
 
 
 def forward_keywords(model) -> tuple[str, bool]:
@@ -39,8 +46,9 @@ def forward_keywords(model) -> tuple[str, bool]:
 class KVState:
     """One model's cache over the active rows. ``seconds`` and ``calls`` count its forward passes."""
 
-    def __init__(self, model):
+    def __init__(self, model, sync_timing: bool = False):
         self.model = model
+        self.sync_timing = sync_timing
         self.device = next(model.parameters()).device
         self.cache_kw, self.has_keep = forward_keywords(model)
         self.cache = new_cache(model)
@@ -87,7 +95,7 @@ class KVState:
         start = time.perf_counter()
         logits = self.model(input_ids=tokens, attention_mask=None if self.dense else self.slots,
                             position_ids=positions, **kwargs).logits
-        if logits.is_cuda:
+        if self.sync_timing and logits.is_cuda:
             torch.cuda.synchronize(logits.device)
         self.seconds += time.perf_counter() - start
         self.calls += 1
@@ -105,6 +113,24 @@ class KVState:
             keep = int(used[-1]) + 1 if used.numel() else 0
             self.dense = False
         self.lengths = lengths.clone()
+        if keep < self.width:
+            self.cache.crop(keep - self.width)
+            self.slots = self.slots[:, :keep]
+
+    def keep_appended(self, appended: int, kept: list[int]) -> None:
+        """Roll back the last ``extend``, which appended ``appended`` tokens to every row without holes, to
+        its first ``kept[b]`` tokens per row (``1 <= kept[b] <= appended``). The same result as
+        ``truncate(lengths - appended + kept)``, decided from the host-side ``kept``: no synchronisation."""
+        assert len(kept) == self.lengths.shape[0] and 1 <= min(kept) and max(kept) <= appended <= self.width, \
+            (kept, appended, self.width)
+        lengths = self.lengths - appended + to_device(kept, self.device)
+        if self.dense and min(kept) == max(kept):
+            keep = self.width - appended + kept[0]  # no holes and one length: an exact crop
+        else:
+            self.slots = self.slots & (self.slots.cumsum(1) <= lengths.unsqueeze(1))
+            keep = self.width - appended + max(kept)  # every row's kept tokens end by this column
+            self.dense = False
+        self.lengths = lengths
         if keep < self.width:
             self.cache.crop(keep - self.width)
             self.slots = self.slots[:, :keep]

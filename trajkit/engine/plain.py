@@ -2,8 +2,12 @@
 
 Prefill the left-padded prompts, then repeat: warp the last logits per row, draw one token per row from
 its own stream (inverse CDF, :mod:`trajkit.engine.warp`), record ``log p(token)``, drop the rows that hit
-a stop token or their budget, and feed the new tokens. This is the reference the speculative sampler is
-tested against, and the fallback when speculation would not pay.
+a stop token or their budget (:class:`trajkit.engine.active.ActiveBatch` drops them from the cache too),
+and feed the new tokens. This is the reference the speculative sampler is tested against, and the
+fallback when speculation would not pay.
+
+Host synchronisations per step: one (the sampled tokens and their logprobs read in one transfer), plus,
+in a step where some rows finish while others go on, the cache's compaction check (one or two reads).
 """
 from __future__ import annotations
 
@@ -11,39 +15,33 @@ import time
 
 import torch
 
-from trajkit.engine.batch import BatchSampling
+from trajkit.engine.active import ActiveBatch
+from trajkit.engine.host import to_host
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
-from trajkit.engine.rows import RowBook
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.warp import sample, token_logprobs
 
 
 @torch.inference_mode()
-def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams],
-                   shared_params: bool) -> tuple[list[Completion], GenerationStats]:
+def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams], shared_params: bool,
+                   sync_timing: bool = False) -> tuple[list[Completion], GenerationStats]:
     """Sample completions of ``prompts`` from ``model``; see :class:`trajkit.engine.Engine`."""
     start = time.perf_counter()
-    state = KVState(model)
-    book = RowBook(prompts, params)
-    sampling = BatchSampling(params, shared_params, state.device)
+    state = KVState(model, sync_timing)
+    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state])
     logits = state.prefill(prompts)  # [B, 1, V]
     row_steps = 0
     while True:
-        probs = sampling.probs(logits)[:, 0]  # [B, V]
-        tokens = sample(probs, sampling.streams.uniform(book.active, 1)[:, 0])  # [B]
-        logprobs = token_logprobs(probs, tokens)  # [B]
-        done = book.emit([[t] for t in tokens.tolist()], [[x] for x in logprobs.tolist()])
-        keep = book.drop(done, state.device)
-        if not book.active:
+        probs = batch.probs(logits)[:, 0]  # [B, V]
+        batch.last = sample(probs, batch.uniforms(1)[:, 0])  # [B]
+        tokens, logprobs = to_host(batch.last, token_logprobs(probs, batch.last))  # the step's one sync
+        batch.drop(batch.emit([[t] for t in tokens], [[x] for x in logprobs]))
+        if not batch.rows:
             break
-        if keep is not None:
-            state.retain(keep)
-            sampling.select(keep)
-            tokens = tokens[keep]
-        row_steps += len(book.active)
-        logits = state.extend(tokens.unsqueeze(1))  # [B, 1, V]
-    stats = GenerationStats(rows=len(prompts), new_tokens=sum(map(len, book.generated)),
-                            target_calls=state.calls, row_steps=row_steps, step_tokens=row_steps,
-                            target_seconds=state.seconds, seconds=time.perf_counter() - start)
-    return book.completions(), stats
+        row_steps += len(batch.rows)
+        logits = state.extend(batch.last.unsqueeze(1))  # [B, 1, V]
+    stats = GenerationStats(rows=len(prompts), new_tokens=batch.new_tokens, target_calls=state.calls,
+                            row_steps=row_steps, step_tokens=row_steps, target_seconds=state.seconds,
+                            seconds=time.perf_counter() - start)
+    return batch.completions(), stats

@@ -1,18 +1,31 @@
 """Batched lossless speculative sampling with per-row acceptance and per-row cache rollback.
 
-Loop (Leviathan et al. 2023; Chen et al. 2023), for all active rows at once:
+Loop (Leviathan et al. 2023; Chen et al. 2023), for all active rows at once. The target's cache holds
+every token of a row but the last (the prefill takes each prompt but its last token, so the first token
+is speculated too). Each round is three steps:
 
-1. the target's cache holds every token of the row but the last (the prefill takes each prompt but its
-   last token, so the first token is speculated too); the drafter proposes up to ``k`` tokens per row
-   (clipped so no row drafts past its budget);
-2. one target forward over ``[last, d_1..d_w]`` (``w`` = the longest proposal this round) gives
-   ``p_1..p_{w+1}``, warped with each row's parameters;
-3. :func:`trajkit.engine.kernel.verify_drafts` accepts ``n_b`` drafts per row and draws the next token;
-4. the target cache is rolled back per row to ``old + 1 + n_b`` tokens (``KVState.truncate``: holes for
-   rows that kept fewer, an exact crop at batch size 1); the drafter re-syncs itself from the sequences.
+1. :func:`draft`: the drafter proposes up to ``k`` tokens per row, clipped so that no row drafts past
+   its budget;
+2. :func:`verify`: one target forward over ``[last, d_1..d_w]`` (``w`` = the longest proposal this round)
+   gives ``p_1..p_{w+1}``, warped with each row's parameters;
+   :func:`trajkit.engine.kernel.verify_drafts` accepts ``n_b`` drafts per row and draws the next token;
+3. :func:`commit`: the target cache is rolled back per row to ``old + 1 + n_b`` tokens
+   (``KVState.keep_appended``: holes for rows that kept fewer, an exact crop at batch size 1), the
+   emitted tokens are appended to the rows, and finished rows leave the batch, the cache and the drafter
+   at once (:class:`trajkit.engine.active.ActiveBatch`). The drafter re-syncs itself from the sequences
+   at its next proposal.
 
-Each row draws ``2k + 1`` uniforms per round from its own stream whatever happens (k for the drafter, k
-for the accept tests, 1 for the final token), so its randomness does not depend on the other rows.
+Each row draws ``2k + 1`` uniforms per round from its own stream whatever happens (:class:`RoundUniforms`:
+k for the drafter, k for the accept tests, 1 for the final token), so its randomness does not depend on
+the other rows.
+
+Host synchronisations per round, outside the drafter: two. ``draft`` reads the proposal lengths (the
+verification width must be known on the host), and ``commit`` reads the accepted counts, emitted tokens,
+their logprobs and the overlaps in one transfer. The uniforms and, in rounds where a budget clips a
+proposal, the clipped lengths go to the device without blocking; a round in which some rows finish while
+others go on adds the cache's compaction check (one or two reads). ``EngineConfig(sync_timing=True)``
+adds one per target forward. The drafter adds its own (``DraftModel``: three reads and one blocking copy
+per proposal). ``tests/engine/test_host_syncs.py`` counts them.
 
 Deviation from the papers: rows are not padded to ``k`` drafts when the drafter has fewer (n-gram misses)
 or the budget is nearly spent; the verification width is the longest proposal of the round, and a round
@@ -21,110 +34,119 @@ where nobody drafts is a plain decoding step.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 
-from trajkit.engine.batch import BatchSampling
+from trajkit.engine.active import ActiveBatch
 from trajkit.engine.drafters import Drafter
+from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
-from trajkit.engine.rows import RowBook
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.warp import token_logprobs
 
 
-class Tally:
-    """Acceptance counters of one call, kept in Python (rows are few; a tensor op costs more)."""
+@dataclass(frozen=True)
+class RoundUniforms:
+    """One round's uniforms, drawn as ``[B, 2k + 1]`` per row stream: ``draft: [B, k]`` for the drafter's
+    samples, ``accept: [B, k]`` for the accept tests, ``final: [B]`` for the resampled or bonus token."""
 
-    def __init__(self, k: int):
-        self.tried = [0] * k  # drafts that reached position i (all earlier ones accepted)
-        self.accepted_at = [0] * k
-        self.proposed = self.accepted = self.emitted = self.row_steps = 0
-        self.overlap = 0.0
+    draft: torch.Tensor
+    accept: torch.Tensor
+    final: torch.Tensor
 
-    def add(self, lengths: list[int], counts: list[int], overlap: list[list[float]]) -> None:
-        """Per row of one round: drafts sent, drafts accepted, ``sum_v min(p, q)`` per position."""
-        for length, n, row_overlap in zip(lengths, counts, overlap):
-            reached = min(length, n + 1)
-            for i in range(reached):
-                self.tried[i] += 1
-                self.overlap += row_overlap[i]
-            for i in range(n):
-                self.accepted_at[i] += 1
-            self.proposed += length
-            self.accepted += n
-            self.emitted += n + 1
-            self.row_steps += 1
+    @classmethod
+    def draw(cls, batch: ActiveBatch, k: int) -> RoundUniforms:
+        u = batch.uniforms(2 * k + 1)  # [B, 2k+1]
+        return cls(draft=u[:, :k], accept=u[:, k:2 * k], final=u[:, 2 * k])
 
-    def into(self, stats: GenerationStats) -> GenerationStats:
-        stats.proposed, stats.accepted, stats.overlap_sum = self.proposed, self.accepted, self.overlap
-        stats.step_tokens, stats.row_steps = self.emitted, self.row_steps
-        stats.position_tried, stats.position_accepted = list(self.tried), list(self.accepted_at)
-        return stats
+
+@dataclass(frozen=True)
+class Drafts:
+    """The round's proposal clipped to the budgets: ``tokens: [B, w]``, ``probs: [B, w, V]`` or None
+    (one-hot proposals), ``lengths: [B]`` long on the device, and the same lengths on the host."""
+
+    tokens: torch.Tensor
+    probs: torch.Tensor | None
+    lengths: torch.Tensor
+    counts: list[int]
+
+    @property
+    def width(self) -> int:
+        return self.tokens.shape[1]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The target's answer: ``accepted: [B]`` drafts kept per row, ``emitted: [B, w+1]`` (row b's first
+    ``accepted[b] + 1`` entries are its new tokens), their ``logprobs: [B, w+1]`` under the warped target,
+    ``overlap: [B, w]`` = ``sum_v min(p, q)`` per draft position, ``next_token: [B]`` (the last new token)."""
+
+    accepted: torch.Tensor
+    emitted: torch.Tensor
+    logprobs: torch.Tensor
+    overlap: torch.Tensor
+    next_token: torch.Tensor
 
 
 @torch.inference_mode()
 def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int]],
-                         params: list[SamplingParams], shared_params: bool
+                         params: list[SamplingParams], shared_params: bool, sync_timing: bool = False
                          ) -> tuple[list[Completion], GenerationStats]:
     """Speculative sampling of ``prompts``; outputs are distributed exactly as ``generate_plain``'s."""
     start = time.perf_counter()
     draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
-    state = KVState(model)
-    book = RowBook(prompts, params)
-    sampling = BatchSampling(params, shared_params, state.device)
+    state = KVState(model, sync_timing)
+    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state, drafter])
     state.prefill([p[:-1] for p in prompts])  # the last prompt token is scored with the first drafts
+    batch.last = to_device([p[-1] for p in prompts], state.device)
     drafter.begin(prompts)
-    tally = Tally(k)
-    while book.active:
-        _round(state, drafter, sampling, book, k, tally)
-    stats = GenerationStats(num_draft_tokens=k, rows=len(prompts),
-                            new_tokens=sum(map(len, book.generated)), target_calls=state.calls,
-                            draft_calls=drafter.calls - draft_calls0, target_seconds=state.seconds,
-                            draft_seconds=drafter.seconds - draft_seconds0)
-    tally.into(stats)
+    stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
+                            position_accepted=[0] * k)
+    while batch.rows:
+        u = RoundUniforms.draw(batch, k)
+        drafts = draft(drafter, batch, k, u.draft)
+        commit(state, batch, drafts, verify(state, batch, drafts, u), stats)
+    stats.new_tokens, stats.target_calls = batch.new_tokens, state.calls
+    stats.draft_calls, stats.target_seconds = drafter.calls - draft_calls0, state.seconds
+    stats.draft_seconds = drafter.seconds - draft_seconds0
     stats.seconds = time.perf_counter() - start
-    return book.completions(), stats
+    return batch.completions(), stats
 
 
-def _round(state: KVState, drafter: Drafter, sampling: BatchSampling, book: RowBook, k: int,
-           tally: Tally) -> None:
-    """One draft / verify / accept round over the active rows."""
-    seqs = book.active_seqs()
-    u = sampling.streams.uniform(book.active, 2 * k + 1)  # [B, 2k+1]
-    proposal = drafter.propose(seqs, k, _warp_fn(sampling), u[:, :k])
-    room = book.remaining()
-    lengths_list = [min(n, r - 1) for n, r in zip(proposal.lengths.tolist(), room)]  # no drafts past budget
-    lengths = torch.tensor(lengths_list, dtype=torch.long, device=state.device)  # [B]
-    width = max(lengths_list)
-    draft = proposal.tokens[:, :width]  # [B, w]
-    last = torch.tensor([s[-1] for s in seqs], dtype=torch.long, device=state.device)
-    p = sampling.probs(state.extend(torch.cat([last.unsqueeze(1), draft], dim=1)))  # [B, w+1, V]
-    q = proposal.probs[:, :width] if proposal.probs is not None else None
-    n_acc, nxt, overlap = verify_drafts(p, draft, q, lengths, u[:, k:k + width], u[:, 2 * k])
-    emitted = emitted_tokens(draft, n_acc, nxt)  # [B, w+1]
-    logprobs = token_logprobs(p, emitted)  # [B, w+1]
-    state.truncate(state.lengths - width + n_acc)  # keep old + last + accepted drafts
-    counts = n_acc.tolist()
-    tally.add(lengths_list, counts, overlap.tolist())
-    for r, m, length in zip(book.active, counts, lengths_list):
-        book.proposed[r] += length
-        book.accepted[r] += m
-    done = book.emit([t[:m + 1] for t, m in zip(emitted.tolist(), counts)],
-                     [x[:m + 1] for x, m in zip(logprobs.tolist(), counts)])
-    _drop_finished(book, done, state, sampling, drafter)
+def draft(drafter: Drafter, batch: ActiveBatch, k: int, u: torch.Tensor) -> Drafts:
+    """Propose up to ``k`` tokens per active row (``u: [B, k]``), none past a row's budget."""
+    proposal = drafter.propose(batch.active_seqs(), k, batch.warp, u)
+    proposed = proposal.lengths.tolist()  # host sync: the verification width decides the forward's shape
+    counts = [min(n, r - 1) for n, r in zip(proposed, batch.remaining())]  # room for the final token
+    lengths = proposal.lengths.to(batch.device, torch.long)  # [B]
+    if counts != proposed:  # a budget clipped some row (its last rounds only)
+        lengths = to_device(counts, batch.device)
+    width = max(counts)
+    probs = proposal.probs[:, :width] if proposal.probs is not None else None
+    return Drafts(proposal.tokens[:, :width], probs, lengths, counts)
 
 
-def _drop_finished(book: RowBook, done: list[bool], state: KVState, sampling: BatchSampling,
-                   drafter: Drafter) -> None:
-    keep = book.drop(done, state.device)
-    if keep is not None and book.active:
-        state.retain(keep)
-        sampling.select(keep)
-        drafter.retain(keep)
+def verify(state: KVState, batch: ActiveBatch, drafts: Drafts, u: RoundUniforms) -> Verdict:
+    """Score ``[last, drafts]`` with the target (appending them to its cache) and accept / resample."""
+    p = batch.probs(state.extend(torch.cat([batch.last.unsqueeze(1), drafts.tokens], dim=1)))  # [B, w+1, V]
+    n_acc, nxt, overlap = verify_drafts(p, drafts.tokens, drafts.probs, drafts.lengths,
+                                        u.accept[:, :drafts.width], u.final)
+    emitted = emitted_tokens(drafts.tokens, n_acc, nxt)  # [B, w+1]
+    return Verdict(n_acc, emitted, token_logprobs(p, emitted), overlap, nxt)
 
 
-def _warp_fn(sampling: BatchSampling):
-    """Drafter logits ``[B, V]`` -> probs with each active row's own warping parameters."""
-    return lambda logits: sampling.probs(logits.unsqueeze(1))[:, 0]
+def commit(state: KVState, batch: ActiveBatch, drafts: Drafts, verdict: Verdict,
+           stats: GenerationStats) -> None:
+    """Keep the accepted drafts in the cache, append the new tokens to the rows, count the round and
+    drop the finished rows."""
+    counts, emitted, logprobs, overlap = to_host(verdict.accepted, verdict.emitted, verdict.logprobs,
+                                                 verdict.overlap)  # the round's second host sync
+    state.keep_appended(drafts.width + 1, [n + 1 for n in counts])  # last + accepted drafts
+    stats.add_round(drafts.counts, counts, overlap)
+    batch.count_drafts(drafts.counts, counts)
+    batch.last = verdict.next_token  # rows that go on emitted all their tokens: next_token is their last
+    batch.drop(batch.emit([t[:m + 1] for t, m in zip(emitted, counts)],
+                          [x[:m + 1] for x, m in zip(logprobs, counts)]))

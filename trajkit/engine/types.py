@@ -47,7 +47,11 @@ def validate_completion(c: Completion) -> None:
 
 @dataclass
 class GenerationStats:
-    """Counters of one generate call; derived rates are properties (and in ``to_dict``)."""
+    """Counters of one generate call (or, after :meth:`merge`, of several); derived rates are properties
+    (and in ``to_dict``), so they are always computed from the counters.
+
+    ``target_seconds`` / ``draft_seconds`` are host time spent in forward passes. On a GPU that is launch
+    time unless ``EngineConfig(sync_timing=True)`` makes each forward wait for the device."""
 
     num_draft_tokens: int = 0  # k used (0 = plain decoding)
     rows: int = 0
@@ -64,6 +68,33 @@ class GenerationStats:
     seconds: float = 0.0
     target_seconds: float = 0.0
     draft_seconds: float = 0.0
+
+    @classmethod
+    def merge(cls, *parts: GenerationStats) -> GenerationStats:
+        """The stats of several calls as one: every counter summed, per-position lists summed position
+        by position (a shorter list counts 0 past its end), ``num_draft_tokens`` the largest k used."""
+        out = cls()
+        for s in parts:
+            out.num_draft_tokens = max(out.num_draft_tokens, s.num_draft_tokens)
+            for name in _SUMMED:
+                setattr(out, name, getattr(out, name) + getattr(s, name))
+            out.position_tried = _add_lists(out.position_tried, s.position_tried)
+            out.position_accepted = _add_lists(out.position_accepted, s.position_accepted)
+        return out
+
+    def add_round(self, lengths: list[int], accepted: list[int], overlap: list[list[float]]) -> None:
+        """Count one verification round; per row: drafts sent, drafts accepted, and ``sum_v min(p, q)``
+        per draft position. A draft position is *tried* when every earlier draft was accepted."""
+        for length, n, row_overlap in zip(lengths, accepted, overlap):
+            for i in range(min(length, n + 1)):
+                self.position_tried[i] += 1
+                self.overlap_sum += row_overlap[i]
+            for i in range(n):
+                self.position_accepted[i] += 1
+            self.proposed += length
+            self.accepted += n
+            self.step_tokens += n + 1
+            self.row_steps += 1
 
     @property
     def acceptance_rate(self) -> float:
@@ -99,6 +130,16 @@ class GenerationStats:
                      "tokens_per_second", "target_calls_per_token"):
             out[name] = getattr(self, name)
         return out
+
+
+_SUMMED = ("rows", "new_tokens", "target_calls", "draft_calls", "row_steps", "step_tokens", "proposed",
+           "accepted", "overlap_sum", "seconds", "target_seconds", "draft_seconds")
+
+
+def _add_lists(a: list, b: list) -> list:
+    """Element-wise sum of two lists of possibly different lengths (missing entries count 0)."""
+    n = max(len(a), len(b))
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
 
 
 class Completions(list):
