@@ -9,8 +9,6 @@ so a step's rollouts are a pure function of (weights, prompts, seed).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
 from trajkit.engine import Engine, GenerationStats, SamplingParams
@@ -19,36 +17,6 @@ from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.sample import Sample
 from trajkit.rl.tasks import Prompt, Task
-
-STAT_KEYS = ("new_tokens", "target_calls", "draft_calls", "row_steps", "step_tokens", "proposed", "accepted",
-             "overlap_sum", "seconds", "target_seconds", "draft_seconds")
-
-
-@dataclass
-class GenStats:
-    """Engine counters summed over the generate calls of one step (a tool episode makes several)."""
-
-    calls: int = 0
-    k: int = 0
-    totals: dict = field(default_factory=lambda: {k: 0.0 for k in STAT_KEYS})
-    tried: int = 0
-
-    def add(self, s: GenerationStats) -> None:
-        self.calls += 1
-        self.k = max(self.k, s.num_draft_tokens)
-        for key in STAT_KEYS:
-            self.totals[key] += getattr(s, key)
-        self.tried += sum(s.position_tried)
-
-    def to_dict(self) -> dict:
-        t = self.totals
-        return {"gen/acceptance_length": t["step_tokens"] / t["row_steps"] if t["row_steps"] else 0.0,
-                "gen/acceptance_rate": t["accepted"] / t["proposed"] if t["proposed"] else 0.0,
-                "gen/alpha": t["overlap_sum"] / self.tried if self.tried else 0.0,
-                "gen/tokens": t["new_tokens"], "gen/target_calls": t["target_calls"],
-                "gen/tokens_per_s": t["new_tokens"] / t["seconds"] if t["seconds"] else 0.0,
-                "gen/k": self.k, "gen/calls": self.calls}
-
 
 class Rollout:
     """Engine + drafter built from inference copies of ``policy`` and ``draft``."""
@@ -60,7 +28,7 @@ class Rollout:
         drafter = kind.drafter(self.draft_infer) if kind is not None else None
         k = cfg.draft.num_draft_tokens if drafter is not None else None
         self.engine = Engine(frozen_copy(policy), drafter=drafter, num_draft_tokens=k)
-        self.stats = GenStats()
+        self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
@@ -71,12 +39,12 @@ class Rollout:
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
         out = self.engine.generate(prompt_ids, params)
-        self.stats.add(out.stats)
+        self.calls.append(out.stats)
         return out
 
     def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams) -> list[Sample]:
         """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``."""
-        self.stats = GenStats()
+        self.calls = []
         samples = task.env.rollout(self.generate, rows, params)
         for i, s in enumerate(samples):
             s.group = i // group_size
@@ -85,4 +53,8 @@ class Rollout:
 
     def metrics(self) -> dict:
         """The engine's counters over this step's generate calls, as ``gen/*`` metrics."""
-        return self.stats.to_dict()
+        s = GenerationStats.merge(*self.calls)
+        return {"gen/acceptance_length": s.mean_acceptance_length, "gen/acceptance_rate": s.acceptance_rate,
+                "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
+                "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
+                "gen/calls": len(self.calls)}
