@@ -18,6 +18,7 @@ from trajkit.rl.config import TrainConfig
 from trajkit.rl.sample import Sample
 from trajkit.rl.tasks import Prompt, Task
 
+
 class Rollout:
     """Engine + drafter built from inference copies of ``policy`` and ``draft``."""
 
