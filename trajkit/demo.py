@@ -33,7 +33,7 @@ def demo_traces(out: Path) -> dict[str, str]:
     from trajkit.traces.report import write_report
     from trajkit.traces.sft import OpenAIExportReport, export_openai, iter_openai_rows
     from trajkit.traces.stats import compute_stats, format_table
-    from trajkit.traces.synth import sample_paths
+    from trajkit.synth import sample_paths
     from trajkit.traces.tiny_tokenizer import build_tokenizer
     from trajkit.traces.token_export import export_tokens
     from trajkit.traces.tokenize import TokenizeConfig

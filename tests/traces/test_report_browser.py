@@ -184,7 +184,7 @@ def test_bundled_sample_runs_no_payload(page):
     every trace of its report in a new tab and check nothing ran."""
 
     driver, _, folder = page
-    from trajkit.traces.synth import sample_paths
+    from trajkit.synth import sample_paths
 
     path = write_report([str(p) for p in sample_paths()], folder / "sample", max_traces=60)
     traces = json.loads((folder / "sample" / "stats.json").read_text())["traces"]

@@ -50,7 +50,7 @@ def load_corpus(source: Source = "auto", seed: int = 0, max_bytes: int = 2_000_0
 
 
 def _traces_text(seed: int, max_bytes: int) -> str:
-    from trajkit.traces.synth import SynthConfig, generate
+    from trajkit.synth import SynthConfig, generate
 
     parts, size, start = [], 0, 0
     while size < max_bytes:

@@ -1,6 +1,6 @@
 """Tool simulator for the synthetic trace generator: plausible arguments and results for each catalogue tool.
 
-``ARGS[name](scene, rng)`` returns arguments that satisfy the tool's schema in ``synth_tools`` (every required
+``ARGS[name](scene, rng)`` returns arguments that satisfy the tool's schema in ``trajkit.synth.tools`` (every required
 property present, every value of its declared JSON type, enum values from the enum). ``OK[name]`` and
 ``FAIL[name]`` return a :class:`Result` whose ``failed`` / ``nonzero`` flags are declared by the builder
 (the generator's ground truth), under the Hermes batch-runner rule: a result failed when it has a non-null
@@ -13,8 +13,8 @@ import json
 import random
 from typing import Any, Callable, NamedTuple
 
-from trajkit.traces.synth_text import Scene, pick
-from trajkit.traces.synth_tools import CATALOGUE, param_schema
+from trajkit.synth.text import Scene, pick
+from trajkit.synth.tools import CATALOGUE, param_schema
 
 
 class Result(NamedTuple):

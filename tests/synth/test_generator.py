@@ -1,4 +1,4 @@
-"""Tests for the synthetic trace generator (trajkit.traces.synth).
+"""Tests for the synthetic trace generator (trajkit.synth).
 
 The generator's Truth is computed from its structured plan; here every field is re-derived from the rendered
 text by an independent reference (``reference_counts``: plain ``str.split`` on the tags and ``json.loads``
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from trajkit.errors import ConfigError
-from trajkit.traces import synth
-from trajkit.traces.synth import STYLES, SynthConfig, Truth, generate, generate_with_truth, make_row
+from trajkit.synth import STYLES, SynthConfig, Truth, generate, generate_with_truth, make_row
+from trajkit.synth import generator as synth
 
 REAL_ROW = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real" / "kimi-row-0c699abf.json"
 ALL_RATES = [f for f in SynthConfig.__dataclass_fields__ if f.endswith("_rate")]

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 from trajkit.errors import ConfigError
-from trajkit.traces import synth_text as text
-from trajkit.traces.synth_build import ToolMsg, Turn, fill_row, plan_turns, render_row
-from trajkit.traces.synth_tools import system_prompt, tools_json, toolset
+from trajkit.synth import text
+from trajkit.synth.build import ToolMsg, Turn, fill_row, plan_turns, render_row
+from trajkit.synth.tools import system_prompt, tools_json, toolset
 
 Style = Literal["kimi", "glm-5.1"]
 STYLES: tuple[str, ...] = ("kimi", "glm-5.1")
