@@ -117,7 +117,7 @@ def test_openai_rows_are_detected(tmp_path):
 
 def test_parallel_equals_sequential(messy_jsonl):
     from trajkit.traces.parallel import parallel_file_stats, plan_chunks
-    from trajkit.traces.stats import CorpusStats
+    from trajkit.traces.aggregate import CorpusStats
 
     seq_errors, par_errors = [], []
     seq = compute_stats([messy_jsonl], progress=False, workers=1, on_error=seq_errors.append)
