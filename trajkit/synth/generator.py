@@ -309,14 +309,13 @@ def _row_schema():
 
 
 def _write(path: Path, pairs: Iterable[tuple[dict, Truth]], total: int, progress: bool, level: int | None) -> Truth:
-    from tqdm import tqdm
-
+    from trajkit.progress import progress_bar
     from trajkit.traces.write import RowWriter, output_format
 
     truth = Truth()
     schema = _row_schema() if output_format(path) == ".parquet" else None
     with RowWriter(path, schema=schema, level=level) as writer, \
-            tqdm(total=total, unit="row", desc=f"synth {path.name}", disable=None if progress else True, mininterval=0.5) as bar:
+            progress_bar(total=total, desc=f"synth {path.name}", unit="row", enabled=progress) as bar:
         for row, row_truth in pairs:
             truth += row_truth
             writer.write(row)

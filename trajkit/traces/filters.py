@@ -147,14 +147,13 @@ class RowFilter:
 def filter_corpus(specs: list[str], cfg: FilterConfig, out: str, *, strict: bool = False,
                   on_error=None, progress: bool = True) -> FilterReport:
     """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet)."""
-    from tqdm import tqdm
-
     from trajkit.errors import InputError
+    from trajkit.progress import progress_bar
     from trajkit.traces.load import iter_raw, parse_raw, source_label
     from trajkit.traces.write import RowWriter
 
     row_filter = RowFilter(cfg)
-    with RowWriter(out) as writer, tqdm(unit=" rows", desc="filter", disable=None if progress else True) as bar:
+    with RowWriter(out) as writer, progress_bar(desc="filter", unit=" rows", enabled=progress) as bar:
         for spec in specs:
             label = source_label(spec)
             for raw in iter_raw(spec):

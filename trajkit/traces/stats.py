@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from trajkit.progress import progress_bar
 from trajkit.traces.aggregate import Aggregate, CorpusStats, Histogram
 from trajkit.traces.load import iter_traces, source_label
 from trajkit.traces.metrics import trace_metrics
@@ -23,8 +24,6 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
     (uncompressed) JSONL files are split across ``workers`` processes (default: all CPU cores) unless
     ``strict``, ``count_tokens`` or ``on_trace`` needs the sequential path; other sources stream in-process.
     """
-    from tqdm import tqdm
-
     workers = workers or os.cpu_count() or 1
     stats = CorpusStats()
 
@@ -34,8 +33,7 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
             on_error(exc)
 
     sequential = strict or count_tokens is not None or on_trace is not None
-    bar = tqdm(unit=" rows", desc=desc, disable=None if progress else True, mininterval=0.5)
-    with bar:
+    with progress_bar(desc=desc, unit=" rows", enabled=progress) as bar:
         for spec in specs:
             if workers > 1 and not sequential and _splittable(spec):
                 parallel_file_stats(spec, source_label(spec), stats, workers=workers, on_error=on_error,
