@@ -77,3 +77,21 @@ def test_train_piped_prints_no_bar_lines(tmp_path):
     assert len(lines) == 2, done.stdout
     assert lines[0].startswith(f"step 3: eval reward {rows[3]['eval/reward']:.3f} | ")
     assert lines[1] == f"eval reward: {rows[0]['eval/reward']:.3f} -> {rows[3]['eval/reward']:.3f}; logs in {out_dir}"
+
+
+def test_quiet_transformers():
+    import transformers
+    from transformers.utils import logging as hf_logging
+
+    from trajkit.progress import quiet_transformers
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_warning()
+    hf_logging.enable_progress_bar()
+    try:
+        quiet_transformers()
+        assert hf_logging.get_verbosity() == transformers.logging.ERROR
+        assert hf_logging.is_progress_bar_enabled() is False
+    finally:
+        hf_logging.set_verbosity(level)
+        (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()

@@ -1,4 +1,5 @@
-"""What trajkit shows on the console while it works: one way to make a progress bar.
+"""What trajkit shows on the console while it works: one way to make a progress bar, one way to quiet
+``transformers``.
 
 A bar is drawn on stderr only when stderr is a terminal: piped or redirected (``trajkit train cfg.yaml 2>&1 |
 cat``, CI logs) it would print one line per refresh, so :func:`progress_bar` returns a bar that draws nothing.
@@ -64,3 +65,10 @@ def progress_bar(total: int | None = None, desc: str | None = None, unit: str = 
 
     return tqdm(total=total, desc=desc, unit=unit, mininterval=0.5, file=sys.stderr)
 
+
+def quiet_transformers() -> None:
+    """Silence ``transformers``: errors only in its log, and none of its own progress bars (weights, files)."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()

@@ -152,12 +152,9 @@ def plot(summary: dict, path: str) -> None:
 
 
 def run(args) -> int:
-    import transformers
+    from trajkit.progress import progress_bar, quiet_transformers
 
-    from trajkit.progress import progress_bar
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     steps = args.steps or load_config(args.config, list(args.overrides)).steps
     start = time.perf_counter()
     seeds = []

@@ -23,14 +23,11 @@ def register(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    import transformers
-
-    from trajkit.progress import progress_bar
+    from trajkit.progress import progress_bar, quiet_transformers
     from trajkit.rl.config import load_config
     from trajkit.rl.trainer import train
 
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     cfg = load_config(args.config, args.overrides)
     show_bar = not (args.no_progress or cfg.log.quiet)
     # A bar is drawn only on a terminal (piped, `2>&1 | cat`, it would print a line per refresh); the eval
