@@ -427,7 +427,7 @@ def test_write_corpus_rejects_unknown_suffix(tmp_path):
         synth.write_corpus(tmp_path / "c.csv", SynthConfig(rows=1), progress=False)
 
 
-def test_build_sample_is_reproducible(tmp_path, sample):
+def test_build_sample_is_reproducible(tmp_path):
     outs = synth.build_sample(tmp_path)
     assert [p.name for p in outs] == ["kimi.jsonl.xz", "glm-5.1.jsonl.xz"]
     assert [p.read_bytes() for p in outs] == [p.read_bytes() for p in synth.sample_paths()]

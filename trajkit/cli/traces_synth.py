@@ -13,7 +13,7 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def register(tsub, add_common) -> None:
+def register(tsub, _add_common) -> None:
     from trajkit.synth import SynthConfig
 
     p = tsub.add_parser("synth", help="generate a seeded synthetic corpus with every real-data quirk",

@@ -177,7 +177,7 @@ def fill_row(rng: random.Random, cfg, scene: text.Scene, specs: list[Spec]) -> l
         reaction = _reaction(resps)
         if spec.summary:
             counter += rng.randint(3, 12)  # calls that the compression removed
-            items.append(Human(text.context_summary(rng, scene, rng.randint(4, 20))))
+            items.append(Human(text.context_summary(scene, rng.randint(4, 20))))
             if spec.orphan_msg:
                 items.append(ToolMsg(_stray(rng, scene, counter)))
     answer = text.final_answer(rng, scene, kimi, failures)
