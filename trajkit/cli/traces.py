@@ -1,4 +1,4 @@
-"""``trajkit traces …``: stats, report, export, filter, synth, convert."""
+"""``trajkit traces …``: stats, report, export, filter, synth."""
 from __future__ import annotations
 
 import argparse
