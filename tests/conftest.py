@@ -1,6 +1,60 @@
-"""Test-wide settings: nothing in the suite may reach a model or dataset hub."""
+"""Test-wide settings: nothing in the suite may reach a model or dataset hub; the shared real-data fixtures.
+
+Real-data fixtures live outside the project, in ``<checkout root>/../shared/fixtures/real/`` (the checkout
+root holds ``pyproject.toml``; CI puts ``shared/`` beside it). ``TRAJKIT_SHARED_DIR=DIR`` looks in
+``DIR/fixtures/real/`` instead. A test that needs a missing file is skipped with a reason naming it, or
+fails when ``TRAJKIT_REQUIRE_FIXTURES=1`` (CI sets it, so a lost fixture cannot pass as a skip).
+"""
+import json
 import os
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED_DIR_ENV = "TRAJKIT_SHARED_DIR"
+REQUIRE_ENV = "TRAJKIT_REQUIRE_FIXTURES"
+_MISSING = pytest.StashKey[str]()
+
+
+def checkout_root() -> Path:
+    """The folder holding ``pyproject.toml``, above this file."""
+    return next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+
+
+def real_fixture(name: str) -> tuple[Path, str | None]:
+    """``(path, None)`` for a file of the shared real-data fixtures, or ``(path, reason)`` when it is missing."""
+    override = os.environ.get(SHARED_DIR_ENV)
+    shared = Path(override) if override else checkout_root().parent / "shared"
+    path = shared / "fixtures" / "real" / name
+    if path.is_file():
+        return path, None
+    shown = f"${SHARED_DIR_ENV}/fixtures/real/{name}" if override else f"../shared/fixtures/real/{name}"
+    return path, (f"{shown}: the project's shared real-data fixtures, present beside the checkout in CI; "
+                  f"not found at {path} (put shared/ beside the checkout, or set {SHARED_DIR_ENV}=DIR to read "
+                  f"DIR/fixtures/real/)")
+
+
+def _load_real(request, name: str):
+    path, missing = real_fixture(name)
+    if missing is None:
+        return json.loads(path.read_text())
+    if os.environ.get(REQUIRE_ENV) != "1":
+        pytest.skip(missing)
+    request.node.stash[_MISSING] = missing  # failed in the call phase (below), so it reads FAILED, not ERROR
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    if _MISSING in item.stash:
+        pytest.fail(f"{item.stash[_MISSING]}; {REQUIRE_ENV}=1 makes a missing fixture a failure", pytrace=False)
+
+
+@pytest.fixture
+def real_row(request):
+    """One real kimi row of lambda/hermes-agent-reasoning-traces (a preview: ``conversations_preview``)."""
+    return _load_real(request, "kimi-row-0c699abf.json")

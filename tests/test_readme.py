@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trajkit.cli.main import main
-from trajkit.traces.synth import sample_paths
+from trajkit.synth import sample_paths
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

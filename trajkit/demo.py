@@ -16,13 +16,6 @@ from pathlib import Path
 from typing import Callable
 
 
-def _quiet_transformers() -> None:
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
 def _banner(text: str) -> None:
     print(f"\n=== {text} " + "=" * max(0, 74 - len(text)))
 
@@ -33,8 +26,8 @@ def demo_traces(out: Path) -> dict[str, str]:
     from trajkit.traces.report import write_report
     from trajkit.traces.sft import OpenAIExportReport, export_openai, iter_openai_rows
     from trajkit.traces.stats import compute_stats, format_table
-    from trajkit.traces.synth import sample_paths
     from trajkit.models.tokenizer import build_tokenizer
+    from trajkit.synth import sample_paths
     from trajkit.traces.token_export import export_tokens
     from trajkit.traces.tokenize import TokenizeConfig
 
@@ -72,9 +65,10 @@ def demo_generate(out: Path) -> dict[str, str]:
 
     from trajkit.engine import DraftModel, Engine, SamplingParams
     from trajkit.models.tokenizer import IM_END_ID, byte_tokenizer
+    from trajkit.progress import quiet_transformers
     from trajkit.recipes.tiny_pair import load_tiny_pair
 
-    _quiet_transformers()
+    quiet_transformers()
     _banner("generate: plain vs lossless speculative sampling on the tiny pair")
     torch.set_num_threads(1)  # tiny models: a second OpenMP thread costs more than it gives on 2 cores
     print("loading the tiny target/draft pair (trained locally on first use: ~6 minutes on 2 cores, then cached)")
@@ -107,12 +101,13 @@ def demo_train(out: Path) -> dict[str, str]:
     from statistics import mean
 
     from trajkit.errors import ConfigError
+    from trajkit.progress import quiet_transformers
     from trajkit.rl import load_config, train
     from trajkit.rl.stages import STAGES as STEP_STAGES
 
     if not EXAMPLE_RL.exists():
         raise ConfigError(f"{EXAMPLE_RL} not found: run the demo from a trajkit checkout")
-    _quiet_transformers()
+    quiet_transformers()
     _banner("train: GRPO with speculative rollouts on the tiny model (examples/rl_rep.yaml)")
     cfg = load_config(str(EXAMPLE_RL), [f"log.out_dir={out / 'rl'}", "log.quiet=true"])
 

@@ -1,10 +1,5 @@
+"""Hand-made Hermes rows shared by the traces tests (the real-data fixture ``real_row`` is in tests/conftest.py)."""
 import json
-from pathlib import Path
-
-import pytest
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real"
-REAL_ROW = FIXTURES / "kimi-row-0c699abf.json"
 
 TOOLS = [
     {"type": "function", "function": {"name": "terminal", "description": "Run a shell command.",
@@ -53,8 +48,3 @@ def quirky_row():
     ]
     return {"id": "quirky-1", "category": "Files", "subcategory": "Read", "task": "show b.txt",
             "conversations": [{"from": f, "value": v} for f, v in conv]}
-
-
-@pytest.fixture
-def real_row():
-    return json.loads(REAL_ROW.read_text())

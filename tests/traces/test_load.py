@@ -62,6 +62,33 @@ def test_stats_cli_lenient_and_strict(messy_jsonl, capsys):
     assert out == "" and err.strip().startswith(f"trajkit: error: {messy_jsonl}:3: invalid JSON")
 
 
+def test_stats_tokenizer_comes_from_a_local_folder_only(tmp_path, monkeypatch, capsys):
+    """``--tokenizer`` is loaded with ``local_files_only=True`` like everywhere else (it was not), and a
+    name that is not a folder is one clear error instead of a hub lookup."""
+    import transformers
+
+    calls = []
+
+    class WordTokenizer:  # one token per whitespace-separated word
+        def __call__(self, text, add_special_tokens):
+            assert add_special_tokens is False
+            return {"input_ids": text.split()}
+
+    def from_pretrained(path, **kwargs):
+        calls.append((path, kwargs))
+        return WordTokenizer()
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", from_pretrained)
+    src = _write_jsonl(tmp_path / "q.jsonl", [json.dumps(quirky_row())])
+    assert main(["traces", "stats", src, "--tokenizer", str(tmp_path), "--json", "-q"]) == 0
+    assert calls == [(str(tmp_path), {"local_files_only": True})]
+    data = json.loads(capsys.readouterr().out)
+    assert data["think_tokens"] == data["think_words"] == 10  # 1 + 0 + 3 + 3 + 1 + 2, as in test_parse.EXPECTED
+    assert main(["traces", "stats", src, "--tokenizer", "Qwen/Qwen3-8B", "-q"]) == 2
+    assert "--tokenizer 'Qwen/Qwen3-8B' is not a local directory" in capsys.readouterr().err
+    assert len(calls) == 1
+
+
 def test_missing_file_is_one_clear_error(tmp_path, capsys):
     assert main(["traces", "stats", str(tmp_path / "nope.jsonl")]) == 2
     assert "nope.jsonl: no such file" in capsys.readouterr().err
@@ -117,7 +144,7 @@ def test_openai_rows_are_detected(tmp_path):
 
 def test_parallel_equals_sequential(messy_jsonl):
     from trajkit.traces.parallel import parallel_file_stats, plan_chunks
-    from trajkit.traces.stats import CorpusStats
+    from trajkit.traces.aggregate import CorpusStats
 
     seq_errors, par_errors = [], []
     seq = compute_stats([messy_jsonl], progress=False, workers=1, on_error=seq_errors.append)

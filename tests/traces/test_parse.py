@@ -8,7 +8,7 @@ from trajkit.traces.hermes import parse_row, render_row
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.model import validate_trace
 from trajkit.traces.openai import from_openai, to_openai
-from trajkit.traces.stats import Aggregate
+from trajkit.traces.aggregate import Aggregate
 
 from .conftest import quirky_row
 
@@ -200,7 +200,7 @@ def test_aggregate_distribution_percentiles():
 def test_histogram_percentiles_equal_numpy():
     import numpy as np
 
-    from trajkit.traces.stats import Histogram
+    from trajkit.traces.aggregate import Histogram
 
     rng = np.random.default_rng(0)
     for n in (1, 2, 3, 10, 101, 1000):

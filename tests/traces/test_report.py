@@ -337,7 +337,7 @@ def test_charts_take_untrusted_names(tmp_path):
     from trajkit.traces.metrics import trace_metrics
     from trajkit.traces.hermes import parse_row
     from trajkit.traces.plots import write_plots
-    from trajkit.traces.stats import CorpusStats
+    from trajkit.traces.aggregate import CorpusStats
 
     row = _row("m-1", "cost $\\frac{ " * 20, "t", [
         ("human", "go"), ("gpt", call("$\\frac{x", {}) + call("a" * 300, {})),
@@ -367,7 +367,7 @@ def test_think_words_histogram_linear(corpus_stats):
 
 
 def test_think_words_histogram_log_density():
-    from trajkit.traces.stats import CorpusStats
+    from trajkit.traces.aggregate import CorpusStats
 
     stats = CorpusStats()
     stats.total.values["think_words_per_turn"].extend([0, 1, 1, 2, 100])  # max / median = 100: skewed

@@ -61,24 +61,63 @@ def _by(driver, css):
     return driver.find_elements(By.CSS_SELECTOR, css)
 
 
+# The page renders a trace's body, and a system prompt, from a <template> in its `toggle` event handler, which
+# runs after the click (or `open = true`) has returned; search applies after a debounce. So every element that
+# appears after an interaction is waited for (explicit waits), never looked up at once.
+def _wait(scope, timeout=10):
+    """An explicit wait on a driver, or on an element (its conditions then search inside that element)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(scope, timeout, poll_frequency=0.05)
+
+
+def _shown(scope, css):
+    """The first element under ``scope`` matching ``css``, once it is displayed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    return _wait(scope).until(EC.visibility_of_element_located((By.CSS_SELECTOR, css)), f"no visible {css!r}")
+
+
+def _text_shown(driver, css, text):
+    """Wait until the element matching ``css`` shows ``text``."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    _wait(driver).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text), f"{css!r} never showed {text!r}")
+    assert _by(driver, css)[0].text == text
+
+
+_ALL_FILLED = ("return Array.from(document.querySelectorAll(arguments[0]))"
+               ".every(function (el) { return el.hasChildNodes(); })")
+
+
+def _all_filled(driver, css):
+    """Wait until every element matching ``css`` has content (lazy bodies cloned from their templates)."""
+    _wait(driver).until(lambda d: d.execute_script(_ALL_FILLED, css), f"some {css!r} stayed empty")
+
+
 def _open(driver, trace_id):
-    """Click a closed trace's summary line (as a user would) and return the trace element."""
+    """Click a closed trace's summary line (as a user would); return the trace element once its body is rendered."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
     item = next(d for d in _by(driver, "details.trace") if d.get_attribute("data-q").startswith(trace_id))
     if item.get_attribute("open") is None:
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", item)
         item.find_element("css selector", "summary").click()
+    _wait(item).until(EC.presence_of_element_located((By.CSS_SELECTOR, ".t-body > *")), f"{trace_id} not rendered")
     assert item.get_attribute("open") is not None
     return item
 
 
 def _search(driver, query):
     """Type a query; return the traces still listed once the page has applied it."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
     box = _by(driver, "#trace-search")[0]
     box.clear()
     box.send_keys(query + " ")
-    WebDriverWait(driver, 10, poll_frequency=0.05).until(lambda d: _by(d, "#trace-list")[0].get_attribute("data-applied") == query + " ")
+    _wait(driver).until(lambda d: _by(d, "#trace-list")[0].get_attribute("data-applied") == query + " ",
+                        f"search {query!r} never applied")
     return _listed(driver)
 
 
@@ -124,20 +163,19 @@ def test_traces_listed_and_think_text_shown(page):
     assert [i.find_element("css selector", ".t-id").text for i in items] == [
         "evil-1", "fail-1", "quirky-1", "glm-1", "glm-2"]
     item = _open(driver, "fail-1")
-    think = item.find_element("css selector", ".think-text")
-    assert think.is_displayed() and think.text == "check the disk quota first"
+    assert _shown(item, ".think-text").text == "check the disk quota first"
 
 
 def test_failed_response_is_highlighted(page):
     driver, _, _ = page
     item = _open(driver, "fail-1")
-    failed = item.find_element("css selector", ".resp.failed")
-    assert failed.is_displayed() and "permission denied" in failed.text
+    failed = _shown(item, ".resp.failed")
+    assert "permission denied" in failed.text
     assert failed.find_element("css selector", ".badge.bad").text == "failed"
     r, g, b = map(int, re.findall(r"\d+", failed.value_of_css_property("background-color"))[:3])
     assert r > g + 10 and r > b + 10  # a red tint
     assert failed.value_of_css_property("border-left-width") == "4px"
-    ok = _open(driver, "glm-2").find_element("css selector", ".resp")
+    ok = _shown(_open(driver, "glm-2"), ".resp")
     assert "failed" not in ok.get_attribute("class") and ok.find_element("css selector", ".badge.good").text == "ok"
     assert "exit 1" in ok.text  # a non-zero exit is shown, not marked failed
 
@@ -151,10 +189,11 @@ def test_search_filters_the_list(page):
         assert _search(driver, query) == expected, query
         assert _by(driver, "#trace-shown")[0].text == f"{len(expected)} of 5 traces"
         assert _by(driver, "#no-match")[0].is_displayed() == (not expected)
-    _by(driver, "#only-failed")[0].click()  # a change event applies the filter synchronously
+    _by(driver, "#only-failed")[0].click()  # its change event applies the filter
+    _text_shown(driver, "#trace-shown", "3 of 5 traces")
     assert _listed(driver) == ["fail-1", "quirky-1", "glm-1"]
-    assert _by(driver, "#trace-shown")[0].text == "3 of 5 traces"
     _by(driver, "#only-failed")[0].click()
+    _text_shown(driver, "#trace-shown", "5 of 5 traces")
     assert _listed(driver) == everything
 
 
@@ -163,16 +202,18 @@ def test_no_script_from_trace_content_runs(page):
     _no_payload_ran(driver)
     item = _open(driver, "evil-1")
     item.find_element("css selector", "details.sys > summary").click()  # the shared system prompt, too
-    assert "<tools>" in item.find_element("css selector", ".sys-text").text
+    assert "<tools>" in _shown(item, ".sys-text").text
     for el in _by(driver, "details"):  # open everything the page holds
         driver.execute_script("arguments[0].open = true", el)
+    _all_filled(driver, "details.trace > .t-body")
+    _all_filled(driver, "details.sys[open] > .sys-body")
     assert _listed(driver) == ["evil-1", "fail-1", "quirky-1", "glm-1", "glm-2"]
     assert item.find_element("css selector", ".t-task").text == "Inspect the page " + EVIL + " {{js}}"
-    assert item.find_element("css selector", ".think-text").text == "The page says " + EVIL
-    output = item.find_element("css selector", ".resp dl.kv dd").text
+    assert _shown(item, ".think-text").text == "The page says " + EVIL
+    output = _shown(item, ".resp dl.kv dd").text
     assert all(p in output for p in (P1, P2, P3, P4))
-    assert P2 in item.find_element("css selector", ".m-user").text
-    assert P4 in item.find_element("css selector", ".call").text
+    assert P2 in _shown(item, ".m-user").text
+    assert P4 in _shown(item, ".call").text
     _no_payload_ran(driver)
     driver.execute_script("arguments[0].scrollIntoView({block: 'start'}); window.scrollBy(0, -70)", item)
     shot = folder / "report.png"
@@ -184,7 +225,7 @@ def test_bundled_sample_runs_no_payload(page):
     every trace of its report in a new tab and check nothing ran."""
 
     driver, _, folder = page
-    from trajkit.traces.synth import sample_paths
+    from trajkit.synth import sample_paths
 
     path = write_report([str(p) for p in sample_paths()], folder / "sample", max_traces=60)
     traces = json.loads((folder / "sample" / "stats.json").read_text())["traces"]
@@ -195,7 +236,9 @@ def test_bundled_sample_runs_no_payload(page):
         assert len(_listed(driver)) == min(60, traces)
         open_all = "document.querySelectorAll('details').forEach(function (d) { d.open = true; })"
         driver.execute_script(open_all)
+        _all_filled(driver, "details.trace > .t-body")
         driver.execute_script(open_all)  # the system prompts and think blocks cloned by the first pass
+        _all_filled(driver, "#trace-list details.sys > .sys-body")
         assert driver.execute_script("return document.querySelectorAll('#trace-list .msg').length") > 60
         assert driver.execute_script("return document.querySelectorAll('#trace-list .sys-text').length") > 0
         _no_payload_ran(driver)

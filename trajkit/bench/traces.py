@@ -76,7 +76,7 @@ def add_arguments(parser) -> None:
 def _corpus(args) -> Path:
     if args.corpus:
         return Path(args.corpus)
-    from trajkit.traces.synth import SynthConfig, write_corpus
+    from trajkit.synth import SynthConfig, write_corpus
 
     path = Path(args.cache_dir) / f"corpus-{args.style}-{args.rows}.jsonl"
     if not path.exists():

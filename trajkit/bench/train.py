@@ -152,15 +152,15 @@ def plot(summary: dict, path: str) -> None:
 
 
 def run(args) -> int:
-    import transformers
+    from trajkit.progress import progress_bar, quiet_transformers
 
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     steps = args.steps or load_config(args.config, list(args.overrides)).steps
     start = time.perf_counter()
-    seeds = [run_seed(args, seed, steps, progress=lambda s, i, n: print(f"\rseed {s}: step {i}/{n}", end="",
-                                                                          flush=True)) for seed in range(args.seeds)]
-    print()
+    seeds = []
+    for seed in range(args.seeds):
+        with progress_bar(total=steps, desc=f"seed {seed}", unit="step") as bar:
+            seeds.append(run_seed(args, seed, steps, progress=lambda _seed, i, _steps: bar.update(i - bar.n)))
     summary = summarize(seeds)
     summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
                    wall_seconds=time.perf_counter() - start)

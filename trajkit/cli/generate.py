@@ -37,7 +37,7 @@ def cmd_generate(args) -> int:
                                                           is not None else [])
     params = from_args(SamplingParams, args, stop_token_ids=stop)
     out = engine.generate([p for p in prompts for _ in range(args.n)], params)
-    _print(out, prompts, args, tok)
+    _print(out, args, tok)
     return 0
 
 
@@ -95,7 +95,7 @@ def _int(text: str, flag: str) -> int:
         raise ConfigError(f"{flag} expects an integer, got {text!r}") from None
 
 
-def _print(out, prompts, args, tok) -> None:
+def _print(out, args, tok) -> None:
     stats = out.stats.to_dict()
     for i, c in enumerate(out):
         text = tok.decode(c.token_ids) if tok is not None else None

@@ -1,11 +1,12 @@
-"""``trajkit traces …``: stats, report, export, filter, synth, convert."""
+"""``trajkit traces …``: stats, report, export, filter, synth."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from trajkit.errors import InputError
+from trajkit.errors import ConfigError, InputError
 
 
 def warn_skipped(exc: InputError) -> None:
@@ -23,7 +24,10 @@ def cmd_stats(args) -> int:
     if args.tokenizer:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(args.tokenizer)
+        if not os.path.isdir(args.tokenizer):
+            raise ConfigError(f"--tokenizer {args.tokenizer!r} is not a local directory; pass a folder holding "
+                              "tokenizer.json (hub names are not downloaded)")
+        tok = AutoTokenizer.from_pretrained(args.tokenizer, local_files_only=True)
         count_tokens = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     stats = compute_stats(args.paths, strict=args.strict, on_error=warn_skipped, count_tokens=count_tokens,
                           progress=show_progress(args) and not args.json)

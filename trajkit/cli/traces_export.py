@@ -36,7 +36,7 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
 
     if not args.tokenizer:
         raise ConfigError("--format tokens needs --tokenizer DIR (a local Hugging Face tokenizer with a chat "
-                          "template; `trajkit traces tokenizer --out DIR` builds a small one)")
+                          "template; `trajkit demo --stage traces` builds a small one in trajkit-demo/tokenizer)")
     config = from_args(TokenizeConfig, args)
     report = OpenAIExportReport()
     pairs = ((row["messages"], row["tools"])

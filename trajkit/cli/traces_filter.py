@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from trajkit.config import add_arguments, from_args
 

@@ -5,7 +5,7 @@ from trajkit.config import add_arguments, from_args
 
 
 def cmd_synth(args) -> int:
-    from trajkit.traces.synth import SynthConfig, write_corpus
+    from trajkit.synth import SynthConfig, write_corpus
 
     cfg = from_args(SynthConfig, args)
     write_corpus(args.out, cfg)
@@ -13,8 +13,8 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def register(tsub, add_common) -> None:
-    from trajkit.traces.synth import SynthConfig
+def register(tsub, _add_common) -> None:
+    from trajkit.synth import SynthConfig
 
     p = tsub.add_parser("synth", help="generate a seeded synthetic corpus with every real-data quirk",
                         description="Generate synthetic Hermes-agent traces (kimi or glm-5.1 style).",

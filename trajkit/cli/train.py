@@ -23,35 +23,33 @@ def register(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    import transformers
-    from tqdm import tqdm
-
+    from trajkit.progress import progress_bar, quiet_transformers
     from trajkit.rl.config import load_config
     from trajkit.rl.trainer import train
 
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_transformers()
     cfg = load_config(args.config, args.overrides)
-    bar = None if args.no_progress or cfg.log.quiet else tqdm(total=cfg.steps, desc="train", unit="step")
+    show_bar = not (args.no_progress or cfg.log.quiet)
+    # A bar is drawn only on a terminal (piped, `2>&1 | cat`, it would print a line per refresh); the eval
+    # lines and every 10th step are printed either way.
+    bar = progress_bar(total=cfg.steps, desc="train", unit="step", enabled=show_bar)
 
     def progress(result) -> None:
         m = result.metrics
-        if bar is None:
+        if not show_bar:
             if not cfg.log.quiet:
                 print(f"step {result.step}: reward {m['reward/raw']:.3f} | {result.timer.line()}", flush=True)
             return
-        bar.n = result.step
+        bar.update(result.step - bar.n)
         bar.set_postfix(reward=f"{m['reward/raw']:.3f}", step_s=f"{result.timer.total:.2f}",
                         gen=f"{100 * m['share/generation']:.0f}%", acc_len=f"{m['gen/acceptance_length']:.2f}")
-        bar.refresh()
         if "eval/reward" in m:
             bar.write(f"step {result.step}: eval reward {m['eval/reward']:.3f} | {result.timer.line()}")
         elif result.step % 10 == 0:
             bar.write(f"step {result.step}: reward {m['reward/raw']:.3f} | {result.timer.line()}")
 
-    history = train(cfg, progress)
-    if bar is not None:
-        bar.close()
+    with bar:
+        history = train(cfg, progress)
     evals = [h["eval/reward"] for h in history if "eval/reward" in h]
     if evals and not cfg.log.quiet:
         print(f"eval reward: {evals[0]:.3f} -> {evals[-1]:.3f}; logs in {cfg.log.out_dir}")

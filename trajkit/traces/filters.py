@@ -59,26 +59,26 @@ Predicate = Callable[[Trace, TraceMetrics, FilterConfig], bool]
 
 
 def _think(lo: bool) -> Predicate:
-    def keep(t, m, cfg):
+    def keep(_t, m, cfg):
         bound = cfg.min_think_words if lo else cfg.max_think_words
         return bound is None or (m.counts["think_words"] >= bound if lo else m.counts["think_words"] <= bound)
     return keep
 
 
 def _turns(lo: bool) -> Predicate:
-    def keep(t, m, cfg):
+    def keep(_t, m, cfg):
         bound = cfg.min_turns if lo else cfg.max_turns
         return bound is None or (m.counts["assistant_turns"] >= bound if lo else m.counts["assistant_turns"] <= bound)
     return keep
 
 
-def _failure_rate(t, m, cfg) -> bool:
+def _failure_rate(_t, m, cfg) -> bool:
     if cfg.max_failure_rate is None or not m.counts["tool_responses"]:
         return True
     return m.counts["failed_tool_responses"] / m.counts["tool_responses"] <= cfg.max_failure_rate
 
 
-def _category(t, m, cfg) -> bool:
+def _category(t, _m, cfg) -> bool:
     if cfg.categories and t.category not in cfg.categories:
         return False
     return t.category not in cfg.exclude_categories
@@ -90,8 +90,8 @@ PREDICATES: dict[str, Predicate] = {
     "max_think_words": _think(lo=False),
     "min_turns": _turns(lo=True),
     "max_turns": _turns(lo=False),
-    "malformed": lambda t, m, cfg: not cfg.drop_malformed or m.counts["malformed_tool_calls"] == 0,
-    "unanswered": lambda t, m, cfg: not cfg.drop_unanswered or (
+    "malformed": lambda _t, m, cfg: not cfg.drop_malformed or m.counts["malformed_tool_calls"] == 0,
+    "unanswered": lambda _t, m, cfg: not cfg.drop_unanswered or (
         m.counts["unanswered_tool_calls"] == 0 and m.counts["orphan_tool_responses"] == 0),
     "max_failure_rate": _failure_rate,
 }
@@ -147,14 +147,13 @@ class RowFilter:
 def filter_corpus(specs: list[str], cfg: FilterConfig, out: str, *, strict: bool = False,
                   on_error=None, progress: bool = True) -> FilterReport:
     """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet)."""
-    from tqdm import tqdm
-
     from trajkit.errors import InputError
+    from trajkit.progress import progress_bar
     from trajkit.traces.load import iter_raw, parse_raw, source_label
     from trajkit.traces.write import RowWriter
 
     row_filter = RowFilter(cfg)
-    with RowWriter(out) as writer, tqdm(unit=" rows", desc="filter", disable=None if progress else True) as bar:
+    with RowWriter(out) as writer, progress_bar(desc="filter", unit=" rows", enabled=progress) as bar:
         for spec in specs:
             label = source_label(spec)
             for raw in iter_raw(spec):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -41,7 +40,6 @@ class RawRow:
     row: int  # 1-based line (JSONL) or row number (JSON list, Parquet, datasets)
     value: Any = None
     error: str | None = None
-    nbytes: int = 0
 
 
 def source_label(spec: str) -> str:
@@ -86,9 +84,9 @@ def _iter_jsonl(spec: str) -> Iterator[RawRow]:
             if not line.strip():
                 continue
             try:
-                yield RawRow(spec, lineno, orjson.loads(line), nbytes=len(line))
+                yield RawRow(spec, lineno, orjson.loads(line))
             except orjson.JSONDecodeError as exc:
-                yield RawRow(spec, lineno, error=f"invalid JSON ({exc})", nbytes=len(line))
+                yield RawRow(spec, lineno, error=f"invalid JSON ({exc})")
 
 
 def _iter_json(spec: str) -> Iterator[RawRow]:
@@ -100,9 +98,8 @@ def _iter_json(spec: str) -> Iterator[RawRow]:
         raise InputError(f"invalid JSON ({exc})", path=spec, hint="a .json file holds one row or a list of rows; "
                          "use .jsonl for one row per line") from None
     rows = value if isinstance(value, list) else value.get("data", [value]) if isinstance(value, dict) else [value]
-    per_row = len(data) // max(len(rows), 1)
     for i, item in enumerate(rows, 1):
-        yield RawRow(spec, i, item, nbytes=per_row)
+        yield RawRow(spec, i, item)
 
 
 def _iter_parquet(spec: str) -> Iterator[RawRow]:
@@ -160,13 +157,3 @@ def iter_traces(specs: Iterable[str], *, strict: bool = False, on_error: ErrorHa
                 if strict or on_error is None:
                     raise
                 on_error(exc)
-
-
-def total_bytes(specs: Iterable[str]) -> int | None:
-    """Sum of file sizes (for progress bars); None when a source is not a local file."""
-    total = 0
-    for spec in specs:
-        if spec.startswith("hf:") or not os.path.exists(spec):
-            return None
-        total += os.path.getsize(spec)
-    return total

@@ -159,9 +159,6 @@ class Trace:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def assistant_turns(self) -> list[Message]:
-        return [m for m in self.messages if m.role == "assistant"]
-
 
 class TraceValidationError(ValueError):
     """Raised by :func:`validate_trace` when a trace breaks an invariant of the model."""

@@ -125,7 +125,7 @@ def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
         elif msg.role == "user":
             out.append({"role": "user", "content": msg.text})
         elif msg.role == "assistant":
-            entry, last_ids = _assistant_to_openai(msg, i, trace.id, malformed)
+            entry, last_ids = _assistant_to_openai(msg, i, malformed)
             out.append(entry)
         else:
             out.extend(_tool_to_openai(msg, last_ids))
@@ -133,7 +133,7 @@ def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
     return out, tools_to_openai(trace)
 
 
-def _assistant_to_openai(msg: Message, i: int, trace_id: str, malformed: MalformedPolicy):
+def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
     content = msg.narration
     calls, ids = [], []
     for k, call in enumerate(msg.tool_calls):

@@ -19,7 +19,7 @@ import orjson
 from trajkit.errors import InputError
 from trajkit.traces.load import RawRow, parse_raw
 from trajkit.traces.metrics import trace_metrics
-from trajkit.traces.stats import CorpusStats
+from trajkit.traces.aggregate import CorpusStats
 
 CHUNK_BYTES = 16 << 20
 

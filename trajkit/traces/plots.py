@@ -1,4 +1,4 @@
-"""PNG charts of a corpus's :class:`~trajkit.traces.stats.CorpusStats`.
+"""PNG charts of a corpus's :class:`~trajkit.traces.aggregate.CorpusStats`.
 
 Each chart is one pure function ``(stats, ax) -> None`` registered in :data:`CHARTS`; :func:`write_plots`
 draws them all with matplotlib's Agg canvas (``matplotlib.figure.Figure`` objects, never ``pyplot``, so no
@@ -25,7 +25,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from trajkit.traces.stats import Aggregate, CorpusStats
+from trajkit.traces.aggregate import Aggregate, CorpusStats
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")

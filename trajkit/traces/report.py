@@ -1,6 +1,6 @@
 """``trajkit traces report``: PNG charts and ONE self-contained HTML page for a corpus of traces.
 
-The sources are streamed once. Every trace is folded into a :class:`~trajkit.traces.stats.CorpusStats`
+The sources are streamed once. Every trace is folded into a :class:`~trajkit.traces.aggregate.CorpusStats`
 (bounded memory: counters and a few integers per trace) and only the first ``max_traces`` traces are kept,
 already rendered, for the page's trace viewer. Then the charts are drawn (:mod:`trajkit.traces.plots`)
 and ``report.html`` is written with the charts embedded as ``data:`` URIs, the CSS and script inline and
@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trajkit.errors import ConfigError, InputError
+from trajkit.traces.aggregate import CorpusStats
 from trajkit.traces.load import source_label
 from trajkit.traces.report_viewer import TraceViewer, esc
-from trajkit.traces.stats import CorpusStats, compute_stats
+from trajkit.traces.stats import compute_stats
 
 ASSETS = "report_assets"
 

@@ -63,13 +63,13 @@ def iter_openai_rows(traces: Iterable[Trace], report: OpenAIExportReport, *, sys
 def export_openai(traces: Iterable[Trace], out: str, *, system: SystemPolicy = "auto",
                   malformed: MalformedExport = "skip", progress: bool = True) -> OpenAIExportReport:
     """Write one OpenAI-messages row per exportable trace to ``out`` (JSONL, .gz/.xz, or Parquet)."""
-    from tqdm import tqdm
-
+    from trajkit.progress import progress_bar
     from trajkit.traces.write import RowWriter
 
     report = OpenAIExportReport()
     rows = iter_openai_rows(traces, report, system=system, malformed=malformed)
-    with RowWriter(out) as writer:
-        for row in tqdm(rows, unit=" rows", desc="export", disable=None if progress else True):
+    with RowWriter(out) as writer, progress_bar(desc="export", unit=" rows", enabled=progress) as bar:
+        for row in rows:
             writer.write(row)
+            bar.update()
     return report

@@ -144,7 +144,7 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     """
     import multiprocessing
 
-    from tqdm import tqdm
+    from trajkit.progress import progress_bar
 
     config = config or TokenizeConfig()
     suffix = Path(out_path).suffix.lower()
@@ -159,7 +159,7 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init, (source, config)) if workers > 1 else None
     writer = RowWriter(tmp, schema=_token_schema() if suffix == ".parquet" else None).open()
     try:
-        bar = tqdm(total=total, desc="tokenize", unit="conv", disable=None if progress else True, mininterval=0.5)
+        bar = progress_bar(total=total, desc="tokenize", unit="conv", enabled=progress)
         for batch in _batches(enumerate(conversations), 16 * workers if pool else 1):
             outcomes = pool.map(_worker_item, batch) if pool else [_tokenize_item(tok, config, it) for it in batch]
             for k, examples, diagnostics, exc in outcomes:

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
 
 from trajkit.errors import ConfigError
-from trajkit.traces import synth_text as text
-from trajkit.traces.synth_build import ToolMsg, Turn, fill_row, plan_turns, render_row
-from trajkit.traces.synth_tools import system_prompt, tools_json, toolset
+from trajkit.synth import text
+from trajkit.synth.build import ToolMsg, Turn, fill_row, plan_turns, render_row
+from trajkit.synth.tools import system_prompt, tools_json, toolset
 
 Style = Literal["kimi", "glm-5.1"]
 STYLES: tuple[str, ...] = ("kimi", "glm-5.1")
@@ -309,14 +309,13 @@ def _row_schema():
 
 
 def _write(path: Path, pairs: Iterable[tuple[dict, Truth]], total: int, progress: bool, level: int | None) -> Truth:
-    from tqdm import tqdm
-
+    from trajkit.progress import progress_bar
     from trajkit.traces.write import RowWriter, output_format
 
     truth = Truth()
     schema = _row_schema() if output_format(path) == ".parquet" else None
     with RowWriter(path, schema=schema, level=level) as writer, \
-            tqdm(total=total, unit="row", desc=f"synth {path.name}", disable=None if progress else True, mininterval=0.5) as bar:
+            progress_bar(total=total, desc=f"synth {path.name}", unit="row", enabled=progress) as bar:
         for row, row_truth in pairs:
             truth += row_truth
             writer.write(row)

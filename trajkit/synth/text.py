@@ -318,7 +318,7 @@ def final_answer(rng: random.Random, scene: Scene, kimi: bool, failures: int) ->
     return f"{head}\n\n{body}" + (f"\n\n{tail}" if tail else "")
 
 
-def context_summary(rng: random.Random, scene: Scene, compressed_turns: int) -> str:
+def context_summary(scene: Scene, compressed_turns: int) -> str:
     """A human turn in the form written by Hermes trajectory compression."""
     return ("[CONTEXT SUMMARY]: The assistant is working on the task: " + scene.task + ". In the "
             f"{compressed_turns} compressed turns it inspected {scene.files[0]} and {scene.files[1]}, ran the "

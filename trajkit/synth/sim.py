@@ -1,6 +1,6 @@
 """Tool simulator for the synthetic trace generator: plausible arguments and results for each catalogue tool.
 
-``ARGS[name](scene, rng)`` returns arguments that satisfy the tool's schema in ``synth_tools`` (every required
+``ARGS[name](scene, rng)`` returns arguments that satisfy the tool's schema in ``trajkit.synth.tools`` (every required
 property present, every value of its declared JSON type, enum values from the enum). ``OK[name]`` and
 ``FAIL[name]`` return a :class:`Result` whose ``failed`` / ``nonzero`` flags are declared by the builder
 (the generator's ground truth), under the Hermes batch-runner rule: a result failed when it has a non-null
@@ -13,8 +13,8 @@ import json
 import random
 from typing import Any, Callable, NamedTuple
 
-from trajkit.traces.synth_text import Scene, pick
-from trajkit.traces.synth_tools import CATALOGUE, param_schema
+from trajkit.synth.text import Scene, pick
+from trajkit.synth.tools import CATALOGUE, param_schema
 
 
 class Result(NamedTuple):
@@ -64,9 +64,9 @@ def _ref(rng: random.Random) -> str:
 
 ARGS: dict[str, Callable[[Scene, random.Random], dict]] = {
     "terminal": lambda s, r: {"command": _cmd(s, r), **({"timeout": 300} if r.random() < 0.2 else {})},
-    "process": lambda s, r: pick(r, ({"action": "list"},
-                                     {"action": "wait", "session_id": f"proc_{r.randint(1000, 9999)}", "timeout": 120},
-                                     {"action": "poll", "session_id": f"proc_{r.randint(1000, 9999)}"})),
+    "process": lambda _s, r: pick(r, ({"action": "list"},
+                                      {"action": "wait", "session_id": f"proc_{r.randint(1000, 9999)}", "timeout": 120},
+                                      {"action": "poll", "session_id": f"proc_{r.randint(1000, 9999)}"})),
     "read_file": lambda s, r: {"path": pick(r, s.files + [s.manifest, "README.md"]),
                                **({"offset": r.randint(2, 40) * 10, "limit": 80} if r.random() < 0.2 else {})},
     "write_file": lambda s, r: {"path": pick(r, (f"notes/{s.modules[0]}.md", f"scripts/{s.modules[1]}_report.py",
@@ -81,8 +81,8 @@ ARGS: dict[str, Callable[[Scene, random.Random], dict]] = {
     "web_search": lambda s, r: {"query": _query(s, r), **({"limit": 5} if r.random() < 0.3 else {})},
     "web_extract": lambda s, r: {"urls": [_url(s, r) for _ in range(pick(r, (1, 1, 2)))]},
     "browser_navigate": lambda s, r: {"url": pick(r, (s.site, _url(s, r)))},
-    "browser_snapshot": lambda s, r: pick(r, ({}, {"full": True})),
-    "browser_click": lambda s, r: {"ref": _ref(r)},
+    "browser_snapshot": lambda _s, r: pick(r, ({}, {"full": True})),
+    "browser_click": lambda _s, r: {"ref": _ref(r)},
     "browser_type": lambda s, r: {"ref": _ref(r), "text": pick(r, ("Jordan Lee", "jordan@example.com", s.topic)),
                                   "submit": r.random() < 0.5},
     "execute_code": lambda s, r: {"code": _code(s, r)},
@@ -91,13 +91,13 @@ ARGS: dict[str, Callable[[Scene, random.Random], dict]] = {
     "session_search": lambda s, r: {
         "query": pick(r, (f"{s.project} {s.modules[0]}", f"{s.project} deployment", f"{s.lib} setup")),
         **({"limit": 3} if r.random() < 0.3 else {})},
-    "clarify": lambda s, r: {"question": f"Which environment should I target for {s.project}?",
-                             "choices": ["staging", "production", "local only"]},
-    "todo": lambda s, r: {"todos": [{"id": str(i + 1), "content": f"{verb} {m}", "status": st} for i, (verb, m, st)
-                                    in enumerate(zip(("Inspect", "Fix", "Test"), s.modules, ("completed", "in_progress",
-                                                                                          "pending")))]},
-    "delegate_task": lambda s, r: {"goal": f"Summarise the current guidance on {s.topic}",
-                                   "context": f"For the {s.project} team; cite sources.", "toolsets": ["web"]},
+    "clarify": lambda s, _r: {"question": f"Which environment should I target for {s.project}?",
+                              "choices": ["staging", "production", "local only"]},
+    "todo": lambda s, _r: {"todos": [{"id": str(i + 1), "content": f"{verb} {m}", "status": st} for i, (verb, m, st)
+                                     in enumerate(zip(("Inspect", "Fix", "Test"), s.modules,
+                                                      ("completed", "in_progress", "pending")))]},
+    "delegate_task": lambda s, _r: {"goal": f"Summarise the current guidance on {s.topic}",
+                                    "context": f"For the {s.project} team; cite sources.", "toolsets": ["web"]},
 }
 
 _UNKNOWN_ARGS = {"bash": "command", "shell": "command", "python": "code", "read_url": "url", "open_file": "path",
@@ -141,18 +141,18 @@ def html_page(scene: Scene, rng: random.Random) -> str:
             "</script><a href=\"javascript:alert('x')\">details</a></div></body></html>")
 
 
-def _ok_terminal(s, r, a):
+def _ok_terminal(s, r, _a):
     return Result({"output": "\n".join(_lines(s, r, r.randint(1, 6))), "exit_code": 0, "error": None}, False)
 
 
-def nonzero_terminal(s: Scene, r: random.Random, a: dict) -> Result:
+def nonzero_terminal(s: Scene, r: random.Random, _a: dict) -> Result:
     """Exit status != 0 with ``error: null``: not a failure under the harness rule."""
     out = pick(r, (f"FAILED tests/test_{s.modules[0]}.py::test_roundtrip - AssertionError", "error: could not "
                     f"compile `{s.pkg}` due to previous error", f"grep: {s.log_file}: No such file or directory"))
     return Result({"output": out, "exit_code": pick(r, (1, 1, 2, 127)), "error": None}, False, True)
 
 
-def _fail_terminal(s, r, a):
+def _fail_terminal(_s, r, a):
     if r.random() < 0.5:
         return Result({"output": "", "exit_code": -1, "error": f"Command timed out after {a.get('timeout', 180)} "
                        "seconds"}, True, True)
@@ -167,7 +167,7 @@ def _ok_read(s, r, a):
                    "truncated": False}, False)
 
 
-def _web_results(s, r, a):
+def _web_results(s, r, _a):
     return Result({"success": True, "data": {"web": [
         {"title": f"{s.topic}: {t}", "url": _url(s, r), "description": f"{t} for {s.topic}, updated {2020 + i}."}
         for i, t in enumerate(r.sample(("Guide", "Reference", "FAQ", "Release notes", "Benchmarks"), 3))]}}, False)
@@ -191,32 +191,32 @@ OK: dict[str, Callable[[Scene, random.Random, dict], Result]] = {
     "process": lambda s, r, a: Result({"session_id": a.get("session_id", "proc_1"), "status": "exited", "exit_code": 0,
                                        "output": "\n".join(_lines(s, r, 2))}, False),
     "read_file": _ok_read,
-    "write_file": lambda s, r, a: Result({"bytes_written": len(a.get("content", "")), "dirs_created": False}, False),
-    "patch": lambda s, r, a: Result({"success": True, "diff": f"--- a/{a.get('path')}\n+++ b/{a.get('path')}\n"
-                                     f"-{a.get('old_string')}\n+{a.get('new_string')}"}, False),
-    "search_files": lambda s, r, a: Result({"total_count": 2, "matches": [
+    "write_file": lambda _s, _r, a: Result({"bytes_written": len(a.get("content", "")), "dirs_created": False}, False),
+    "patch": lambda _s, _r, a: Result({"success": True, "diff": f"--- a/{a.get('path')}\n+++ b/{a.get('path')}\n"
+                                       f"-{a.get('old_string')}\n+{a.get('new_string')}"}, False),
+    "search_files": lambda s, r, _a: Result({"total_count": 2, "matches": [
         {"path": f, "line": r.randint(1, 300), "content": f"{s.modules[0]}_limit = 100"} for f in s.files[:2]]}, False),
     "web_search": _web_results,
     "web_extract": _ok_extract,
     "browser_navigate": lambda s, r, a: Result({"success": True, "url": a.get("url"), "title": s.topic,
                                                 "snapshot": _snapshot(s, r)}, False),
-    "browser_snapshot": lambda s, r, a: Result({"success": True, "snapshot": _snapshot(s, r),
-                                                "element_count": r.randint(8, 140)}, False),
-    "browser_click": lambda s, r, a: Result({"success": True, "clicked": a.get("ref"), "url": s.site}, False),
-    "browser_type": lambda s, r, a: Result({"success": True, "ref": a.get("ref"), "typed": a.get("text")}, False),
-    "execute_code": lambda s, r, a: Result({"status": "success", "output": "\n".join(_lines(s, r, 3)),
-                                            "duration_seconds": round(r.uniform(0.1, 9.0), 2)}, False),
-    "memory": lambda s, r, a: Result({"success": True, "target": a.get("target"), "entries": r.randint(1, 12),
-                                      "usage": f"{r.randint(200, 2100)}/2200 chars"}, False),
+    "browser_snapshot": lambda s, r, _a: Result({"success": True, "snapshot": _snapshot(s, r),
+                                                 "element_count": r.randint(8, 140)}, False),
+    "browser_click": lambda s, _r, a: Result({"success": True, "clicked": a.get("ref"), "url": s.site}, False),
+    "browser_type": lambda _s, _r, a: Result({"success": True, "ref": a.get("ref"), "typed": a.get("text")}, False),
+    "execute_code": lambda s, r, _a: Result({"status": "success", "output": "\n".join(_lines(s, r, 3)),
+                                             "duration_seconds": round(r.uniform(0.1, 9.0), 2)}, False),
+    "memory": lambda _s, r, a: Result({"success": True, "target": a.get("target"), "entries": r.randint(1, 12),
+                                       "usage": f"{r.randint(200, 2100)}/2200 chars"}, False),
     "session_search": lambda s, r, a: Result({"success": True, "query": a.get("query"), "results": [
         {"session_id": f"2026031{r.randint(0, 9)}_{r.randint(100000, 999999)}", "summary":
          f"Worked on {s.project}: set up {s.modules[0]} and wrote {s.files[0]}."}]}, False),
-    "clarify": lambda s, r, a: Result({"question": a.get("question"), "user_response": "staging"}, False),
-    "todo": lambda s, r, a: Result({"todos": a.get("todos", []), "summary": {"total": len(a.get("todos", [])),
-                                                                            "completed": 1}}, False),
-    "delegate_task": lambda s, r, a: Result({"results": [{"task_index": 0, "status": "completed", "summary":
-                                                          f"{s.topic}: three sources agree on the defaults."}],
-                                             "total_duration_seconds": round(r.uniform(20, 200), 1)}, False),
+    "clarify": lambda _s, _r, a: Result({"question": a.get("question"), "user_response": "staging"}, False),
+    "todo": lambda _s, _r, a: Result({"todos": a.get("todos", []), "summary": {"total": len(a.get("todos", [])),
+                                                                              "completed": 1}}, False),
+    "delegate_task": lambda s, r, _a: Result({"results": [{"task_index": 0, "status": "completed", "summary":
+                                                           f"{s.topic}: three sources agree on the defaults."}],
+                                              "total_duration_seconds": round(r.uniform(20, 200), 1)}, False),
 }
 
 _FAIL_TEXT = {
@@ -232,7 +232,7 @@ _FAIL_TEXT = {
 
 
 def _fail_generic(name: str) -> Callable[[Scene, random.Random, dict], Result]:
-    def build(s: Scene, r: random.Random, a: dict) -> Result:
+    def build(_s: Scene, r: random.Random, a: dict) -> Result:
         msg = _FAIL_TEXT[name].format(path=a.get("path", "?"), ref=a.get("ref", "@e0"))
         if r.random() < 0.5:
             return Result({"success": False, "error": msg}, True)
@@ -242,10 +242,11 @@ def _fail_generic(name: str) -> Callable[[Scene, random.Random, dict], Result]:
 
 FAIL: dict[str, Callable[[Scene, random.Random, dict], Result]] = {n: _fail_generic(n) for n in _FAIL_TEXT}
 FAIL["terminal"] = _fail_terminal
-FAIL["patch"] = lambda s, r, a: Result({"success": False, "message": "old_string not found in "
-                                        f"{a.get('path')}"}, True)
-FAIL["execute_code"] = lambda s, r, a: Result({"status": "error", "output": "", "error": "Traceback (most recent call "
-                                               "last):\n  File \"script.py\", line 3\nKeyError: 'region'"}, True)
+FAIL["patch"] = lambda _s, _r, a: Result({"success": False, "message": "old_string not found in "
+                                          f"{a.get('path')}"}, True)
+FAIL["execute_code"] = lambda _s, _r, _a: Result({"status": "error", "output": "", "error": "Traceback (most recent "
+                                                  "call last):\n  File \"script.py\", line 3\nKeyError: 'region'"},
+                                                 True)
 
 TRUNCATABLE = ("terminal", "read_file", "execute_code", "web_extract")
 HTML_TOOLS = ("web_extract", "browser_navigate", "browser_snapshot")

@@ -1,4 +1,4 @@
-"""Tests for the synthetic trace generator (trajkit.traces.synth).
+"""Tests for the synthetic trace generator (trajkit.synth).
 
 The generator's Truth is computed from its structured plan; here every field is re-derived from the rendered
 text by an independent reference (``reference_counts``: plain ``str.split`` on the tags and ``json.loads``
@@ -13,15 +13,13 @@ import json
 import re
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from trajkit.errors import ConfigError
-from trajkit.traces import synth
-from trajkit.traces.synth import STYLES, SynthConfig, Truth, generate, generate_with_truth, make_row
+from trajkit.synth import STYLES, SynthConfig, Truth, generate, generate_with_truth, make_row
+from trajkit.synth import generator as synth
 
-REAL_ROW = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real" / "kimi-row-0c699abf.json"
 ALL_RATES = [f for f in SynthConfig.__dataclass_fields__ if f.endswith("_rate")]
 ZERO = {f: 0.0 for f in ALL_RATES if f not in ("empty_think_rate", "narration_rate")}
 
@@ -284,9 +282,8 @@ def test_rows_have_the_dataset_format(sample):
         assert conv[1]["value"].startswith(row["task"])
 
 
-def test_shape_matches_the_real_row():
-    real = json.loads(REAL_ROW.read_text())
-    conv = real["conversations_preview"]
+def test_shape_matches_the_real_row(real_row):
+    conv = real_row["conversations_preview"]
     prompt = conv[0]["value"]
     start, end = prompt.index("<tools>\n") + len("<tools>\n"), prompt.rindex("\n</tools>")
     row, _ = make_row(SynthConfig(rows=1, upstream_tools_rate=0.0), 0)
@@ -430,7 +427,7 @@ def test_write_corpus_rejects_unknown_suffix(tmp_path):
         synth.write_corpus(tmp_path / "c.csv", SynthConfig(rows=1), progress=False)
 
 
-def test_build_sample_is_reproducible(tmp_path, sample):
+def test_build_sample_is_reproducible(tmp_path):
     outs = synth.build_sample(tmp_path)
     assert [p.name for p in outs] == ["kimi.jsonl.xz", "glm-5.1.jsonl.xz"]
     assert [p.read_bytes() for p in outs] == [p.read_bytes() for p in synth.sample_paths()]

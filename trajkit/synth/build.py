@@ -1,9 +1,9 @@
-"""Planning, filling and rendering of one synthetic row (internal to :mod:`trajkit.traces.synth`).
+"""Planning, filling and rendering of one synthetic row (internal to :mod:`trajkit.synth`).
 
 A row is planned as a list of :class:`Spec` (one per tool-calling assistant turn, saying which quirks land
 on it), filled into structured items (:class:`Turn`, :class:`ToolMsg`, :class:`Human`) whose calls and
 responses carry their ground truth (malformed kind, schema violation, declared failure), and rendered to
-the Hermes ShareGPT text. The truth is computed from the items by ``synth.truth_of``.
+the Hermes ShareGPT text. The truth is computed from the items by ``generator.truth_of``.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from trajkit.traces import synth_sim as sim
-from trajkit.traces import synth_text as text
-from trajkit.traces.synth_text import pick
-from trajkit.traces.synth_tools import CATALOGUE, HALLUCINATED_TOOLS
+from trajkit.synth import sim
+from trajkit.synth import text
+from trajkit.synth.text import pick
+from trajkit.synth.tools import CATALOGUE, HALLUCINATED_TOOLS
 
 # Call-level quirks: the event name on a planned call -> the config rate that switches it on for a row.
 CALL_EVENTS = {"malformed": "malformed_rate", "unknown": "unknown_tool_rate", "invalid": "invalid_args_rate",
@@ -39,7 +39,7 @@ _PARSE_ERRORS = {
 class Call:
     name: str
     args: dict | None
-    malformed: str | None = None  # one of synth.MALFORMED_KINDS
+    malformed: str | None = None  # one of generator.MALFORMED_KINDS
     invalid: bool = False  # arguments violate the tool's schema (by construction)
     valid_args: dict | None = None  # the arguments before any corruption
     error: str = ""  # what a strict tool answers to the invalid arguments
@@ -177,7 +177,7 @@ def fill_row(rng: random.Random, cfg, scene: text.Scene, specs: list[Spec]) -> l
         reaction = _reaction(resps)
         if spec.summary:
             counter += rng.randint(3, 12)  # calls that the compression removed
-            items.append(Human(text.context_summary(rng, scene, rng.randint(4, 20))))
+            items.append(Human(text.context_summary(scene, rng.randint(4, 20))))
             if spec.orphan_msg:
                 items.append(ToolMsg(_stray(rng, scene, counter)))
     answer = text.final_answer(rng, scene, kimi, failures)

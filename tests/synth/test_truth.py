@@ -11,7 +11,7 @@ import pytest
 from trajkit.cli.main import main
 from trajkit.traces.hermes import parse_row
 from trajkit.traces.metrics import trace_metrics
-from trajkit.traces.synth import SynthConfig, Truth, generate_with_truth, sample_paths, sample_with_truth
+from trajkit.synth import SynthConfig, Truth, generate_with_truth, sample_paths, sample_with_truth
 
 INT_KEYS = [f.name for f in dataclasses.fields(Truth) if f.name != "tool_call_counts"]
 
