@@ -1,10 +1,8 @@
 """The README's trajkit commands run, as written, on the bundled sample (copied under the README's names)."""
 import re
 import shlex
-import shutil
 from pathlib import Path
 
-import pytest
 
 from trajkit.cli.main import main
 from trajkit.synth import sample_paths

@@ -1,10 +1,10 @@
 """Tiny random models and a tiny run config shared by the RL tests (a step takes well under a second)."""
 import pytest
 import torch
-import transformers
 
-transformers.logging.set_verbosity_error()
-transformers.utils.logging.disable_progress_bar()
+from trajkit.progress import quiet_transformers
+
+quiet_transformers()
 
 TINY = ["policy.source=random", "policy.hidden_size=32", "policy.num_layers=1", "policy.num_heads=2",
         "policy.intermediate_size=64", "draft.model.hidden_size=16", "draft.model.num_heads=2",

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 DESCRIPTION = "traces stats vs the tutorial's pandas+regex approach (rows/s, MB/s, peak RSS)"

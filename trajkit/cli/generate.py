@@ -11,7 +11,7 @@ import json
 import sys
 
 from trajkit.config import add_arguments, from_args
-from trajkit.errors import ConfigError, InputError
+from trajkit.errors import ConfigError
 
 EXAMPLE = """Examples:
   trajkit generate --build-tiny                      # train + cache the tiny pair (a few minutes)

@@ -5,15 +5,13 @@ configs and CLI overrides with no other change.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from trajkit.rl.tasks import StringTask, Task
 from trajkit.rl.toolenv import CalculatorTask
 
-if TYPE_CHECKING:
-    from trajkit.rl.config import TaskConfig
-
-TaskFactory = Callable[["TaskConfig", int, Any], Task]
+# (TaskConfig, seed, tokenizer) -> Task; TaskConfig is not imported: it validates names against TASKS
+TaskFactory = Callable[[Any, int, Any], Task]
 
 
 def _string(op: str) -> TaskFactory:
@@ -27,6 +25,6 @@ TASKS: dict[str, TaskFactory] = {
 }
 
 
-def make_task(cfg: "TaskConfig", seed: int, tokenizer) -> Task:
+def make_task(cfg, seed: int, tokenizer) -> Task:
     """The task ``cfg.name`` (already validated by ``TaskConfig``) for ``seed``, encoding with ``tokenizer``."""
     return TASKS[cfg.name](cfg, seed, tokenizer)
