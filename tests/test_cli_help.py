@@ -53,6 +53,6 @@ def test_commands_named_in_the_source_exist():
 
 
 def test_traces_group_docstring_lists_its_commands():
-    listed = re.search(r"``trajkit traces …``: ([a-z, ]+)\.", trajkit.cli.traces.__doc__).group(1).split(", ")
+    listed = re.search(r"``trajkit traces …``: ([a-z, -]+)\.", trajkit.cli.traces.__doc__).group(1).split(", ")
     registered = [p[1] for p, _ in _leaves(build_parser()) if p[0] == "traces"]
-    assert sorted(listed) == sorted(registered) == ["export", "filter", "report", "stats", "synth"]
+    assert sorted(listed) == sorted(registered) == ["export", "filter", "report", "stats", "synth", "template-info"]

@@ -219,13 +219,25 @@ TWO_QUERIES = [SYSTEM, {"role": "user", "content": "first"},
                {"role": "assistant", "reasoning_content": "thinking two", "content": "two"}]
 
 
-def test_history_rewriting_template_raises_a_clear_error(tok):
+def test_history_rewriting_template_in_one_example_raises_a_clear_error(tok):
     tok.chat_template = STRIPPING_TEMPLATE
     for policy in ("keep", "drop"):
         with pytest.raises(PrefixError) as err:
-            tokenize_conversation(tok, TWO_QUERIES, None, TokenizeConfig(think_policy=policy))
+            tokenize_conversation(tok, TWO_QUERIES, None, TokenizeConfig(think_policy=policy, train_turns="all"))
         assert err.value.message_index == 2 and "messages[2]" in str(err.value)
-        assert "train_turns='last'" in str(err.value)
+        assert "train_turns='auto' or 'query'" in str(err.value)
+
+
+def test_auto_splits_a_history_rewriting_template_per_user_query(tok):
+    """Every turn trained exactly once WITH its own reasoning; the history as the template renders it."""
+    tok.chat_template = STRIPPING_TEMPLATE
+    examples = tokenize_conversation(tok, TWO_QUERIES, None, TokenizeConfig(think_policy="keep"))
+    assert [e.metadata.turns for e in examples] == [[2], [4]]
+    assert [trained_text(tok, e) for e in examples] == ["<think>\nthinking one\n</think>\n\none<|im_end|>\n",
+                                                         "<think>\nthinking two\n</think>\n\ntwo<|im_end|>\n"]
+    inference = tok.apply_chat_template(TWO_QUERIES, tokenize=False)  # turn 2's reasoning stripped there
+    assert examples[1].input_ids == tok(inference, add_special_tokens=False)["input_ids"]
+    assert "thinking one" not in tok.decode(examples[1].input_ids)
 
 
 def test_train_turns_last_matches_the_inference_view_of_a_stripping_template(tok):

@@ -13,7 +13,7 @@ import sys
 from trajkit.errors import TrajkitError
 
 # Module names under trajkit.cli that register a command group.
-COMMAND_MODULES = ("traces", "generate", "bench", "train", "demo")
+COMMAND_MODULES = ("traces", "generate", "bench", "train", "models", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

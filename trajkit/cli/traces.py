@@ -1,4 +1,4 @@
-"""``trajkit traces …``: stats, report, export, filter, synth."""
+"""``trajkit traces …``: stats, report, export, template-info, filter, synth."""
 from __future__ import annotations
 
 import argparse

@@ -30,22 +30,19 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
     import dataclasses
 
     from trajkit.errors import ConfigError
-    from trajkit.traces.sft import OpenAIExportReport, iter_openai_rows
-    from trajkit.traces.token_export import export_tokens
+    from trajkit.traces.token_export import export_trace_tokens
     from trajkit.traces.tokenize import TokenizeConfig
 
     if not args.tokenizer:
         raise ConfigError("--format tokens needs --tokenizer DIR (a local Hugging Face tokenizer with a chat "
                           "template; `trajkit demo --stage traces` builds a small one in trajkit-demo/tokenizer)")
     config = from_args(TokenizeConfig, args)
-    report = OpenAIExportReport()
-    pairs = ((row["messages"], row["tools"])
-             for row in iter_openai_rows(traces, report, system=args.system, malformed=args.malformed))
-    summary = export_tokens(pairs, args.tokenizer, config, args.out, strict=args.strict,
-                            progress=not args.quiet, workers=args.workers)
+    summary, counts = export_trace_tokens(traces, args.tokenizer, config, args.out, system=args.system,
+                                          malformed=args.malformed, strict=args.strict, progress=not args.quiet,
+                                          workers=args.workers)
     out = dataclasses.asdict(summary)
-    out["traces"] = report.traces
-    out["skipped_malformed"] = report.skipped_malformed
+    out["traces"] = counts.traces
+    out["skipped_malformed"] = counts.skipped_malformed
     out["skipped_rows"] = skipped_rows["skipped_rows"]
     return out
 
@@ -60,11 +57,39 @@ def cmd_export(args) -> int:
         shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
         print(f"exported {args.format} -> {args.out}: " + ", ".join(f"{k}={v}" for k, v in shown.items()),
               file=sys.stdout)
+        if result.get("template"):
+            print("rendering: " + result["template"]["rendering"]["reason"])
+        for reason in result.get("dropped", [])[:5]:
+            print(f"dropped: {reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_template_info(args) -> int:
+    from trajkit.traces.template_probe import choose_rendering, format_info, probe_template
+    from trajkit.traces.token_export import load_tokenizer
+
+    info = probe_template(load_tokenizer(args.tokenizer))
+    rendering = choose_rendering(info, args.render_mode)
+    if args.json:
+        print(json.dumps({"probe": info.as_dict(), "rendering": rendering.__dict__}, indent=2))
+    else:
+        print(format_info(info, rendering))
     return 0
 
 
 def register(tsub, add_common) -> None:
     from trajkit.traces.tokenize import TokenizeConfig
+
+    info = tsub.add_parser("template-info", help="what a tokenizer's chat template renders, and how export uses it",
+                           description="Probe a chat template with a small conversation: which fields survive "
+                                       "(tools, tool calls, tool results, reasoning, system), whether it rewrites "
+                                       "history, and the rendering the token export will use.",
+                           epilog="Example: trajkit traces template-info --tokenizer ./smollm2-tokenizer --json")
+    info.add_argument("--tokenizer", required=True, help="local tokenizer folder with a chat template")
+    info.add_argument("--render-mode", default="auto", choices=["auto", "structured", "inline"],
+                      help="show the choice for this mode (default: auto)")
+    info.add_argument("--json", action="store_true", help="print the findings as JSON")
+    info.set_defaults(handler=cmd_template_info)
 
     p = tsub.add_parser("export", help="export SFT data: OpenAI messages or token ids + assistant-only labels",
                         description="Export traces as SFT data. Every token example passes a mask check: "

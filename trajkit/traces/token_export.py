@@ -12,14 +12,18 @@ Row layout (same keys in both formats)::
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_conversation
 from trajkit.traces.write import RowWriter
+
+if TYPE_CHECKING:
+    from trajkit.traces.sft_render import ChatConversation
 
 
 @dataclass
@@ -39,10 +43,19 @@ class ExportSummary:
     empty_conversations: int = 0  # no trainable assistant turn
     dropped_by_kind: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # the first reasons, "conversation K: why"
+    dropped: list[str] = field(default_factory=list)  # the first dropped turns, "conversation K: why"
+    # source check (conversations rendered from traces): what the source holds vs what is trained
+    source_assistant_turns: int = 0
+    source_tool_calls: int = 0
+    source_think_words: int = 0
+    trained_tool_calls: int = 0
+    trained_think_words: int = 0
+    template: dict[str, Any] = field(default_factory=dict)  # the probe's findings and the rendering used
 
     MAX_REASONS: ClassVar[int] = 20
 
-    def add(self, examples: list[TokenExample], diagnostics: list[Diagnostic]) -> None:
+    def add(self, examples: list[TokenExample], diagnostics: list[Diagnostic], index: int = 0,
+            sources: dict | None = None) -> None:
         self.conversations += 1
         self.examples += len(examples)
         self.windowed_conversations += len(examples) > 1
@@ -50,14 +63,28 @@ class ExportSummary:
             self.tokens += ex.metadata.num_tokens
             self.trainable_tokens += ex.metadata.trainable_tokens
             self.trained_turns += len(ex.metadata.turns)
+            self.trained_tool_calls += ex.metadata.tool_calls
+            self.trained_think_words += ex.metadata.think_words
+        self._count_sources(sources)
         for d in diagnostics:
             if d.kind == "no_assistant_turns":
                 self.empty_conversations += 1
                 continue
             self.dropped_turns += len(d.turns)
             self.dropped_by_kind[d.kind] = self.dropped_by_kind.get(d.kind, 0) + len(d.turns)
+            if len(self.dropped) < self.MAX_REASONS:
+                self.dropped.append(f"conversation {index}: {d.kind}: {d.detail}")
 
-    def skip(self, index: int, exc: Exception) -> None:
+    def _count_sources(self, sources: dict | None) -> None:
+        for i, source in (sources or {}).items():
+            if i > 0:  # an assistant message with nothing before it is context, never a trained turn
+                self.source_assistant_turns += 1
+                self.source_tool_calls += source.num_calls
+                self.source_think_words += source.think_words
+
+    def skip(self, index: int, exc: Exception, sources: dict | None = None) -> None:
+        """A conversation left out whole; its source turns still count (as not trained)."""
+        self._count_sources(sources)
         self.conversations += 1
         self.skipped_conversations += 1
         if len(self.skipped) < self.MAX_REASONS:
@@ -98,28 +125,47 @@ def load_tokenizer(path: str):
     return tok
 
 
-Outcome = tuple[int, list[TokenExample], list[Diagnostic], InputError | None]
+Outcome = tuple[int, list[TokenExample], list[Diagnostic], InputError | None, dict | None]
 
 
-def _tokenize_item(tok, config: TokenizeConfig, item: tuple[int, tuple[Any, Any]]) -> Outcome:
-    k, (messages, tools) = item
+@dataclass(frozen=True)
+class Plan:
+    """What every conversation of one export shares: the config, the resolved split, the role headers."""
+
+    config: TokenizeConfig
+    split: str | None = None
+    headers: tuple[str, ...] = ()
+
+
+def _unpack(item) -> tuple[Any, Any, dict | None]:
+    """A ``ChatConversation`` or a plain ``(messages, tools)`` pair -> (messages, tools, sources)."""
+    if isinstance(item, tuple):
+        return item[0], item[1], None
+    return item.messages, item.tools, item.sources
+
+
+def _tokenize_item(tok, plan: Plan, item: tuple[int, Any]) -> Outcome:
+    k, conversation = item
+    messages, tools, sources = _unpack(conversation)
     diagnostics: list[Diagnostic] = []
     try:
-        return k, tokenize_conversation(tok, messages, tools, config, diagnostics=diagnostics), diagnostics, None
+        examples = tokenize_conversation(tok, messages, tools, plan.config, diagnostics=diagnostics,
+                                         sources=sources, headers=plan.headers, split=plan.split)
+        return k, examples, diagnostics, None, sources
     except InputError as exc:
-        return k, [], diagnostics, exc
+        return k, [], diagnostics, exc, sources
 
 
-_WORKER: dict[str, Any] = {}  # per worker process: its tokenizer and config
+_WORKER: dict[str, Any] = {}  # per worker process: its tokenizer and plan
 
 
-def _worker_init(tokenizer, config: TokenizeConfig) -> None:
-    _WORKER.update(tok=load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer, config=config)
+def _worker_init(tokenizer, plan: Plan) -> None:
+    _WORKER.update(tok=load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer, plan=plan)
 
 
-def _worker_item(item: tuple[int, tuple[Any, Any]]) -> Outcome:
-    k, examples, diagnostics, exc = _tokenize_item(_WORKER["tok"], _WORKER["config"], item)
-    return k, examples, diagnostics, None if exc is None else InputError(str(exc))  # picklable
+def _worker_item(item: tuple[int, Any]) -> Outcome:
+    k, examples, diagnostics, exc, sources = _tokenize_item(_WORKER["tok"], _WORKER["plan"], item)
+    return k, examples, diagnostics, None if exc is None else InputError(str(exc)), sources  # picklable
 
 
 def _batches(items, size: int):
@@ -133,9 +179,17 @@ def _batches(items, size: int):
         yield batch
 
 
+def _strict_failure(diagnostics: list[Diagnostic], strict: bool) -> InputError | None:
+    """With ``strict``, a failed source check stops the export like any bad conversation."""
+    failed = [d for d in diagnostics if d.kind == "source_check"] if strict else []
+    return InputError(failed[0].detail) if failed else None
+
+
 def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_path, *, strict: bool = False,
-                  progress: bool = True, total: int | None = None, workers: int = 1) -> ExportSummary:
-    """Tokenize ``(messages, tools)`` pairs and write every checked example to ``out_path``.
+                  progress: bool = True, total: int | None = None, workers: int = 1,
+                  split: str | None = None, headers: tuple[str, ...] = ()) -> ExportSummary:
+    """Tokenize conversations (``ChatConversation``s from :mod:`trajkit.traces.sft_render`, checked against
+    their sources, or plain ``(messages, tools)`` pairs) and write every checked example to ``out_path``.
 
     The suffix picks the format: ``.parquet`` (list<int32> token columns) or ``.jsonl``. A conversation
     that raises :class:`InputError` is skipped and counted (``strict=True``: raised, with its index).
@@ -156,21 +210,23 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     tok = load_tokenizer(source) if isinstance(source, str) else source
     out = Path(out_path)
     summary, tmp = ExportSummary(out_path=str(out_path)), out.with_name(f".partial-{out.name}")
-    pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init, (source, config)) if workers > 1 else None
+    plan = Plan(config, split, headers)
+    pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init, (source, plan)) if workers > 1 else None
     writer = RowWriter(tmp, schema=_token_schema() if suffix == ".parquet" else None).open()
     try:
         bar = progress_bar(total=total, desc="tokenize", unit="conv", enabled=progress)
         for batch in _batches(enumerate(conversations), 16 * workers if pool else 1):
-            outcomes = pool.map(_worker_item, batch) if pool else [_tokenize_item(tok, config, it) for it in batch]
-            for k, examples, diagnostics, exc in outcomes:
+            outcomes = pool.map(_worker_item, batch) if pool else [_tokenize_item(tok, plan, it) for it in batch]
+            for k, examples, diagnostics, exc, sources in outcomes:
+                exc = exc or _strict_failure(diagnostics, strict)
                 if exc is not None:
                     if strict:
                         exc.row = k
                         exc.args = (exc._render(),)
                         raise exc
-                    summary.skip(k, exc)
+                    summary.skip(k, exc, sources)
                     continue
-                summary.add(examples, diagnostics)
+                summary.add(examples, diagnostics, k, sources)
                 for ex in examples:
                     writer.write(example_row(ex, k))
             bar.update(len(batch))
@@ -186,3 +242,44 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     writer.close()
     os.replace(tmp, out_path)
     return summary
+
+
+@dataclass
+class TraceCounts:
+    """Traces read by :func:`export_trace_tokens` and those skipped for malformed calls."""
+
+    traces: int = 0
+    skipped_malformed: int = 0
+
+
+def export_trace_tokens(traces, tokenizer, config: TokenizeConfig | None, out_path, *, system: str = "auto",
+                        malformed: str = "skip", strict: bool = False, progress: bool = True,
+                        workers: int = 1) -> tuple[ExportSummary, TraceCounts]:
+    """Token export of traces for ``tokenizer``'s chat template: probe the template, write every trace the
+    way that loses nothing (:mod:`trajkit.traces.template_probe`, :mod:`trajkit.traces.sft_render`), split
+    as the template needs, and check every example against its source trace."""
+    from trajkit.traces.sft_render import render_trace
+    from trajkit.traces.source_check import role_headers
+    from trajkit.traces.template_probe import choose_rendering, probe_template
+
+    config = config or TokenizeConfig()
+    tok = load_tokenizer(str(tokenizer)) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
+    info = probe_template(tok)
+    rendering = choose_rendering(info, config.render_mode)
+    counts = TraceCounts()
+
+    def conversations():
+        for trace in traces:
+            counts.traces += 1
+            try:
+                yield render_trace(trace, rendering, system=system, malformed=malformed)
+            except InputError:
+                if malformed == "error":
+                    raise
+                counts.skipped_malformed += 1
+
+    source = str(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) and workers > 1 else tok
+    summary = export_tokens(conversations(), source, config, out_path, strict=strict, progress=progress,
+                            workers=workers, split=rendering.split, headers=role_headers(tok))
+    summary.template = {"probe": info.as_dict(), "rendering": dataclasses.asdict(rendering)}
+    return summary, counts

@@ -50,14 +50,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from trajkit.errors import ConfigError, InputError
+from trajkit.traces.source_check import SourceTurn, check_turn
 from trajkit.traces.windowing import Dropped, Window, common_prefix_len, estimate_costs, iter_windows
 
 ThinkPolicy = Literal["keep", "drop", "mask"]
-TrainTurns = Literal["all", "last"]
+TrainTurns = Literal["auto", "all", "query", "last"]
+RenderMode = Literal["auto", "structured", "inline"]
 PrefixCheck = Literal["anchored", "full"]
 IGNORE_INDEX = -100
 ROLES = ("system", "user", "assistant", "tool")
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+NO_REASONING, INLINE_REASONING = "trajkit_content_without_reasoning", "trajkit_reasoning"  # see sft_render
 _DOC_SECTION = "see trajkit/traces/tokenize.py or docs/export.md"
 
 
@@ -82,7 +85,8 @@ class TokenizeConfig:
 
     max_length: int = 16384
     think_policy: ThinkPolicy = "keep"
-    train_turns: TrainTurns = "all"
+    train_turns: TrainTurns = "auto"
+    render_mode: RenderMode = "auto"
     windowing: bool = True
     min_trainable_tokens: int = 1
     prefix_check: PrefixCheck = "anchored"
@@ -92,7 +96,10 @@ class TokenizeConfig:
     __field_docs__: ClassVar[dict[str, str]] = {
         "max_length": "tokens per example; longer conversations are windowed, never truncated",
         "think_policy": "reasoning of earlier assistant turns: keep, drop (from input) or mask (no loss)",
-        "train_turns": "all: every assistant turn once; last: one example per turn, only it trained",
+        "train_turns": "how turns are split into examples: auto (from the template probe), all (one example), "
+                       "query (one per user query), last (one per assistant turn)",
+        "render_mode": "how traces are written for the template: auto (structured unless it loses something), "
+                       "structured (OpenAI fields) or inline (the Hermes text)",
         "windowing": "split long conversations into windows (off: drop examples over max_length)",
         "min_trainable_tokens": "drop examples with fewer trainable tokens",
         "prefix_check": "token prefix check: anchored (re-encode from the last added token) or full",
@@ -106,8 +113,10 @@ class TokenizeConfig:
                               "(set e.g. max_length=16384)")
         if self.think_policy not in THINK_POLICIES:
             raise ConfigError(f"think_policy must be one of {sorted(THINK_POLICIES)}, got {self.think_policy!r}")
-        if self.train_turns not in ("all", "last"):
-            raise ConfigError(f"train_turns must be 'all' or 'last', got {self.train_turns!r}")
+        if self.train_turns not in ("auto", "all", "query", "last"):
+            raise ConfigError(f"train_turns must be auto, all, query or last, got {self.train_turns!r}")
+        if self.render_mode not in ("auto", "structured", "inline"):
+            raise ConfigError(f"render_mode must be auto, structured or inline, got {self.render_mode!r}")
         if not isinstance(self.min_trainable_tokens, int) or self.min_trainable_tokens < 1:
             raise ConfigError(f"min_trainable_tokens must be an integer >= 1, got {self.min_trainable_tokens!r}")
         if self.prefix_check not in ("anchored", "full"):
@@ -128,6 +137,8 @@ class ExampleMeta:
     trainable_tokens: int
     num_tokens: int
     turn_token_spans: list[tuple[int, int]]  # token range of each trained turn (before think masking)
+    tool_calls: int = 0  # source tool calls found in the trained tokens (source check)
+    think_words: int = 0  # source think words found in the trained tokens (source check)
 
 
 @dataclass
@@ -151,7 +162,7 @@ class Diagnostic:
     """Something left out of the export, with the assistant turns it cost."""
 
     kind: Literal["turn_too_long", "window_too_long", "below_min_trainable", "no_assistant_turns",
-                  "turn_without_prompt"]
+                  "turn_without_prompt", "source_check"]
     turns: list[int]
     detail: str
 
@@ -168,6 +179,10 @@ class MaskCheckError(InputError):
     """The unmasked tokens of an example do not decode to the rendered assistant turns."""
 
 
+class SourceCheckError(InputError):
+    """A trained assistant turn lacks part of its source turn (reasoning, narration, a tool call)."""
+
+
 def _validated(messages: Any) -> list[dict[str, Any]]:
     if not isinstance(messages, (list, tuple)) or not messages:
         raise InputError("expected a non-empty list of chat messages", field="messages")
@@ -181,11 +196,14 @@ def _validated(messages: Any) -> list[dict[str, Any]]:
 
 
 def _strip_reasoning(msg: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in msg.items() if k not in REASONING_KEYS}
+    out = {k: v for k, v in msg.items() if k not in REASONING_KEYS and k != INLINE_REASONING}
+    if NO_REASONING in out:  # inline Hermes text: the think block lives in the content
+        out["content"] = out.pop(NO_REASONING)
+    return out
 
 
 def _reasoning(msg: dict[str, Any]) -> str | None:
-    for key in REASONING_KEYS:
+    for key in (*REASONING_KEYS, INLINE_REASONING):
         if isinstance(msg.get(key), str):
             return msg[key]
     return None
@@ -210,8 +228,10 @@ class _Rendered:
 class _Conversation:
     """A validated conversation bound to a tokenizer and a config: renders, encodes and labels windows."""
 
-    def __init__(self, tokenizer, messages: Sequence[dict[str, Any]], tools, config: TokenizeConfig):
+    def __init__(self, tokenizer, messages: Sequence[dict[str, Any]], tools, config: TokenizeConfig,
+                 sources: dict[int, SourceTurn] | None = None, headers: tuple[str, ...] = ()):
         self.tok, self.config = tokenizer, config
+        self.sources, self.headers = sources, headers
         self.msgs = _validated(messages)
         self.tools = list(tools) if tools else None
         self.head = 1 if self.msgs[0]["role"] == "system" else 0
@@ -273,7 +293,25 @@ class _Conversation:
                            len(r.ids), token_spans)
         example = TokenExample(list(r.ids), labels, meta)
         check_example(self.tok, example, expected)
+        if self.sources is not None:
+            self._check_sources(r, local, expected, meta)
         return example, expected
+
+    def _check_sources(self, r: _Rendered, local: list[int], expected: list[str], meta: ExampleMeta) -> None:
+        """Each trained turn's text holds its source turn (:mod:`trajkit.traces.source_check`)."""
+        last = len(r.messages) - 1
+        for i, text in zip(local, expected):
+            source = self.sources.get(r.index[i])
+            if source is None:
+                continue
+            reasoning = _reasoning(r.messages[i]) is not None and not (self.rule.mask_earlier and i != last)
+            result = check_turn(text, source, reasoning, self.headers)
+            if result.missing:
+                raise SourceCheckError("the trained text of this assistant turn lacks " + "; ".join(result.missing),
+                                       field=f"messages[{r.index[i]}]",
+                                       hint="the chat template drops it; see `trajkit traces template-info`")
+            meta.tool_calls += result.calls_found
+            meta.think_words += result.think_words_found
 
     def _turn_chars(self, r: _Rendered, i: int) -> tuple[int, int]:
         """Char span of local assistant turn ``i`` in the window's text; checks the string prefix property."""
@@ -282,8 +320,8 @@ class _Conversation:
         prompt = self.render(r.messages[:i], generation_prompt=True, where=where)
         turn = self.render(r.messages[:i + 1], where=where)
         hint = ("the chat template renders earlier turns differently once later messages exist "
-                "(e.g. it strips reasoning from history); try think_policy='drop' and/or train_turns='last' "
-                f"({_DOC_SECTION})")
+                "(e.g. it strips reasoning from history); use train_turns='auto' or 'query' (one example per "
+                f"user query) or 'last' ({_DOC_SECTION})")
         for what, text in ((f"up to messages[{where}] (excluded) with a generation prompt", prompt),
                            (f"up to messages[{where}] (included)", turn)):
             if not r.text.startswith(text):
@@ -396,25 +434,44 @@ def check_example(tokenizer, example: TokenExample, expected_texts: Sequence[str
 
 def tokenize_conversation(tokenizer, messages: Sequence[dict[str, Any]], tools: Sequence[dict] | None = None,
                           config: TokenizeConfig | None = None, *,
-                          diagnostics: list[Diagnostic] | None = None) -> list[TokenExample]:
-    """Examples of one conversation (OpenAI chat messages + tools), each checked by :func:`check_example`.
+                          diagnostics: list[Diagnostic] | None = None,
+                          sources: dict[int, SourceTurn] | None = None, headers: tuple[str, ...] = (),
+                          split: str | None = None) -> list[TokenExample]:
+    """Examples of one conversation (OpenAI chat messages + tools), each checked by :func:`check_example`
+    and, given the ``sources`` of its assistant messages, by the source check.
 
-    Turns left out (too long, too few trainable tokens) are appended to ``diagnostics`` when given.
-    Raises :class:`PrefixError` / :class:`MaskCheckError` / :class:`InputError` naming the message.
+    ``split`` resolves ``train_turns="auto"`` (the export passes the template probe's choice; without it
+    the probe runs here). Turns left out (too long, too few trainable tokens, failed source check) are
+    appended to ``diagnostics`` when given. Raises :class:`PrefixError` / :class:`MaskCheckError` /
+    :class:`InputError` naming the message.
     """
     config = config or TokenizeConfig()
     diagnostics = [] if diagnostics is None else diagnostics
-    conv = _Conversation(tokenizer, messages, tools, config)
+    conv = _Conversation(tokenizer, messages, tools, config, sources, headers)
     if conv.msgs[0]["role"] == "assistant":
         diagnostics.append(Diagnostic("turn_without_prompt", [0], "messages[0] is an assistant turn with "
                                       "nothing before it to condition on; kept as context only"))
     if not conv.turns:
         diagnostics.append(Diagnostic("no_assistant_turns", [], "conversation has no assistant message"))
         return []
-    examples = [ex for ex in _examples(conv, diagnostics) if _enough(ex, config, diagnostics)]
+    split = config.train_turns if config.train_turns != "auto" else (split or auto_split(tokenizer))
+    examples = [ex for ex in _examples(conv, split, diagnostics) if _enough(ex, config, diagnostics)]
     for k, ex in enumerate(examples):
         ex.metadata.window_index, ex.metadata.num_windows = k, len(examples)
     return examples
+
+
+_SPLITS: dict[int, str] = {}
+
+
+def auto_split(tokenizer) -> str:
+    """The split the template probe chooses for structured messages (cached per tokenizer object)."""
+    from trajkit.traces.template_probe import probe_template, split_for
+
+    key = id(tokenizer)
+    if key not in _SPLITS:
+        _SPLITS[key] = split_for(probe_template(tokenizer).modes["structured"])
+    return _SPLITS[key]
 
 
 def _enough(ex: TokenExample, config: TokenizeConfig, diagnostics: list[Diagnostic]) -> bool:
@@ -425,16 +482,38 @@ def _enough(ex: TokenExample, config: TokenizeConfig, diagnostics: list[Diagnost
     return False
 
 
-def _examples(conv: _Conversation, diagnostics: list[Diagnostic]):
-    """Yield labelled examples window by window (see the module docstring for the policy)."""
-    config, turns = conv.config, conv.turns
-    per_window = 1 if config.train_turns == "last" else None
+def query_groups(msgs: list[dict[str, Any]], turns: list[int]) -> list[list[int]]:
+    """Assistant ``turns`` grouped by the user message before them (one group per user query)."""
+    groups: dict[int, list[int]] = {}
+    last_user = -1
+    for i, m in enumerate(msgs):
+        if m["role"] == "user":
+            last_user = i
+        if i in turns:
+            groups.setdefault(last_user, []).append(i)
+    return list(groups.values())
+
+
+def _examples(conv: _Conversation, split: str, diagnostics: list[Diagnostic]):
+    """Labelled examples (see the module docstring): the conversation's turns as one run (``all``), per
+    user query (``query``; a query whose turns fail the prefix check together falls back to one example
+    per turn) or one example per turn (``last``)."""
+    if split == "query":
+        for group in query_groups(conv.msgs, conv.turns):
+            yield from _windows(conv, group, None, diagnostics, fallback=True)
+    else:
+        yield from _windows(conv, conv.turns, 1 if split == "last" else None, diagnostics, fallback=False)
+
+
+def _windows(conv: _Conversation, turns: list[int], per_window: int | None, diagnostics: list[Diagnostic],
+             fallback: bool):
+    config = conv.config
     costs = None
     if config.windowing:
         if per_window is None:  # common case first: everything fits in one example, no estimates needed
             whole = conv.render_window(Window(conv.head, turns[-1] + 1, turns))
             if len(whole.ids) <= config.max_length:
-                yield conv.label(whole)[0]
+                yield from _label(conv, whole, diagnostics, fallback)
                 return
         costs = conv.estimate_costs()
     kind = "turn_too_long" if config.windowing else "window_too_long"
@@ -443,5 +522,17 @@ def _examples(conv: _Conversation, diagnostics: list[Diagnostic]):
         if isinstance(item, Dropped):
             diagnostics.append(Diagnostic(kind, item.turns, item.detail))
         else:
-            yield conv.label(item[1])[0]
+            yield from _label(conv, item[1], diagnostics, fallback)
 
+
+def _label(conv: _Conversation, built: _Rendered, diagnostics: list[Diagnostic], fallback: bool):
+    """The example of a built window; a failed source check drops it (a diagnostic), a failed prefix check
+    with ``fallback`` retries its turns one example each."""
+    try:
+        yield conv.label(built)[0]
+    except SourceCheckError as exc:
+        diagnostics.append(Diagnostic("source_check", list(built.window.trainable), str(exc)))
+    except PrefixError:
+        if not fallback or len(built.window.trainable) == 1:
+            raise
+        yield from _windows(conv, list(built.window.trainable), 1, diagnostics, fallback=False)
