@@ -33,7 +33,7 @@ def test_readme_traces_commands_run(tmp_path, monkeypatch, capsys):
     build_tokenizer(tmp_path / "tok")
     monkeypatch.chdir(tmp_path)
     commands = _commands("Traces")
-    assert len(commands) == 7
+    assert len(commands) == 9
     for command in commands:
         argv = shlex.split(command)[1:]
         if argv[:2] == ["traces", "synth"]:
