@@ -169,11 +169,27 @@ def test_qwen3_style_splits_per_query_and_trains_each_turn_with_its_reasoning(qw
                                      malformed="as_text", progress=False)
     assert summary.template["rendering"]["split"] == "query"
     calls, total_calls, words, total_words = coverage(AutoTokenizer.from_pretrained(qwen3_dir), sample("kimi"), out)
-    # known limit (docs/export.md): conversations with two consecutive assistant turns, the first without
-    # reasoning, have no consistent inference view under this template and are skipped, counted
-    assert summary.skipped_conversations <= 2
-    assert calls >= 0.97 * total_calls and words >= 0.97 * total_words
+    assert summary.skipped_conversations == 0 and summary.dropped_by_kind == {}
+    assert calls == total_calls and words == total_words
     assert summary.trained_tool_calls == calls and summary.source_tool_calls == total_calls
+
+
+def test_consecutive_assistant_turns_are_trained_in_the_inference_view(qwen3_dir):
+    """Qwen3-style: a trailing assistant message of the prompt gets an empty think block, so the prompt for
+    turn 2 is not a prefix of any render holding turn 2. The example is then exactly what the model
+    meets: the prompt with the generation prompt, and turn 2 as the template writes a final turn."""
+    from trajkit.traces.tokenize import IGNORE_INDEX, tokenize_conversation
+
+    tok = AutoTokenizer.from_pretrained(qwen3_dir)
+    conv = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a1"},
+            {"role": "assistant", "reasoning_content": "r2", "content": "a2"}]
+    examples = tokenize_conversation(tok, conv, None, TokenizeConfig(train_turns="last"))
+    prompt = tok.apply_chat_template(conv[:2], tokenize=False, add_generation_prompt=True)
+    assert "<think>\n\n</think>\n\na1" in prompt  # the empty think block of a trailing assistant message
+    target = "<think>\nr2\n</think>\n\na2<|im_end|>\n"
+    assert examples[1].input_ids == tok(prompt + target, add_special_tokens=False)["input_ids"]
+    trained = [t for t, y in zip(examples[1].input_ids, examples[1].labels) if y != IGNORE_INDEX]
+    assert tok.decode(trained) == target
 
 
 def test_forcing_a_lossy_rendering_fails_the_source_check(smollm2_dir, tmp_path):

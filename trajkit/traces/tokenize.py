@@ -267,10 +267,11 @@ class _Conversation:
         enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.fast)
         return _Rendered(w, msgs, index, text, enc["input_ids"], enc["offset_mapping"] if self.fast else None)
 
-    def label(self, r: _Rendered) -> tuple[TokenExample, list[str]]:
-        """Labels of a rendered window by prefix rendering; verifies the prefix property and the mask."""
+    def label(self, r: _Rendered, spans: list[tuple[int, int]] | None = None) -> tuple[TokenExample, list[str]]:
+        """Labels of a rendered window by prefix rendering (or the given char ``spans`` of its trained
+        turns); verifies the prefix property, the mask and, with sources, the source check."""
         local = [r.index.index(t) for t in r.window.trainable]
-        spans = [self._turn_chars(r, i) for i in local]
+        spans = spans or [self._turn_chars(r, i) for i in local]
         thinks = [self._think_chars(r, i, span) for i, span in zip(local, spans)]
         owners = {}
         for i, span, think in zip(local, spans, thinks):
@@ -335,6 +336,26 @@ class _Conversation:
                               "the template adds something to the last assistant turn only; "
                               "try train_turns='last'")
         return len(prompt), len(turn)
+
+    def label_inference_view(self, r: _Rendered) -> tuple[TokenExample, list[str]]:
+        """A window whose one trained turn is its last message, labelled as the model meets it: the prompt
+        is ``P = template(history, add_generation_prompt=True)`` and the target is the turn as the template
+        writes it as the final message. For templates whose prompt is not a prefix of any render that
+        includes the turn (Qwen3 adds an empty think block to a trailing assistant message of the prompt)."""
+        i = len(r.messages) - 1
+        where = r.index[i]
+        prompt = self.render(r.messages[:i], generation_prompt=True, where=where)
+        before = self.render(r.messages[:i], where=where)
+        gen = prompt[len(before):] if prompt.startswith(before) else ""
+        at = r.text.rfind(gen) if gen else -1
+        if at < 0:
+            raise PrefixError("the generation prompt does not open this assistant turn in the template's "
+                              "render, so no inference view can be built", where)
+        text = prompt + r.text[at + len(gen):]
+        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.fast)
+        view = _Rendered(r.window, r.messages, r.index, text, enc["input_ids"],
+                         enc["offset_mapping"] if self.fast else None)
+        return self.label(view, [(len(prompt), len(text))])
 
     def _think_chars(self, r: _Rendered, i: int, span: tuple[int, int]) -> tuple[int, int] | None:
         """Char range [think_open, end of think_close) to mask in an earlier turn, or None."""
@@ -526,13 +547,19 @@ def _windows(conv: _Conversation, turns: list[int], per_window: int | None, diag
 
 
 def _label(conv: _Conversation, built: _Rendered, diagnostics: list[Diagnostic], fallback: bool):
-    """The example of a built window; a failed source check drops it (a diagnostic), a failed prefix check
-    with ``fallback`` retries its turns one example each."""
+    """The example of a built window; a failed source check drops it (a diagnostic). A failed prefix check
+    retries, with ``fallback``, the window's turns one example each; a one-turn window ending on its turn
+    is then labelled in the inference view (:meth:`_Conversation.label_inference_view`)."""
     try:
-        yield conv.label(built)[0]
+        try:
+            yield conv.label(built)[0]
+        except PrefixError:
+            if fallback and len(built.window.trainable) > 1:
+                yield from _windows(conv, list(built.window.trainable), 1, diagnostics, fallback=False)
+            elif conv.config.train_turns == "all" or built.window.trainable[-1] != built.index[-1] \
+                    or len(built.window.trainable) > 1:
+                raise
+            else:
+                yield conv.label_inference_view(built)[0]
     except SourceCheckError as exc:
         diagnostics.append(Diagnostic("source_check", list(built.window.trainable), str(exc)))
-    except PrefixError:
-        if not fallback or len(built.window.trainable) == 1:
-            raise
-        yield from _windows(conv, list(built.window.trainable), 1, diagnostics, fallback=False)
