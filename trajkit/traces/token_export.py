@@ -16,14 +16,11 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_conversation
 from trajkit.traces.write import RowWriter
-
-if TYPE_CHECKING:
-    from trajkit.traces.sft_render import ChatConversation
 
 
 @dataclass
