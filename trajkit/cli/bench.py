@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("traces", "generate", "train")
+BENCHMARKS = ("traces", "generate", "train", "export")
 
 
 def register(sub) -> None:
