@@ -2,7 +2,8 @@
 
 Each command group lives in its own module exposing ``register(subparsers)``; a command's handler
 returns an exit code. Library errors (:class:`trajkit.errors.TrajkitError`) become one line on stderr
-and exit code 2.
+and exit code 2; Ctrl-C becomes one line and exit code 130 (every output file is written atomically, so
+an interrupted command leaves the files it was writing as they were before).
 """
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except TrajkitError as exc:
         print(f"trajkit: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("trajkit: interrupted (files being written were discarded)", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
 

@@ -51,6 +51,9 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
 
 
 def cmd_export(args) -> int:
+    from trajkit.traces.atomic import refuse_same_file
+
+    refuse_same_file([args.out], args.paths)
     counter = {"skipped_rows": 0}
     traces = _traces(args, counter)
     result = (_export_openai if args.format == "openai" else _export_tokens)(args, traces, counter)

@@ -149,9 +149,11 @@ def filter_corpus(specs: list[str], cfg: FilterConfig, out: str, *, strict: bool
     """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet)."""
     from trajkit.errors import InputError
     from trajkit.progress import progress_bar
+    from trajkit.traces.atomic import refuse_same_file
     from trajkit.traces.load import iter_raw, parse_raw, source_label
     from trajkit.traces.write import RowWriter
 
+    refuse_same_file([out], specs)
     row_filter = RowFilter(cfg)
     with RowWriter(out) as writer, progress_bar(desc="filter", unit=" rows", enabled=progress) as bar:
         for spec in specs:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.aggregate import CorpusStats
+from trajkit.traces.atomic import refuse_same_file, write_atomic
 from trajkit.traces.load import source_label
 from trajkit.traces.report_viewer import TraceViewer, esc
 from trajkit.traces.stats import compute_stats
@@ -66,18 +67,29 @@ def write_report(specs: list[str], out_dir: str | Path, *, max_traces: int | Non
     config = config or ReportConfig()
     if max_traces is not None:
         config = ReportConfig(max_traces=max_traces, max_block_chars=config.max_block_chars)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _output_folder(out_dir)
+    refuse_same_file([out / "stats.json", out / "report.html"], specs)
     stats, viewer = collect(specs, config, strict=strict, on_error=on_error, progress=progress)
     data = stats.to_dict()
-    (out / "stats.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "stats.json", json.dumps(data, indent=2) + "\n")
     from trajkit.traces.plots import write_plots  # matplotlib: imported only when a report is drawn
 
     charts = write_plots(stats, out / "charts")
     page = render_page(specs, data, charts, viewer)
-    path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_atomic(out / "report.html", page)
+
+
+def _output_folder(out_dir: str | Path) -> Path:
+    """``out_dir``, created if missing; a :class:`ConfigError` when it is a file or cannot be made."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; the report needs a folder (it writes report.html, "
+                          "stats.json and charts/ into it)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the report folder {str(out)!r} ({exc.strerror})") from None
+    return out
 
 
 def collect(specs: list[str], config: ReportConfig, *, strict: bool = False,
