@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-import orjson
-
 from trajkit.errors import InputError
+from trajkit.traces import jsonvalue
 from trajkit.traces.hermes import parse_row
 from trajkit.traces.model import Trace
 from trajkit.traces.openai import from_openai
@@ -40,6 +39,7 @@ class RawRow:
     row: int  # 1-based line (JSONL) or row number (JSON list, Parquet, datasets)
     value: Any = None
     error: str | None = None
+    line: bytes | None = None  # the line exactly as read (JSONL sources), newline included
 
 
 def source_label(spec: str) -> str:
@@ -78,23 +78,28 @@ def _open_bytes(spec: str) -> io.BufferedIOBase:
     return open(spec, "rb")
 
 
+def decode_line(spec: str, lineno: int, line: bytes) -> RawRow:
+    """One JSONL line as a :class:`RawRow` (numbers exact, see :mod:`trajkit.traces.jsonvalue`)."""
+    try:
+        return RawRow(spec, lineno, jsonvalue.loads_fast(line), line=line)
+    except ValueError as exc:
+        return RawRow(spec, lineno, error=f"invalid JSON ({exc})", line=line)
+
+
 def _iter_jsonl(spec: str) -> Iterator[RawRow]:
     with _open_bytes(spec) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                yield RawRow(spec, lineno, orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                yield RawRow(spec, lineno, error=f"invalid JSON ({exc})")
+            yield decode_line(spec, lineno, line)
 
 
 def _iter_json(spec: str) -> Iterator[RawRow]:
     with _open_bytes(spec) as fh:
         data = fh.read()
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = jsonvalue.loads_fast(data)
+    except ValueError as exc:
         raise InputError(f"invalid JSON ({exc})", path=spec, hint="a .json file holds one row or a list of rows; "
                          "use .jsonl for one row per line") from None
     rows = value if isinstance(value, list) else value.get("data", [value]) if isinstance(value, dict) else [value]

@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-import orjson
-
 from trajkit.errors import InputError
+from trajkit.traces import jsonvalue
 from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
 from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
 from trajkit.traces.model import Message, Segment, ToolCall, ToolResponse, Trace
@@ -79,9 +78,7 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
         fn = tc.get("function") if isinstance(tc, dict) else None
         if not isinstance(fn, dict):
             raise InputError("tool call has no function object", field=f"messages[{i}].tool_calls[{k}]")
-        args = fn.get("arguments")
-        args_json = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        body = f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}'
+        body = _call_body(fn, f"messages[{i}].tool_calls[{k}].function")
         call = parse_call_body(body)
         call.id = tc.get("id")
         if segments:
@@ -91,13 +88,23 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
     return Message("assistant", segments, tool_calls=calls)
 
 
+def _call_body(fn: dict[str, Any], where: str) -> str:
+    """The Hermes ``<tool_call>`` body of an OpenAI function call; ``arguments`` (a JSON string, or an
+    object) keep their numbers exactly."""
+    args = fn.get("arguments")
+    try:
+        args_json = args if isinstance(args, str) else jsonvalue.dumps(args).decode()
+    except ValueError as exc:
+        raise InputError(str(exc), field=f"{where}.arguments") from None
+    return f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}'
+
+
 def _tool(msg: dict[str, Any], text: str) -> Message:
     result, _ = decode_json_text(text)
     resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
                         failed=result_failed(result), exit_code=result_exit_code(result),
                         truncated=result_truncated(result))
-    envelope = json.dumps({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result},
-                          ensure_ascii=False)
+    envelope = _json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result})
     return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
                    tool_responses=[resp])
 
@@ -147,7 +154,7 @@ def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
         call_id = call.id or f"call_{i}_{k}"
         ids.append(call_id)
         calls.append({"id": call_id, "type": "function",
-                      "function": {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()}})
+                      "function": {"name": call.name, "arguments": jsonvalue.dumps(call.arguments).decode()}})
     entry: dict[str, Any] = {"role": "assistant", "content": content}
     if msg.think is not None:
         entry["reasoning_content"] = msg.think
@@ -156,11 +163,18 @@ def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
     return entry, ids
 
 
+def _json_text(value: Any) -> str:
+    """``json.dumps`` as before, or the exact writer when ``value`` holds numbers a float cannot keep."""
+    if jsonvalue.has_exact(value):
+        return jsonvalue.dumps(value).decode()
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _tool_to_openai(msg: Message, call_ids: list[str]) -> list[dict[str, Any]]:
     out = []
     for k, resp in enumerate(msg.tool_responses):
         result = resp.result
-        content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        content = result if isinstance(result, str) else _json_text(result)
         entry = {"role": "tool", "content": content,
                  "tool_call_id": call_ids[k] if k < len(call_ids) else (resp.tool_call_id or f"orphan_{k}")}
         if resp.name:

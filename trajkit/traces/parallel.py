@@ -14,10 +14,8 @@ import multiprocessing as mp
 import os
 from typing import Callable
 
-import orjson
-
 from trajkit.errors import InputError
-from trajkit.traces.load import RawRow, parse_raw
+from trajkit.traces.load import decode_line, parse_raw
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.aggregate import CorpusStats
 
@@ -57,11 +55,7 @@ def _stats_chunk(task: tuple[str, str, int, int]) -> tuple[CorpusStats, list[tup
                 continue
             rows += 1
             try:
-                raw = RawRow(path, 0, orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                raw = RawRow(path, 0, error=f"invalid JSON ({exc})")
-            try:
-                trace = parse_raw(raw, label)
+                trace = parse_raw(decode_line(path, 0, line), label)
             except InputError as exc:
                 errors.append((offset, exc.message, exc.field, exc.hint))
                 continue

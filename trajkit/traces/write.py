@@ -93,6 +93,13 @@ class RowWriter:
         if len(self._batch) >= self._batch_size:
             self._flush()
 
+    def write_line(self, line: bytes) -> None:
+        """Write one JSONL line byte for byte (a newline is added when it has none); JSONL outputs only."""
+        if self._fh is None:
+            raise ConfigError(f"{str(self.path)!r}: rows can be copied byte for byte only into JSONL outputs")
+        self.rows += 1
+        self._fh.write(line if line.endswith(b"\n") else line + b"\n")
+
     def _flush(self) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -123,10 +130,14 @@ class RowWriter:
             writer.close()
 
     def close(self) -> None:
-        """Write what is buffered and publish the file under its name."""
-        if self.kind == ".parquet" and self._atomic is not None and not self._atomic.done:
-            self._flush()
-        self._close_handles()
+        """Write what is buffered and publish the file under its name (on an error: :meth:`abort`)."""
+        try:
+            if self.kind == ".parquet" and self._atomic is not None and not self._atomic.done:
+                self._flush()
+            self._close_handles()
+        except BaseException:
+            self.abort()
+            raise
         if self._atomic is not None:
             self._atomic.commit()
 
