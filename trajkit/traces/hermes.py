@@ -15,7 +15,8 @@ import orjson
 from trajkit.errors import InputError
 from trajkit.traces.blocks import parse_assistant, parse_tool_message
 from trajkit.traces.model import HERMES_ROLE, ROLE_HERMES, Diagnostic, Message, Segment, Trace
-from trajkit.traces.tools import ToolTable, normalize_tools, tools_from_json, tools_from_system_prompt
+from trajkit.traces.tools import (ToolTable, normalize_tools, schema_problems, tools_from_json,
+                                  tools_from_system_prompt)
 
 CONTEXT_SUMMARY_PREFIX = "[CONTEXT SUMMARY]:"
 
@@ -41,6 +42,7 @@ def parse_row(row: Any, *, source: str | None = None) -> Trace:
                   subcategory=row.get("subcategory"), task=row.get("task"), source=source,
                   format="hermes", diagnostics=diags)
     trace.tools = _row_tools(row, messages, diags)
+    diags.extend(Diagnostic("bad_tool_schema", problem) for problem in schema_problems(trace.tools))
     if any(m.role == "user" and m.text.startswith(CONTEXT_SUMMARY_PREFIX) for m in messages):
         trace.meta["context_summary"] = True
     return trace
@@ -50,7 +52,8 @@ def _parse_message(item: Any, index: int, diags: list[Diagnostic]) -> Message:
     if not isinstance(item, dict):
         raise InputError(f"message is a {type(item).__name__}, expected {{from, value}}",
                          field=f"conversations[{index}]")
-    role = HERMES_ROLE.get(item.get("from"))
+    source = item.get("from")
+    role = HERMES_ROLE.get(source) if isinstance(source, str) else None
     if role is None:
         raise InputError(f"unknown role {item.get('from')!r}", field=f"conversations[{index}].from",
                          hint="expected one of system, human, gpt, tool")

@@ -18,8 +18,8 @@ from trajkit.errors import InputError
 from trajkit.traces import jsonvalue
 from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
 from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
-from trajkit.traces.model import Message, Segment, ToolCall, ToolResponse, Trace
-from trajkit.traces.tools import normalize_tools
+from trajkit.traces.model import Diagnostic, Message, Segment, ToolCall, ToolResponse, Trace
+from trajkit.traces.tools import normalize_tools, schema_problems, tools_from_json
 
 SystemPolicy = Literal["keep", "drop", "auto"]
 MalformedPolicy = Literal["error", "as_text"]
@@ -30,8 +30,15 @@ def _content_text(content: Any, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if isinstance(content, list):  # content parts; parts without text (images) add nothing
+        texts = []
+        for j, part in enumerate(content):
+            text = part.get("text", "") if isinstance(part, dict) else ""
+            if not isinstance(text, str):
+                raise InputError(f"text of a content part is {type(text).__name__}, expected a string",
+                                 field=f"{where}[{j}].text")
+            texts.append(text)
+        return "".join(texts)
     raise InputError(f"content is {type(content).__name__}, expected a string or content parts", field=where)
 
 
@@ -45,9 +52,11 @@ def from_openai(messages: Any, tools: Any = None, *, id: str = "", source: str |
                   category=meta.get("category"), subcategory=meta.get("subcategory"), task=meta.get("task"))
     if tools:
         try:
-            trace.tools = normalize_tools(tools)
-        except ValueError as exc:
-            raise InputError(str(exc), field="tools") from None
+            trace.tools = tools_from_json(tools) if isinstance(tools, str) else normalize_tools(tools)
+        except ValueError as exc:  # orjson's decode error is a ValueError too
+            raise InputError(str(exc), field="tools", hint="tools: a list of tool definitions, or that list "
+                             "as a JSON string") from None
+        trace.diagnostics.extend(Diagnostic("bad_tool_schema", p) for p in schema_problems(trace.tools))
     return trace
 
 
@@ -74,7 +83,11 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
     if text:
         segments.append(Segment("text", text))
     calls: list[ToolCall] = []
-    for k, tc in enumerate(msg.get("tool_calls") or []):
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise InputError(f"tool_calls is a {type(raw_calls).__name__}, expected a list",
+                         field=f"messages[{i}].tool_calls")
+    for k, tc in enumerate(raw_calls):
         fn = tc.get("function") if isinstance(tc, dict) else None
         if not isinstance(fn, dict):
             raise InputError("tool call has no function object", field=f"messages[{i}].tool_calls[{k}]")
