@@ -89,6 +89,22 @@ def _row_tools(row: dict[str, Any], messages: list[Message], diags: list[Diagnos
     return {}
 
 
+def _check_renders_back(msg: Message, index: int) -> None:
+    if msg.role not in ("assistant", "tool"):
+        return
+    parse = parse_assistant if msg.role == "assistant" else parse_tool_message
+    segments, _ = parse(msg.text, index, [])
+    if _blocks(segments) != _blocks(msg.segments):
+        raise InputError("its text holds a tag (<tool_call>, </think>, ...) that Hermes text would read as a "
+                         "block", field=f"conversations[{index}]",
+                         hint="export this trace in OpenAI form, where content and calls stay apart")
+
+
+def _blocks(segments: list[Segment]) -> list[tuple[str, str]]:
+    """(kind, stripped raw) of each block segment: what a re-parse must find again."""
+    return [(s.kind, s.raw.strip()) for s in segments if s.kind != "text"]
+
+
 def _as_plain(value: Any) -> Any:
     """Parquet/Arrow hands nested values as numpy arrays or similar; turn them into lists."""
     if hasattr(value, "tolist"):
@@ -97,7 +113,12 @@ def _as_plain(value: Any) -> Any:
 
 
 def render_row(trace: Trace) -> dict[str, Any]:
-    """The Hermes row for a trace (conversation texts exactly as parsed)."""
+    """The Hermes row for a trace (conversation texts exactly as parsed).
+
+    Raises :class:`InputError` naming the message when its text would not parse back into the same blocks
+    (an OpenAI message whose content holds ``<tool_call>…</tool_call>`` would become a real call)."""
+    for i, m in enumerate(trace.messages):
+        _check_renders_back(m, i)
     conv = [{"from": ROLE_HERMES[m.role], "value": m.text} for m in trace.messages]
     row: dict[str, Any] = {"id": trace.id, "conversations": conv}
     for key in ("category", "subcategory", "task"):

@@ -6,12 +6,19 @@ tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is st
 form (reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks, each tool message -> one
 ``<tool_response>`` block), so one set of metrics, plots and exports serves both formats.
 
+Rendering to Hermes text is made safe for untrusted content: JSON inside a block has the ``<`` of block tags written
+``\\u003c`` (the same JSON), so arguments holding ``</tool_call>`` cannot end their block; plain text that
+holds a tag (assistant content with ``<tool_call>…``, reasoning with ``</think>``) keeps its meaning in the
+trace, but :func:`trajkit.traces.hermes.render_row` refuses to write it as Hermes text, where it would
+read back as a call.
+
 ``to_openai`` goes the other way for SFT export. Conversions are lossless for well-formed traces:
 ``from_openai(*to_openai(t))`` has the same structure as ``t``.
 """
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from trajkit.errors import InputError
@@ -109,7 +116,16 @@ def _call_body(fn: dict[str, Any], where: str) -> str:
         args_json = args if isinstance(args, str) else jsonvalue.dumps(args).decode()
     except ValueError as exc:
         raise InputError(str(exc), field=f"{where}.arguments") from None
-    return f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}'
+    return _inert(f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}')
+
+
+_TAG = re.compile(r"<(/?(?:tool_call|tool_response|think)>)")
+
+
+def _inert(block_json: str) -> str:
+    """JSON put inside a Hermes block with the ``<`` of every block tag written ``\\u003c``: the same JSON
+    value (in valid JSON a ``<`` occurs only inside strings), but no text in it can open or close a block."""
+    return _TAG.sub(r"\\u003c\1", block_json)
 
 
 def _tool(msg: dict[str, Any], text: str) -> Message:
@@ -117,7 +133,7 @@ def _tool(msg: dict[str, Any], text: str) -> Message:
     resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
                         failed=result_failed(result), exit_code=result_exit_code(result),
                         truncated=result_truncated(result))
-    envelope = _json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result})
+    envelope = _inert(_json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result}))
     return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
                    tool_responses=[resp])
 
