@@ -153,3 +153,11 @@ def test_parallel_equals_sequential(messy_jsonl):
     parallel_file_stats(messy_jsonl, "messy", par, workers=2, on_error=par_errors.append, chunk_bytes=2000)
     assert json.dumps(par.to_dict(), sort_keys=True) == json.dumps(seq.to_dict(), sort_keys=True)
     assert [str(e) for e in par_errors] == [str(e) for e in seq_errors]
+
+
+def test_a_folder_as_input_is_one_line(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    assert main(["traces", "stats", str(tmp_path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"trajkit: error: {tmp_path}: is a folder, not a file (name the files inside it, e.g. DIR/*.jsonl)\n"

@@ -61,6 +61,8 @@ def iter_raw(spec: str) -> Iterator[RawRow]:
     path = Path(spec)
     if not path.exists():
         raise InputError("no such file", path=spec, hint="check the path, or use hf:NAME:CONFIG for datasets")
+    if path.is_dir():
+        raise InputError("is a folder, not a file", path=spec, hint="name the files inside it, e.g. DIR/*.jsonl")
     name = path.name.lower().removesuffix(".gz").removesuffix(".xz")
     if name.endswith(".parquet"):
         yield from _iter_parquet(spec)
