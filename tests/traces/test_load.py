@@ -85,7 +85,7 @@ def test_stats_tokenizer_comes_from_a_local_folder_only(tmp_path, monkeypatch, c
     data = json.loads(capsys.readouterr().out)
     assert data["think_tokens"] == data["think_words"] == 10  # 1 + 0 + 3 + 3 + 1 + 2, as in test_parse.EXPECTED
     assert main(["traces", "stats", src, "--tokenizer", "Qwen/Qwen3-8B", "-q"]) == 2
-    assert "--tokenizer 'Qwen/Qwen3-8B' is not a local directory" in capsys.readouterr().err
+    assert "--tokenizer 'Qwen/Qwen3-8B' looks like a hub name" in capsys.readouterr().err
     assert len(calls) == 1
 
 
@@ -161,3 +161,31 @@ def test_a_folder_as_input_is_one_line(tmp_path, capsys):
     assert main(["traces", "stats", str(tmp_path), "-q"]) == 2
     err = capsys.readouterr().err
     assert err == f"trajkit: error: {tmp_path}: is a folder, not a file (name the files inside it, e.g. DIR/*.jsonl)\n"
+
+
+@pytest.mark.parametrize("command", [["stats"], ["export", "--format", "tokens", "--out", "o.parquet"]])
+@pytest.mark.parametrize("spec,message", [
+    ("Qwen/Qwen3-8B", "looks like a hub name; trajkit reads local folders only"),
+    ("/nonexistent/tok", "is not a local folder"),
+])
+def test_tokenizer_specs_are_judged_alike(tmp_path, capsys, monkeypatch, command, spec, message):
+    from trajkit.cli.main import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"conversations": [{"from": "human", "value": "hi"}]}\n')
+    assert main(["traces", command[0], str(src), *command[1:], "--tokenizer", spec, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trajkit: error: --tokenizer {spec!r} ") and message in err and err.count("\n") == 1
+
+
+def test_tokenizer_folder_without_files_is_one_line(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"conversations": [{"from": "human", "value": "hi"}]}\n')
+    (tmp_path / "empty").mkdir()
+    assert main(["traces", "stats", str(src), "--tokenizer", str(tmp_path / "empty"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trajkit: error: {tmp_path / 'empty'}: --tokenizer: cannot load") and err.count("\n") == 1

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except TrajkitError as exc:
-        print(f"trajkit: error: {exc}", file=sys.stderr)
+        print("trajkit: error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("trajkit: interrupted (files being written were discarded)", file=sys.stderr)

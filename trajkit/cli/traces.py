@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from trajkit.errors import ConfigError, InputError
+from trajkit.errors import InputError
 
 
 def warn_skipped(exc: InputError) -> None:
@@ -22,12 +21,9 @@ def cmd_stats(args) -> int:
 
     count_tokens = None
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from trajkit.models.load import load_tokenizer, local_folder
 
-        if not os.path.isdir(args.tokenizer):
-            raise ConfigError(f"--tokenizer {args.tokenizer!r} is not a local directory; pass a folder holding "
-                              "tokenizer.json (hub names are not downloaded)")
-        tok = AutoTokenizer.from_pretrained(args.tokenizer, local_files_only=True)
+        tok = load_tokenizer(local_folder(args.tokenizer), what="--tokenizer")
         count_tokens = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     stats = compute_stats(args.paths, strict=args.strict, on_error=warn_skipped, count_tokens=count_tokens,
                           progress=show_progress(args) and not args.json)

@@ -37,11 +37,14 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
     if not args.tokenizer:
         raise ConfigError("--format tokens needs --tokenizer DIR (a local Hugging Face tokenizer with a chat "
                           "template; `trajkit demo --stage traces` builds a small one in trajkit-demo/tokenizer)")
+    from trajkit.models.load import local_folder
+
+    tokenizer = local_folder(args.tokenizer)
     config = from_args(TokenizeConfig, args)
     report = OpenAIExportReport()
     pairs = ((row["messages"], row["tools"])
              for row in iter_openai_rows(traces, report, system=args.system, malformed=args.malformed))
-    summary = export_tokens(pairs, args.tokenizer, config, args.out, strict=args.strict,
+    summary = export_tokens(pairs, tokenizer, config, args.out, strict=args.strict,
                             progress=not args.quiet, workers=args.workers)
     out = dataclasses.asdict(summary)
     out["traces"] = report.traces
