@@ -189,3 +189,41 @@ def test_tokenizer_folder_without_files_is_one_line(tmp_path, capsys):
     assert main(["traces", "stats", str(src), "--tokenizer", str(tmp_path / "empty"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"trajkit: error: {tmp_path / 'empty'}: --tokenizer: cannot load") and err.count("\n") == 1
+
+
+def _lines(*rows):
+    return b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+
+
+GOOD = {"conversations": [{"from": "human", "value": "hi"}]}
+
+
+@pytest.mark.parametrize("content,message", [
+    (lambda: __import__("gzip").compress(_lines(GOOD) * 3), "this is gzip-compressed data, not JSON Lines text "
+                                                            "(name it *.jsonl.gz)"),
+    (lambda: __import__("lzma").compress(_lines(GOOD)), "this is xz-compressed data"),
+    (lambda: bytes(range(256)) * 40 + b"\n" + bytes(range(256)), "this is not UTF-8 text"),
+    (lambda: b"\xff\xfe" + "{}\n".encode("utf-16-le") * 50, "this is not UTF-8 text"),
+    (lambda: json.dumps([GOOD, GOOD], indent=1).encode(), "this looks like a JSON array, not JSON Lines"),
+    (lambda: json.dumps([GOOD, GOOD]).encode() + b"\n", "(name it .json)"),
+])
+@pytest.mark.parametrize("size", ["small", "parallel"])
+def test_not_jsonl_is_said_once(tmp_path, capsys, content, message, size):
+    from trajkit.cli.main import main
+
+    path = tmp_path / "x.jsonl"
+    data = content()
+    path.write_bytes(data if size == "small" else data + b"\n" * (5 << 20))  # > 4 MiB: the parallel path
+    assert main(["traces", "stats", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trajkit: error: {path}: ") and message in err and err.count("\n") == 1
+
+
+def test_one_binary_line_among_rows_is_one_warning(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(_lines(GOOD) + b"\x00\xff\xfe garbage\n" + _lines(GOOD))
+    assert main(["traces", "stats", str(path), "--json", "-q"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["traces"] == 2 and cap.err.count(f"{path}:2: ") == 1 and cap.err.count("\n") == 1

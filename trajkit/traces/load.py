@@ -88,8 +88,45 @@ def decode_line(spec: str, lineno: int, line: bytes) -> RawRow:
         return RawRow(spec, lineno, error=f"invalid JSON ({exc})", line=line)
 
 
+_MAGIC = ((b"\x1f\x8b", "gzip-compressed", "name it *.jsonl.gz"), (b"\xfd7zXZ\x00", "xz-compressed", "name it *.jsonl.xz"),
+          (b"(\xb5/\xfd", "zstd-compressed", "decompress it first"), (b"BZh", "bzip2-compressed", "decompress it first"),
+          (b"PK\x03\x04", "a zip archive", "unpack it first"), (b"PAR1", "Parquet", "name it *.parquet"))
+HEAD_BYTES = 64 << 10
+
+
+def check_text_head(spec: str, head: bytes) -> None:
+    """One clear :class:`InputError` when the start of a JSONL source shows it is not JSON Lines text:
+    compressed or archive data (by magic bytes); or, when no complete line of the head is a JSON object,
+    binary / non-UTF-8 data or a JSON array. A file whose head holds a readable row goes on line by line
+    (its bad lines are skipped one by one)."""
+    for magic, kind, hint in _MAGIC:
+        if head.startswith(magic):
+            raise InputError(f"this is {kind} data, not JSON Lines text", path=spec, hint=hint)
+    if any(_is_object(line) for line in head.split(b"\n")[:-1]):
+        return
+    try:
+        head.decode("utf-8")
+        utf8 = True
+    except UnicodeDecodeError as exc:  # a character cut by the end of the head is fine
+        utf8 = exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+    if b"\0" in head or not utf8:
+        raise InputError("this is not UTF-8 text (binary data?), so not JSON Lines", path=spec,
+                         hint="pass a .jsonl file, one JSON object per line")
+    if head.lstrip()[:1] == b"[":
+        raise InputError("this looks like a JSON array, not JSON Lines (one object per line)", path=spec,
+                         hint="name it .json")
+
+
+def _is_object(line: bytes) -> bool:
+    try:
+        return isinstance(jsonvalue.loads_fast(line), dict)
+    except ValueError:
+        return False
+
+
 def _iter_jsonl(spec: str) -> Iterator[RawRow]:
     with _open_bytes(spec) as fh:
+        check_text_head(spec, fh.peek(HEAD_BYTES)[:HEAD_BYTES])
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
