@@ -145,3 +145,43 @@ def test_report_out_existing_file_is_a_message(corpus, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("trajkit: error: --out") and "is a file" in err and err.count("\n") == 1
     assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command", [["stats"], ["report", "--out", "REP"], ["filter", "--out", "OUT"],
+                                     ["export", "--format", "openai", "--out", "OUT"]])
+@pytest.mark.parametrize("content", ["", '{"x": 1}\n'])
+def test_no_readable_row_exits_non_zero(tmp_path, capsys, command, content):
+    src = tmp_path / "in.jsonl"
+    src.write_text(content)
+    out = tmp_path / "o.jsonl"
+    out.write_text("old\n")
+    argv = [a.replace("OUT", str(out)).replace("REP", str(tmp_path / "rep")) for a in command]
+    assert main(["traces", argv[0], str(src), *argv[1:], "-q"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(f"trajkit: error: no readable row in {src}: ")
+    assert len(err) == (2 if content else 1)  # the one skipped row's warning, then the error
+    assert out.read_text() == "old\n" and not (tmp_path / "rep" / "report.html").exists()
+
+
+def test_dash_reads_stdin_and_writes_stdout(corpus, tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    data = corpus.read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["traces", "filter", "-", "--out", "-", "-q"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.encode() == data  # the rows, byte for byte, on stdout
+    assert cap.err.startswith("read 6 rows, kept 6")  # the summary moves to stderr
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["traces", "stats", "-", "--json", "-q"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["traces"] == 6 and list(stats["by"]["source"]) == ["stdin"]
+
+
+def test_version_flag(capsys):
+    from trajkit import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"trajkit {version()}\n"

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from trajkit import version
 from trajkit.errors import TrajkitError
 
 # Module names under trajkit.cli that register a command group.
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Agentic RL post-training toolkit: traces, exact speculative rollouts, GRPO training.",
         epilog="Example: trajkit traces stats data.jsonl --json",
     )
+    parser.add_argument("--version", action="version", version=f"trajkit {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"trajkit.cli.{name}").register(sub)

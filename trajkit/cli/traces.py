@@ -17,6 +17,7 @@ def show_progress(args) -> bool:
 
 
 def cmd_stats(args) -> int:
+    from trajkit.traces.load import no_rows_error
     from trajkit.traces.stats import compute_stats, format_table
 
     count_tokens = None
@@ -27,6 +28,8 @@ def cmd_stats(args) -> int:
         count_tokens = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     stats = compute_stats(args.paths, strict=args.strict, on_error=warn_skipped, count_tokens=count_tokens,
                           progress=show_progress(args) and not args.json)
+    if not stats.total.traces:
+        raise no_rows_error(args.paths, stats.skipped_rows)
     data = stats.to_dict()
     if args.json:
         json.dump(data, sys.stdout, indent=2)
@@ -36,9 +39,15 @@ def cmd_stats(args) -> int:
     return 0
 
 
+def summary_stream(args):
+    """Where a command's summary goes: stderr when its rows go to stdout (``--out -``)."""
+    return sys.stderr if getattr(args, "out", None) == "-" else sys.stdout
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="JSONL/JSON/Parquet files (optionally .gz) or hf:NAME[:CONFIG[:SPLIT]]")
+                   help="JSONL/JSON/Parquet files (optionally .gz), - for JSON Lines on stdin, or "
+                        "hf:NAME[:CONFIG[:SPLIT]]")
     p.add_argument("--strict", action="store_true", help="stop at the first unreadable row (exit 2)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 

@@ -147,15 +147,19 @@ class RowFilter:
 
 def filter_corpus(specs: list[str], cfg: FilterConfig, out: str, *, strict: bool = False,
                   on_error=None, progress: bool = True) -> FilterReport:
-    """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet)."""
+    """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet; ``-``: stdout).
+    Sources without a readable row raise :class:`InputError` and leave ``out`` as it was."""
     from trajkit.progress import progress_bar
     from trajkit.traces.atomic import refuse_same_file
+    from trajkit.traces.load import no_rows_error
     from trajkit.traces.write import RowWriter
 
     refuse_same_file([out], specs)
     row_filter = RowFilter(cfg)
     with RowWriter(out) as writer, progress_bar(desc="filter", unit=" rows", enabled=progress) as bar:
         _filter_rows(specs, row_filter, writer, bar, strict, on_error)
+        if not row_filter.report.read:  # raised inside: the output is not replaced
+            raise no_rows_error(specs, row_filter.report.skipped_rows)
     return row_filter.report
 
 

@@ -8,6 +8,7 @@ reported through ``on_error`` (an :class:`~trajkit.errors.InputError` naming ``F
 and skipped; with ``strict=True`` the first such row raises.
 
 Sources:
+* ``-``: JSON Lines on standard input;
 * a path: ``*.jsonl``, ``*.jsonl.gz``, ``*.jsonl.xz``, ``*.json`` (a list of rows, or one row), ``*.parquet``;
 * ``hf:NAME[:CONFIG[:SPLIT]]``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT, streaming=True)``
   -- NAME may be a hub id (``hf:lambda/hermes-agent-reasoning-traces:kimi``) or a local folder laid out
@@ -18,6 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -29,6 +31,7 @@ from trajkit.traces.model import Trace
 from trajkit.traces.openai import from_openai
 
 ErrorHandler = Callable[[InputError], None]
+STDIN = "-"
 
 
 @dataclass
@@ -44,6 +47,8 @@ class RawRow:
 
 def source_label(spec: str) -> str:
     """A short name for a source: the config of ``hf:NAME:CONFIG``, else the file name stem."""
+    if spec == STDIN:
+        return "stdin"
     if spec.startswith("hf:"):
         parts = spec[3:].split(":")
         return parts[1] if len(parts) > 1 and parts[1] else parts[0].rstrip("/").split("/")[-1]
@@ -57,6 +62,9 @@ def iter_raw(spec: str) -> Iterator[RawRow]:
     """Decoded rows of one source, in order."""
     if spec.startswith("hf:"):
         yield from _iter_hf(spec)
+        return
+    if spec == STDIN:
+        yield from _iter_lines(spec, sys.stdin.buffer)
         return
     path = Path(spec)
     if not path.exists():
@@ -126,11 +134,24 @@ def _is_object(line: bytes) -> bool:
 
 def _iter_jsonl(spec: str) -> Iterator[RawRow]:
     with _open_bytes(spec) as fh:
-        check_text_head(spec, fh.peek(HEAD_BYTES)[:HEAD_BYTES])
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            yield decode_line(spec, lineno, line)
+        yield from _iter_lines(spec, fh)
+
+
+def _iter_lines(spec: str, fh) -> Iterator[RawRow]:
+    if not hasattr(fh, "peek"):
+        fh = io.BufferedReader(fh)
+    check_text_head(spec, fh.peek(HEAD_BYTES)[:HEAD_BYTES])
+    for lineno, line in enumerate(fh, 1):
+        if not line.strip():
+            continue
+        yield decode_line(spec, lineno, line)
+
+
+def no_rows_error(specs: Iterable[str], skipped: int) -> InputError:
+    """What a command says when its sources held no readable row (it then exits non-zero)."""
+    reason = f"all {skipped} rows were unreadable" if skipped else "they hold no rows"
+    return InputError(f"no readable row in {', '.join(specs)}: {reason}", hint="see the warnings above, or "
+                      "check that the files hold Hermes (conversations) or OpenAI (messages) rows")
 
 
 def _iter_json(spec: str) -> Iterator[RawRow]:
