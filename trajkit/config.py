@@ -1,7 +1,8 @@
 """Dataclass configs: one source of truth for defaults, shared by Python callers, YAML files and CLI flags.
 
 ``from_dict`` rejects unknown keys with a message naming them; ``Checked`` type-checks every scalar field
-of a config dataclass after construction (and runs its ``validate``); ``add_arguments`` derives argparse
+of a config dataclass after construction (floats must be finite), checks the intervals its ``__ranges__``
+declare (``{"beta1": "[0, 1)", "lr": "(0, inf)"}``) and runs its ``validate``; ``add_arguments`` derives argparse
 flags from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads
 them back.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -50,8 +52,13 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     kwargs = {}
     for key, value in data.items():
         tp = types_[key]
-        if dataclasses.is_dataclass(tp) and isinstance(value, dict):
-            value = from_dict(tp, value, f"{where}.{key}" if where else key)
+        name = f"{where}.{key}" if where else key
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, (dict, tp)):
+                raise ConfigError(f"{name} is a section (set its keys, e.g. {name}.{dataclasses.fields(tp)[0].name}=...), "
+                                  f"got {value!r}")
+            if isinstance(value, dict):
+                value = from_dict(tp, value, name)
         kwargs[key] = value
     return cls(**kwargs)
 
@@ -123,7 +130,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise ConfigError(f"override {text!r} must look like key=value (e.g. rl.lr=1e-5)")
     key, raw = text.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(raw)
+    try:
+        return key.strip().split("."), yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {text!r}: the value is not valid YAML ({getattr(exc, 'problem', exc)}); "
+                          "quote it") from None
 
 
 def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
@@ -131,7 +142,7 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
     origin = get_origin(tp)
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(f"{owner}.{name} must be one of {list(get_args(tp))}, got {value!r}")
+            raise ConfigError(f"{_qual(owner, name)} must be one of {list(get_args(tp))}, got {value!r}")
         return value
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in get_args(tp):
@@ -143,30 +154,62 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
                 return _check_field(owner, name, arg, value)
             except ConfigError:
                 continue
-        raise ConfigError(f"{owner}.{name} must be {tp}, got {value!r}")
+        raise ConfigError(f"{_qual(owner, name)} must be {tp}, got {value!r}")
     if tp is float and isinstance(value, str):
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             pass
     ok = {float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
           int: lambda v: isinstance(v, int) and not isinstance(v, bool),
           bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(tp)
     if ok is not None and not ok(value):
-        raise ConfigError(f"{owner}.{name} must be a {tp.__name__}, got {value!r}")
+        raise ConfigError(f"{_qual(owner, name)} must be a {tp.__name__}, got {value!r}")
+    if tp is float and not math.isfinite(value):
+        raise ConfigError(f"{_qual(owner, name)} must be a finite number, got {value!r}")
     return float(value) if tp is float else value
 
 
+def _qual(owner: str, name: str) -> str:
+    return f"{owner}.{name}" if owner else name
+
+
+def _check_range(owner: str, name: str, value: Any, interval: str) -> None:
+    """``interval`` like ``"[0, 1)"`` or ``"(0, inf)"``; None values are not checked."""
+    if value is None or isinstance(value, str):
+        return
+    lo_text, hi_text = (part.strip() for part in interval[1:-1].split(","))
+    lo, hi = float(lo_text), float(hi_text)
+    ok_lo = value > lo if interval[0] == "(" else value >= lo
+    ok_hi = value < hi if interval[-1] == ")" else value <= hi
+    if not (ok_lo and ok_hi):
+        if math.isinf(hi):
+            need = f"{'>' if interval[0] == '(' else '>='} {lo_text}"
+        else:
+            need = f"in {interval}"
+        raise ConfigError(f"{_qual(owner, name)} must be {need}, got {value!r}")
+
+
 class Checked:
-    """Mixin: type-check (and coerce) every scalar field after construction."""
+    """Mixin: type-check (and coerce) every scalar field after construction, check the ``__ranges__``
+    intervals, then run :meth:`validate`. Messages name fields ``SECTION.NAME`` (``__section__``, else the
+    class name)."""
+
+    __ranges__: dict[str, str] = {}
+    __section__: str | None = None  # "" names the fields alone (a top-level config)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
+        owner = type(self).__name__ if self.__section__ is None else self.__section__
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(hints[f.name]):
+                if not isinstance(value, hints[f.name]):
+                    raise ConfigError(f"{_qual(owner, f.name)} must be a {hints[f.name].__name__} section, got {value!r}")
                 continue
-            object.__setattr__(self, f.name, _check_field(type(self).__name__, f.name, hints[f.name], value))
+            object.__setattr__(self, f.name, _check_field(owner, f.name, hints[f.name], value))
+        for name, interval in self.__ranges__.items():
+            _check_range(owner, name, getattr(self, name), interval)
         self.validate()
 
     def validate(self) -> None:

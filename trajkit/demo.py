@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from trajkit.traces.atomic import write_atomic
+
 
 def _banner(text: str) -> None:
     print(f"\n=== {text} " + "=" * max(0, 74 - len(text)))
@@ -107,7 +109,7 @@ def demo_generate(out: Path) -> dict[str, str]:
               f"   acceptance rate {st.acceptance_rate:.2f}   acceptance length {st.mean_acceptance_length:.2f}")
     print("sample (speculative):", repr(byte_tokenizer().decode(result[0].token_ids)[:160]))
     path = out / "generate.json"
-    path.write_text(json.dumps(rows, indent=2))
+    write_atomic(path, json.dumps(rows, indent=2))
     return {"generate": str(path)}
 
 
@@ -154,7 +156,7 @@ def run_demo(out: str | Path = "trajkit-demo", stages: list[str] | None = None) 
     t0 = time.perf_counter()
     for name in stages or list(STAGES):
         results.update(STAGES[name](out))
-    (out / "demo.json").write_text(json.dumps(results, indent=2))
+    write_atomic(out / "demo.json", json.dumps(results, indent=2))
     _banner(f"done in {time.perf_counter() - t0:.0f} s")
     if "report" in results:
         print(f"open the report: {results['report']}")

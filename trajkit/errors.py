@@ -33,3 +33,7 @@ class InputError(TrajkitError, ValueError):
         field = f"field {self.field}: " if self.field else ""
         hint = f" ({self.hint})" if self.hint else ""
         return f"{where}{field}{self.message}{hint}"
+
+
+class ModelError(TrajkitError, RuntimeError):
+    """A model produced something no sampler can use (NaN or infinite logits): check its weights."""

@@ -85,7 +85,7 @@ def test_stats_tokenizer_comes_from_a_local_folder_only(tmp_path, monkeypatch, c
     data = json.loads(capsys.readouterr().out)
     assert data["think_tokens"] == data["think_words"] == 10  # 1 + 0 + 3 + 3 + 1 + 2, as in test_parse.EXPECTED
     assert main(["traces", "stats", src, "--tokenizer", "Qwen/Qwen3-8B", "-q"]) == 2
-    assert "--tokenizer 'Qwen/Qwen3-8B' is not a local directory" in capsys.readouterr().err
+    assert "--tokenizer 'Qwen/Qwen3-8B' looks like a hub name" in capsys.readouterr().err
     assert len(calls) == 1
 
 
@@ -153,3 +153,77 @@ def test_parallel_equals_sequential(messy_jsonl):
     parallel_file_stats(messy_jsonl, "messy", par, workers=2, on_error=par_errors.append, chunk_bytes=2000)
     assert json.dumps(par.to_dict(), sort_keys=True) == json.dumps(seq.to_dict(), sort_keys=True)
     assert [str(e) for e in par_errors] == [str(e) for e in seq_errors]
+
+
+def test_a_folder_as_input_is_one_line(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    assert main(["traces", "stats", str(tmp_path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"trajkit: error: {tmp_path}: is a folder, not a file (name the files inside it, e.g. DIR/*.jsonl)\n"
+
+
+@pytest.mark.parametrize("command", [["stats"], ["export", "--format", "tokens", "--out", "o.parquet"]])
+@pytest.mark.parametrize("spec,message", [
+    ("Qwen/Qwen3-8B", "looks like a hub name; trajkit reads local folders only"),
+    ("/nonexistent/tok", "is not a local folder"),
+])
+def test_tokenizer_specs_are_judged_alike(tmp_path, capsys, monkeypatch, command, spec, message):
+    from trajkit.cli.main import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"conversations": [{"from": "human", "value": "hi"}]}\n')
+    assert main(["traces", command[0], str(src), *command[1:], "--tokenizer", spec, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trajkit: error: --tokenizer {spec!r} ") and message in err and err.count("\n") == 1
+
+
+def test_tokenizer_folder_without_files_is_one_line(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"conversations": [{"from": "human", "value": "hi"}]}\n')
+    (tmp_path / "empty").mkdir()
+    assert main(["traces", "stats", str(src), "--tokenizer", str(tmp_path / "empty"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trajkit: error: {tmp_path / 'empty'}: --tokenizer: cannot load") and err.count("\n") == 1
+
+
+def _lines(*rows):
+    return b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+
+
+GOOD = {"conversations": [{"from": "human", "value": "hi"}]}
+
+
+@pytest.mark.parametrize("content,message", [
+    (lambda: __import__("gzip").compress(_lines(GOOD) * 3), "this is gzip-compressed data, not JSON Lines text "
+                                                            "(name it *.jsonl.gz)"),
+    (lambda: __import__("lzma").compress(_lines(GOOD)), "this is xz-compressed data"),
+    (lambda: bytes(range(256)) * 40 + b"\n" + bytes(range(256)), "this is not UTF-8 text"),
+    (lambda: b"\xff\xfe" + "{}\n".encode("utf-16-le") * 50, "this is not UTF-8 text"),
+    (lambda: json.dumps([GOOD, GOOD], indent=1).encode(), "this looks like a JSON array, not JSON Lines"),
+    (lambda: json.dumps([GOOD, GOOD]).encode() + b"\n", "(name it .json)"),
+])
+@pytest.mark.parametrize("size", ["small", "parallel"])
+def test_not_jsonl_is_said_once(tmp_path, capsys, content, message, size):
+    from trajkit.cli.main import main
+
+    path = tmp_path / "x.jsonl"
+    data = content()
+    path.write_bytes(data if size == "small" else data + b"\n" * (5 << 20))  # > 4 MiB: the parallel path
+    assert main(["traces", "stats", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trajkit: error: {path}: ") and message in err and err.count("\n") == 1
+
+
+def test_one_binary_line_among_rows_is_one_warning(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(_lines(GOOD) + b"\x00\xff\xfe garbage\n" + _lines(GOOD))
+    assert main(["traces", "stats", str(path), "--json", "-q"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["traces"] == 2 and cap.err.count(f"{path}:2: ") == 1 and cap.err.count("\n") == 1

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # torch and the engine load when the benchmark runs, not when
 
 DESCRIPTION = ("generation: ours plain / speculative (draft model, n-gram, auto k) vs HF generate and HF "
                "assisted generation on the shipped tiny pair (tokens/s, alpha, c, v(k), predicted speedup); "
-               "example: trajkit bench generate --seeds 5 --json bench-out/gen.json")
+               "example: trajkit bench generate --seeds 5 --out bench-out/gen.json")
 
 
 def add_arguments(parser) -> None:
@@ -37,8 +37,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--new-tokens", type=int, default=128, help="tokens generated per row")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0 = greedy)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (fixed for the whole run)")
-    parser.add_argument("--json", dest="json_out", default="bench-out/bench_generate.json",
-                        help="JSON output path (a PNG plot is written beside it)")
+    parser.add_argument("--out", default="bench-out/bench_generate.json",
+                        help="where to write the results (JSON; a PNG plot is written beside it)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     parser.add_argument("--cache-dir", default=None, help="tiny-pair cache (default: $TRAJKIT_CACHE or "
                         "~/.cache/trajkit)")
 
@@ -49,26 +50,50 @@ def run(args) -> int:
     from trajkit.bench.generate_methods import build_methods
     from trajkit.recipes.tiny_pair import load_tiny_pair
 
+    from trajkit.traces.atomic import AtomicFile, write_atomic
+
+    ks, batch_sizes = _ints(args.ks, "--ks"), _ints(args.batch_sizes, "--batch-sizes")
     torch.set_num_threads(args.threads)
     pair = load_tiny_pair(cache=args.cache_dir)
-    ks = [int(k) for k in args.ks.split(",")]
-    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     methods = build_methods(pair.target, pair.draft, ks, args.temperature)
     results = {"protocol": _protocol(args, pair), "costs": {}, "rows": []}
     for batch in batch_sizes:
         prompts = _prompt_sets(pair.prompts, batch, args.seeds + 1)
+        _say(f"batch {batch}: measuring c and v(k) for k <= {max(ks)}")
         costs = _costs(pair, prompts[0], max(ks))
         results["costs"][str(batch)] = costs
-        rows = _measure([m for m in methods if batch in m.batch_sizes], prompts, args.new_tokens)
+        rows = _measure([m for m in methods if batch in m.batch_sizes], prompts, args.new_tokens, batch)
         results["rows"].extend(_summarise(rows, batch, costs))
     results["goals"] = goals(results["rows"])
-    _print(results)
-    out = Path(args.json_out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
-    plot(results, out.with_suffix(".png"))
-    print(f"\nwrote {out} and {out.with_suffix('.png')}")
+    out = Path(args.out)
+    write_atomic(out, json.dumps(results, indent=1))
+    with AtomicFile(out.with_suffix(".png"), "plot") as tmp:
+        plot(results, tmp)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        _print(results)
+        print(f"\nwrote {out} and {out.with_suffix('.png')}")
     return 0
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    from trajkit.errors import ConfigError
+
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise ConfigError(f"{flag} takes comma-separated integers >= 1, got {text!r}")
+    return values
+
+
+def _say(text: str) -> None:
+    """A progress line on stderr (the run takes minutes; stdout keeps the table or the JSON)."""
+    import sys
+
+    print(f"bench generate: {text}", file=sys.stderr, flush=True)
 
 
 def _protocol(args, pair) -> dict:
@@ -98,14 +123,23 @@ def _costs(pair, prompts: list[list[int]], k_max: int) -> dict:
             "v": {str(k): statistics.median([draft.v[k], ngram.v[k]]) for k in draft.v}}
 
 
-def _measure(methods: list[Method], prompt_sets, new_tokens: int) -> dict[str, list]:
+def _measure(methods: list[Method], prompt_sets, new_tokens: int, batch: int = 0) -> dict[str, list]:
     """Warm up each method once, then run every method once per seed, interleaved."""
+    from trajkit.progress import progress_bar
+
     runs: dict[str, list] = {m.name: [] for m in methods}
-    for m in methods:
-        m.run(prompt_sets[0], 10_000, new_tokens)
-    for seed, prompts in enumerate(prompt_sets[1:]):
+    total = len(methods) * len(prompt_sets)
+    _say(f"batch {batch}: {len(methods)} methods x ({len(prompt_sets) - 1} seeds + 1 warm-up) = {total} runs")
+    with progress_bar(total=total, desc=f"B={batch}", unit="run") as bar:
         for m in methods:
-            runs[m.name].append((m, m.run(prompts, seed, new_tokens)))
+            m.run(prompt_sets[0], 10_000, new_tokens)
+            bar.update()
+        for seed, prompts in enumerate(prompt_sets[1:]):
+            for m in methods:
+                bar.set_postfix(method=m.name, refresh=False)
+                runs[m.name].append((m, m.run(prompts, seed, new_tokens)))
+                bar.update()
+            _say(f"batch {batch}: seed {seed + 1}/{len(prompt_sets) - 1} done")
     return runs
 
 

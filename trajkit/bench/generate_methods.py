@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
+from trajkit.engine import DraftModel, Engine, EngineConfig, NgramDrafter, SamplingParams
 from trajkit.models.tokenizer import PAD_ID
 
 
@@ -33,6 +33,7 @@ class Method:
     k: int
     run: Callable[[list[list[int]], int, int], Run]
     batch_sizes: tuple[int, ...] = (1, 8)
+    engine: Engine | None = None  # ours: the engine the method runs
 
 
 def _ours(engine: Engine, temperature: float) -> Callable:
@@ -88,6 +89,7 @@ def build_methods(target, draft, ks: list[int], temperature: float) -> list[Meth
         assistant = _assistant(copy.deepcopy(draft), k)
         methods.append(Method(f"HF assisted k={k}", "hf-assisted", k, _hf(target, temperature, assistant),
                               batch_sizes=(1,)))
-    methods.append(Method("ours draft k=auto", "ours-auto", -1,
-                          _ours(Engine(target, DraftModel(draft), num_draft_tokens="auto"), temperature)))
+    # auto considers only the k whose costs the benchmark measures (c and v(k) for k <= max(ks))
+    auto = Engine(target, DraftModel(draft), config=EngineConfig(num_draft_tokens="auto", max_draft_tokens=max(ks)))
+    methods.append(Method("ours draft k=auto", "ours-auto", -1, _ours(auto, temperature), engine=auto))
     return methods

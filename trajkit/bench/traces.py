@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 DESCRIPTION = "traces stats vs the tutorial's pandas+regex approach (rows/s, MB/s, peak RSS)"
-EXAMPLE = "trajkit bench traces --rows 14701 --json bench-out/bench_traces.json"
+EXAMPLE = "trajkit bench traces --rows 14701 --out bench-out/bench_traces.json"
 
 BASELINE = r'''
 import json, re, resource, sys, time
@@ -68,7 +68,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--style", default="kimi", choices=["kimi", "glm-5.1"], help="generator style")
     parser.add_argument("--corpus", help="use this JSONL file instead of generating one")
     parser.add_argument("--repeat", type=int, default=1, help="runs per side; the best time is kept")
-    parser.add_argument("--json", dest="json_out", default="bench-out/bench_traces.json", help="JSON output path")
+    parser.add_argument("--out", default="bench-out/bench_traces.json", help="where to write the results (JSON)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     parser.add_argument("--cache-dir", default="bench-out", help="where generated corpora are kept")
 
 
@@ -99,6 +100,13 @@ def _best(code: str, path: Path, repeat: int) -> dict:
 
 
 def run(args) -> int:
+    import importlib.util
+
+    from trajkit.errors import ConfigError
+
+    if importlib.util.find_spec("pandas") is None:
+        raise ConfigError("trajkit bench traces times the pandas tutorial beside trajkit, and pandas is not "
+                          "installed: pip install 'trajkit[bench]'")
     path = _corpus(args)
     size_mb = path.stat().st_size / 2**20
     results = {"corpus": str(path), "corpus_mb": round(size_mb, 1), "machine": f"{os.cpu_count()} CPU cores"}
@@ -110,10 +118,14 @@ def run(args) -> int:
     base, ours = results["tutorial (pandas + 3 regexes)"], results["trajkit traces stats"]
     results["speedup"] = base["seconds"] / ours["seconds"]
     results["rss_ratio"] = base["peak_rss_mb"] / ours["peak_rss_mb"]
-    _print_table(results)
-    Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json_out).write_text(json.dumps(results, indent=2))
-    print(f"wrote {args.json_out}")
+    from trajkit.traces.atomic import write_atomic
+
+    write_atomic(args.out, json.dumps(results, indent=2))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        _print_table(results)
+        print(f"wrote {args.out}")
     return 0
 
 

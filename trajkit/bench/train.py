@@ -35,10 +35,11 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, default=20, help="steps per arm (0 = the config's steps)")
     p.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (reward table needs >= 3)")
     p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
-    p.add_argument("--json", default="bench-out/train.json", help="where to write the JSON results")
+    p.add_argument("--out", default="bench-out/train.json", help="where to write the results (JSON)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rollout.group_size=4")
-    p.epilog = "Example: trajkit bench train --steps 30 --seeds 3 --json bench-out/train.json"
+    p.epilog = "Example: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json"
 
 
 def _trainers(args, seed: int, steps: int):
@@ -164,15 +165,14 @@ def run(args) -> int:
     summary = summarize(seeds)
     summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
                    wall_seconds=time.perf_counter() - start)
-    print(table(summary))
-    for path in (args.json, args.plot):
-        if path:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"summary": summary, "runs": seeds}, fh, indent=1)
-        print(f"wrote {args.json}")
+    from trajkit.traces.atomic import AtomicFile, write_atomic
+
+    print(json.dumps(summary, indent=1) if args.json else table(summary))
+    if args.out:
+        write_atomic(args.out, json.dumps({"summary": summary, "runs": seeds}, indent=1))
     if args.plot:
-        plot(summary, args.plot)
-        print(f"wrote {args.plot}")
+        with AtomicFile(args.plot, "plot") as tmp:
+            plot(summary, str(tmp))
+    if not args.json:
+        print("wrote " + " and ".join(p for p in (args.out, args.plot) if p))
     return 0

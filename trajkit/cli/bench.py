@@ -11,8 +11,8 @@ BENCHMARKS = ("traces", "generate", "train", "export")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="run a side-by-side benchmark (prints a table, writes JSON)",
-                       description="Run a benchmark. Example: trajkit bench traces --rows 2000 --json out.json")
+    p = sub.add_parser("bench", help="run a side-by-side benchmark (prints a table or, with --json, JSON; writes JSON to --out)",
+                       description="Run a benchmark. Example: trajkit bench traces --rows 2000 --out out.json")
     bsub = p.add_subparsers(dest="bench", metavar="NAME")
     for name in BENCHMARKS:
         module = importlib.import_module(f"trajkit.bench.{name}")

@@ -2,7 +2,8 @@
 
 Each command group lives in its own module exposing ``register(subparsers)``; a command's handler
 returns an exit code. Library errors (:class:`trajkit.errors.TrajkitError`) become one line on stderr
-and exit code 2.
+and exit code 2; Ctrl-C becomes one line and exit code 130 (every output file is written atomically, so
+an interrupted command leaves the files it was writing as they were before).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from trajkit import version
 from trajkit.errors import TrajkitError
 
 # Module names under trajkit.cli that register a command group.
@@ -22,23 +24,39 @@ def build_parser() -> argparse.ArgumentParser:
         description="Agentic RL post-training toolkit: traces, exact speculative rollouts, GRPO training.",
         epilog="Example: trajkit traces stats data.jsonl --json",
     )
+    parser.add_argument("--version", action="version", version=f"trajkit {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"trajkit.cli.{name}").register(sub)
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, except that ``key=value`` overrides may come before or after options
+    (``trajkit train cfg.yaml --no-progress steps=3``): argparse stops collecting them at the first option."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and isinstance(getattr(args, "overrides", None), list) \
+            and all("=" in item and not item.startswith("-") for item in extra):
+        args.overrides.extend(extra)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0 if args.command is None else 2
     try:
         return int(args.handler(args) or 0)
     except TrajkitError as exc:
-        print(f"trajkit: error: {exc}", file=sys.stderr)
+        print("trajkit: error: " + " ".join(str(exc).splitlines()), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("trajkit: interrupted (files being written were discarded)", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
 

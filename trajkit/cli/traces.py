@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from trajkit.errors import ConfigError, InputError
+from trajkit.errors import InputError
 
 
 def warn_skipped(exc: InputError) -> None:
@@ -18,19 +17,19 @@ def show_progress(args) -> bool:
 
 
 def cmd_stats(args) -> int:
+    from trajkit.traces.load import no_rows_error
     from trajkit.traces.stats import compute_stats, format_table
 
     count_tokens = None
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from trajkit.models.load import load_tokenizer, local_folder
 
-        if not os.path.isdir(args.tokenizer):
-            raise ConfigError(f"--tokenizer {args.tokenizer!r} is not a local directory; pass a folder holding "
-                              "tokenizer.json (hub names are not downloaded)")
-        tok = AutoTokenizer.from_pretrained(args.tokenizer, local_files_only=True)
+        tok = load_tokenizer(local_folder(args.tokenizer), what="--tokenizer")
         count_tokens = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     stats = compute_stats(args.paths, strict=args.strict, on_error=warn_skipped, count_tokens=count_tokens,
                           progress=show_progress(args) and not args.json)
+    if not stats.total.traces:
+        raise no_rows_error(args.paths, stats.skipped_rows)
     data = stats.to_dict()
     if args.json:
         json.dump(data, sys.stdout, indent=2)
@@ -40,9 +39,15 @@ def cmd_stats(args) -> int:
     return 0
 
 
+def summary_stream(args):
+    """Where a command's summary goes: stderr when its rows go to stdout (``--out -``)."""
+    return sys.stderr if getattr(args, "out", None) == "-" else sys.stdout
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="JSONL/JSON/Parquet files (optionally .gz) or hf:NAME[:CONFIG[:SPLIT]]")
+                   help="JSONL/JSON/Parquet files (optionally .gz), - for JSON Lines on stdin, or "
+                        "hf:NAME[:CONFIG[:SPLIT]]")
     p.add_argument("--strict", action="store_true", help="stop at the first unreadable row (exit 2)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from trajkit.config import add_arguments, from_args
 
@@ -15,7 +14,20 @@ def _traces(args, counter):
         counter["skipped_rows"] += 1
         warn_skipped(exc)
 
-    return iter_traces(args.paths, strict=args.strict, on_error=on_error)
+    return _require_rows(iter_traces(args.paths, strict=args.strict, on_error=on_error), args.paths, counter)
+
+
+def _require_rows(traces, paths, counter):
+    """The traces, then :class:`InputError` when there were none: raised while the output is still being
+    written, so it is discarded and an older file under that name stays."""
+    from trajkit.traces.load import no_rows_error
+
+    n = 0
+    for trace in traces:
+        n += 1
+        yield trace
+    if not n:
+        raise no_rows_error(paths, counter["skipped_rows"])
 
 
 def _export_openai(args, traces, skipped_rows) -> dict:
@@ -36,8 +48,11 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
     if not args.tokenizer:
         raise ConfigError("--format tokens needs --tokenizer DIR (a local Hugging Face tokenizer with a chat "
                           "template; `trajkit demo --stage traces` builds a small one in trajkit-demo/tokenizer)")
+    from trajkit.models.load import local_folder
+
+    tokenizer = local_folder(args.tokenizer)
     config = from_args(TokenizeConfig, args)
-    summary, counts = export_trace_tokens(traces, args.tokenizer, config, args.out, system=args.system,
+    summary, counts = export_trace_tokens(traces, tokenizer, config, args.out, system=args.system,
                                           malformed=args.malformed, strict=args.strict, progress=not args.quiet,
                                           workers=args.workers)
     out = dataclasses.asdict(summary)
@@ -48,17 +63,22 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
 
 
 def cmd_export(args) -> int:
+    from trajkit.cli.traces import summary_stream
+    from trajkit.traces.atomic import refuse_same_file
+
+    refuse_same_file([args.out], args.paths)
     counter = {"skipped_rows": 0}
     traces = _traces(args, counter)
     result = (_export_openai if args.format == "openai" else _export_tokens)(args, traces, counter)
+    out = summary_stream(args)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2), file=out)
     else:
         shown = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
         print(f"exported {args.format} -> {args.out}: " + ", ".join(f"{k}={v}" for k, v in shown.items()),
-              file=sys.stdout)
+              file=out)
         if result.get("template"):
-            print("rendering: " + result["template"]["rendering"]["reason"])
+            print("rendering: " + result["template"]["rendering"]["reason"], file=out)
         for reason in result.get("dropped", [])[:5]:
             print(f"dropped: {reason}", file=sys.stderr)
     return 0
@@ -99,7 +119,8 @@ def register(tsub, add_common) -> None:
                                "--max-length 8192 --think-policy drop --out sft.parquet")
     add_common(p)
     p.add_argument("--format", required=True, choices=["openai", "tokens"], help="what to write")
-    p.add_argument("--out", required=True, help="output: .jsonl/.jsonl.gz/.parquet (openai), .parquet/.jsonl (tokens)")
+    p.add_argument("--out", required=True, help="output: .jsonl/.jsonl.gz/.parquet or - for stdout (openai), "
+                                                ".parquet/.jsonl (tokens)")
     p.add_argument("--tokenizer", help="local tokenizer folder with a chat template (tokens format)")
     p.add_argument("--system", default="auto", choices=["auto", "keep", "drop"],
                    help="system messages: auto drops one holding the <tools> block (tools travel separately)")

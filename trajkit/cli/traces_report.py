@@ -19,7 +19,7 @@ def cmd_report(args) -> int:
 
     config = from_args(ReportConfig, args)
     path = write_report(args.paths, args.out, config=config, strict=args.strict, on_error=warn_skipped,
-                        progress=show_progress(args))
+                        progress=show_progress(args), require_rows=True)
     size = path.stat().st_size / 1e6
     print(f"trajkit: report written to {path} ({size:.1f} MB); charts in {path.parent / 'charts'}")
     return 0

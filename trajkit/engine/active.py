@@ -25,6 +25,7 @@ from trajkit.engine.params import SamplingParams
 from trajkit.engine.rng import RowStreams
 from trajkit.engine.types import Completion
 from trajkit.engine.warp import row_params, warp_probs
+from trajkit.errors import ModelError
 
 
 class Follower(Protocol):
@@ -117,6 +118,17 @@ class ActiveBatch:
             self.logprobs[r].extend(lps)
             done.append(self.finish[r] is not None)
         return done
+
+    def check_finite(self, bad: list, usable: list[int] | None = None) -> None:
+        """Raise :class:`ModelError` for the first active row whose logits were not finite. ``bad``: per
+        row, a flag or one flag per scored position; ``usable``: positions counted per row (all if None)."""
+        for i, (r, flags) in enumerate(zip(self.rows, bad)):
+            flags = flags if isinstance(flags, list) else [flags]
+            upto = len(flags) if usable is None else usable[i]
+            hit = next((j for j, f in enumerate(flags[:upto]) if f), None)
+            if hit is not None:
+                raise ModelError(f"the model produced NaN/inf logits at row {r}, step {len(self.generated[r]) + hit}"
+                                 " (check its weights and dtype)")
 
     def drop(self, done: list[bool]) -> None:
         """Remove the finished rows from the batch, its tensors, ``last`` and every follower. Once no row

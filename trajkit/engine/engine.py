@@ -16,9 +16,11 @@ by a trainer (the drafter keeps its own weights).
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from trajkit.engine.auto_k import AutoK
@@ -82,11 +84,16 @@ class Engine:
                             config.alpha_smoothing, config.sync_timing)
 
     def generate(self, prompt_ids: list[list[int]],
-                 params: SamplingParams | Sequence[SamplingParams] = SamplingParams()) -> Completions:
-        """Complete every prompt; returns ``Completions`` (a list of ``Completion`` with ``.stats``)."""
+                 params: SamplingParams | Sequence[SamplingParams] | None = None) -> Completions:
+        """Complete every prompt; returns ``Completions`` (a list of ``Completion`` with ``.stats``).
+
+        ``prompt_ids``: a list of prompts, each a list of token ids (lists, tuples, torch tensors or numpy
+        arrays of integers); ``params``: one ``SamplingParams``, one per prompt, or None for the defaults."""
         prompts = self._check_prompts(prompt_ids)
+        params = SamplingParams() if params is None else params
         rows = per_row(params, len(prompts))
         check_stop_vocab(rows, self.vocab_size)
+        self._check_positions([len(p) + r.max_new_tokens for p, r in zip(prompts, rows)], "prompt + max_new_tokens")
         shared = isinstance(params, SamplingParams)
         k = self._num_draft_tokens(prompts, rows, shared)
         if k == 0:
@@ -102,10 +109,12 @@ class Engine:
         """Log-probs of ``completion_ids`` after ``prompt_ids`` under the model (raw log-softmax, or
         warped by ``params``' temperature / top-k / top-p: then they match ``Completion.logprobs``)."""
         prompts = self._check_prompts(prompt_ids)
-        if len(completion_ids) != len(prompts):
-            raise InputError(f"{len(completion_ids)} completions for {len(prompts)} prompts",
+        completions = check_ids(completion_ids, self.vocab_size, "completion_ids", allow_empty=True)
+        if len(completions) != len(prompts):
+            raise InputError(f"{len(completions)} completions for {len(prompts)} prompts",
                              field="completion_ids")
-        return token_logprobs(self.model, prompts, [list(c) for c in completion_ids], params)
+        self._check_positions([len(p) + len(c) for p, c in zip(prompts, completions)], "prompt + completion")
+        return token_logprobs(self.model, prompts, completions, params)
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], strict: bool = True) -> int:
         """Load a trainer's weights into the engine's model; returns the new ``policy_version``."""
@@ -135,17 +144,44 @@ class Engine:
         return self.config.num_draft_tokens
 
     def _check_prompts(self, prompt_ids) -> list[list[int]]:
-        if isinstance(prompt_ids, torch.Tensor):
-            prompt_ids = prompt_ids.tolist()
-        if not isinstance(prompt_ids, (list, tuple)) or not prompt_ids:
-            raise InputError("prompt_ids must be a non-empty list of token-id lists", field="prompt_ids")
-        out = []
-        for i, row in enumerate(prompt_ids):
-            row = list(row) if isinstance(row, (list, tuple)) else None
-            if not row:
-                raise InputError("each prompt needs at least one token id (e.g. BOS)", row=i, field="prompt_ids")
-            if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size for t in row):
-                raise InputError(f"token ids must be integers in [0, {self.vocab_size})", row=i,
-                                 field="prompt_ids")
-            out.append(row)
-        return out
+        return check_ids(prompt_ids, self.vocab_size, "prompt_ids", allow_empty=False)
+
+    def _check_positions(self, lengths: list[int], what: str) -> None:
+        """Rows may not run past the model's position embeddings (``config.max_position_embeddings``)."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if not isinstance(limit, int):
+            return
+        for i, n in enumerate(lengths):
+            if n > limit:
+                raise ConfigError(f"row {i}: {what} is {n} tokens, past the model's {limit} positions "
+                                  "(max_position_embeddings); shorten the prompt or lower max_new_tokens")
+
+
+def check_ids(rows, vocab_size: int, field: str, *, allow_empty: bool) -> list[list[int]]:
+    """``rows`` as a list of lists of ``int`` in ``[0, vocab_size)``: each row a list, tuple, torch tensor or
+    numpy array of integers (numpy integer scalars included); otherwise :class:`InputError` naming the row."""
+    if hasattr(rows, "tolist"):
+        rows = rows.tolist()
+    if not isinstance(rows, (list, tuple)) or not rows:
+        raise InputError(f"{field} must be a non-empty list of prompts, each a list of token ids", field=field)
+    if all(_is_int(t) for t in rows):
+        raise InputError(f"{field} is a flat list of ids; it must be a list of prompts, each a list of ids "
+                         f"(e.g. [[1, 2, 3]] for one prompt)", field=field)
+    out = []
+    for i, row in enumerate(rows):
+        row = row.tolist() if hasattr(row, "tolist") else row
+        if not isinstance(row, (list, tuple)):
+            raise InputError(f"row is a {type(row).__name__}; {field} must be a list of prompts, each a list "
+                             "of ids", row=i, field=field)
+        if not row and not allow_empty:
+            raise InputError("each prompt needs at least one token id (e.g. BOS)", row=i, field=field)
+        bad = next((t for t in row if not _is_int(t) or not 0 <= t < vocab_size), None)
+        if bad is not None:
+            raise InputError(f"token ids must be integers in [0, {vocab_size}), got {bad!r}", row=i, field=field)
+        out.append([int(t) for t in row])
+    return out
+
+
+def _is_int(value) -> bool:
+    """An integer token id: ``int`` or a numpy integer, never a bool (nor a float that looks whole)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

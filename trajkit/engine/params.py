@@ -22,9 +22,15 @@ from typing import Sequence
 from trajkit.errors import ConfigError
 
 
+MIN_TEMPERATURE = 1e-5
+"""Temperatures in ``(0, MIN_TEMPERATURE)`` are greedy decoding (stored as 0): dividing float32 logits by
+them overflows or underflows (below ~1e-38 the temperature itself rounds to 0), and above it sampling is
+already indistinguishable from greedy for any logit gap a model produces."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample one completion; ``temperature=0`` is greedy decoding."""
+    """How to sample one completion; ``temperature=0`` (or below :data:`MIN_TEMPERATURE`) is greedy."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -34,7 +40,7 @@ class SamplingParams:
     seed: int | None = None
 
     __field_docs__ = {
-        "temperature": "softmax temperature; 0 = greedy",
+        "temperature": f"softmax temperature; 0 (or below {MIN_TEMPERATURE:g}) = greedy",
         "top_k": "keep the k most likely tokens; 0 = off",
         "top_p": "keep the smallest set of tokens with mass >= top_p; 1 = off",
         "max_new_tokens": "most tokens generated per row",
@@ -44,6 +50,8 @@ class SamplingParams:
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop_token_ids", _token_tuple(self.stop_token_ids))
         _check_number("temperature", self.temperature, low=0.0, hint="use 0 for greedy decoding")
+        if self.temperature < MIN_TEMPERATURE:
+            object.__setattr__(self, "temperature", 0.0)
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
             raise ConfigError(f"top_k must be an integer >= 0, got {self.top_k!r} (0 turns top-k off)")
         _check_number("top_p", self.top_p, low=0.0, hint="set top_p=1.0 to turn nucleus sampling off")

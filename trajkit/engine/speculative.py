@@ -45,7 +45,7 @@ from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
-from trajkit.engine.warp import token_logprobs
+from trajkit.engine.warp import nonfinite_rows, token_logprobs
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,7 @@ class Verdict:
     logprobs: torch.Tensor
     overlap: torch.Tensor
     next_token: torch.Tensor
+    nonfinite: torch.Tensor  # [B, w+1] bool: the target's logits at that position were NaN/inf
 
 
 @torch.inference_mode()
@@ -131,19 +132,21 @@ def draft(drafter: Drafter, batch: ActiveBatch, k: int, u: torch.Tensor) -> Draf
 
 def verify(state: KVState, batch: ActiveBatch, drafts: Drafts, u: RoundUniforms) -> Verdict:
     """Score ``[last, drafts]`` with the target (appending them to its cache) and accept / resample."""
-    p = batch.probs(state.extend(torch.cat([batch.last.unsqueeze(1), drafts.tokens], dim=1)))  # [B, w+1, V]
+    logits = state.extend(torch.cat([batch.last.unsqueeze(1), drafts.tokens], dim=1))  # [B, w+1, V]
+    p = batch.probs(logits)
     n_acc, nxt, overlap = verify_drafts(p, drafts.tokens, drafts.probs, drafts.lengths,
                                         u.accept[:, :drafts.width], u.final)
     emitted = emitted_tokens(drafts.tokens, n_acc, nxt)  # [B, w+1]
-    return Verdict(n_acc, emitted, token_logprobs(p, emitted), overlap, nxt)
+    return Verdict(n_acc, emitted, token_logprobs(p, emitted), overlap, nxt, nonfinite_rows(logits))
 
 
 def commit(state: KVState, batch: ActiveBatch, drafts: Drafts, verdict: Verdict,
            stats: GenerationStats) -> None:
     """Keep the accepted drafts in the cache, append the new tokens to the rows, count the round and
     drop the finished rows."""
-    counts, emitted, logprobs, overlap = to_host(verdict.accepted, verdict.emitted, verdict.logprobs,
-                                                 verdict.overlap)  # the round's second host sync
+    counts, emitted, logprobs, overlap, bad = to_host(verdict.accepted, verdict.emitted, verdict.logprobs,
+                                                      verdict.overlap, verdict.nonfinite)  # second host sync
+    batch.check_finite(bad, [n + 1 for n in drafts.counts])
     state.keep_appended(drafts.width + 1, [n + 1 for n in counts])  # last + accepted drafts
     stats.add_round(drafts.counts, counts, overlap)
     batch.count_drafts(drafts.counts, counts)

@@ -83,7 +83,14 @@ def sample(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     # strictly below the total, so some token's cumulative mass exceeds it: the first such token has
     # positive probability (a zero-probability token repeats its predecessor's cumulative mass)
     x = torch.minimum(u.double().unsqueeze(-1) * total, total * _BELOW_ONE)  # [N, 1]
-    return torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    # the clamp changes nothing for finite probs (x < total); NaN probs (from NaN/inf logits) would index
+    # one past the vocabulary: they get the last id, and the samplers report them (nonfinite_rows)
+    return torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+
+
+def nonfinite_rows(logits: torch.Tensor) -> torch.Tensor:
+    """``logits: [..., V]`` -> ``[...]`` bool: a NaN, a ``+inf`` or nothing above ``-inf`` (no distribution)."""
+    return torch.isnan(logits).any(-1) | torch.isposinf(logits).any(-1) | torch.isneginf(logits).all(-1)
 
 
 _BELOW_ONE = 1.0 - 2.0 ** -52

@@ -3,7 +3,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trajkit.errors import InputError
+from trajkit.errors import ConfigError, InputError
+
+
+def local_folder(spec: str, what: str = "--tokenizer") -> str:
+    """``spec`` when it is a local folder; otherwise a :class:`ConfigError` that says so, and for a hub name
+    (``org/name``) how to fetch it: trajkit never downloads, online or offline (``HF_HUB_OFFLINE``)."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return str(path)
+    if path.exists():
+        raise ConfigError(f"{what} {spec!r} is a file; pass the folder holding tokenizer.json")
+    parts = spec.split("/")
+    if len(parts) == 2 and all(parts) and not spec.startswith((".", "~")):
+        raise ConfigError(f"{what} {spec!r} looks like a hub name; trajkit reads local folders only (online or "
+                          f"with HF_HUB_OFFLINE): fetch it first, e.g. `hf download {spec} --local-dir ./tok`, "
+                          "and pass ./tok")
+    raise ConfigError(f"{what} {spec!r} is not a local folder; pass a folder holding tokenizer.json")
 
 
 def load_model(folder: str | Path, dtype=None, device=None, what: str = "model"):
@@ -16,7 +32,7 @@ def load_model(folder: str | Path, dtype=None, device=None, what: str = "model")
         model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True,
                                                      dtype=dtype or torch.float32)
     except (OSError, ValueError) as exc:
-        raise InputError(f"{what}: cannot load a local causal LM ({exc})", path=str(folder)) from exc
+        raise InputError(f"{what}: cannot load a local causal LM ({_one_line(exc)})", path=str(folder)) from exc
     return (model.to(device) if device is not None else model).eval()
 
 
@@ -29,4 +45,9 @@ def load_tokenizer(folder: str | Path, required: bool = True, what: str = "token
     except (OSError, ValueError) as exc:
         if not required:
             return None
-        raise InputError(f"{what}: cannot load a local tokenizer ({exc})", path=str(folder)) from exc
+        raise InputError(f"{what}: cannot load a local tokenizer ({_one_line(exc)})", path=str(folder)) from exc
+
+
+def _one_line(exc: Exception) -> str:
+    """transformers' messages span lines; the CLI prints one."""
+    return " ".join(str(exc).split())

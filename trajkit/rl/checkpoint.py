@@ -38,7 +38,10 @@ def save_checkpoint(state: TrainState, path: str) -> str:
         blob["draft"] = state.draft.state_dict()
     if state.draft_optimizer is not None:
         blob["draft_optimizer"] = state.draft_optimizer.state_dict()
-    torch.save(blob, os.path.join(path, "state.pt"))
+    from trajkit.traces.atomic import AtomicFile
+
+    with AtomicFile(os.path.join(path, "state.pt"), "checkpoint") as tmp:  # complete, or the old one stays
+        torch.save(blob, tmp)
     return path
 
 

@@ -24,12 +24,6 @@ from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
 
 
-def _positive(owner, **values) -> None:
-    for name, v in values.items():
-        if v <= 0:
-            raise ConfigError(f"{owner}.{name} must be > 0, got {v!r}")
-
-
 @dataclass
 class ModelConfig(Checked):
     """A causal LM: ``task_warmstart`` (built and cached for the task), ``random`` or a local HF ``path``."""
@@ -44,10 +38,14 @@ class ModelConfig(Checked):
     warmstart_steps: int = 60
     warmstart_lr: float = 3e-3
 
+    __section__ = "policy"
+    __ranges__ = {"hidden_size": "[1, inf)", "num_layers": "[1, inf)", "num_heads": "[1, inf)",
+                  "intermediate_size": "[1, inf)", "init_seed": "[0, inf)", "warmstart_steps": "[0, inf)",
+                  "warmstart_lr": "(0, inf)"}
+
     def validate(self) -> None:
         if self.source == "path" and not self.path:
             raise ConfigError("policy.path: source 'path' needs path=DIR (a local Hugging Face model)")
-        _positive("ModelConfig", hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads)
 
 
 def _draft_model() -> ModelConfig:
@@ -73,6 +71,9 @@ class DraftConfig(Checked):
     distill_every: int = 1
     head: int = 8
     window: int = 8
+
+    __section__ = "draft"
+    __ranges__ = {"distill_lr": "(0, inf)", "distill_steps": "[1, inf)", "head": "[1, inf)", "window": "[1, inf)"}
 
     def validate(self) -> None:
         k = self.num_draft_tokens
@@ -100,11 +101,16 @@ class TaskConfig(Checked):
     max_turns: int = 3
     tool_timeout_s: float = 0.5
 
+    __section__ = "task"
+    __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)"}
+
     def validate(self) -> None:
         from trajkit.rl.registry import TASKS
 
         if self.name not in TASKS:
             raise ConfigError(f"task.name must be one of {sorted(TASKS)}, got {self.name!r}")
+        if self.min_len > self.max_len:
+            raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
 
 
 @dataclass
@@ -116,9 +122,10 @@ class RolloutConfig(Checked):
     temperature: float = 1.0
     max_new_tokens: int = 24
 
+    __section__ = "rollout"
+    __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)"}
+
     def validate(self) -> None:
-        _positive("rollout", prompts_per_step=self.prompts_per_step, temperature=self.temperature,
-                  max_new_tokens=self.max_new_tokens)
         if self.group_size < 2:
             raise ConfigError(f"rollout.group_size must be >= 2 (advantages compare a group), got {self.group_size}")
 
@@ -133,6 +140,9 @@ class LossConfig(Checked):
     scale_std: bool = True
     kl_coef: float = 0.0
 
+    __section__ = "loss"
+    __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)"}
+
 
 @dataclass
 class ShapingConfig(Checked):
@@ -141,6 +151,9 @@ class ShapingConfig(Checked):
     overlong_buffer: int = 0
     length_penalty: float = 0.0
     correct_threshold: float = 1.0
+
+    __section__ = "shaping"
+    __ranges__ = {"overlong_buffer": "[0, inf)", "length_penalty": "[0, inf)"}
 
 
 @dataclass
@@ -155,8 +168,9 @@ class OptimConfig(Checked):
     micro_batch_size: int = 32
     minibatches: int = 1
 
-    def validate(self) -> None:
-        _positive("optim", lr=self.lr, micro_batch_size=self.micro_batch_size, minibatches=self.minibatches)
+    __section__ = "optim"
+    __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
+                  "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)"}
 
 
 @dataclass
@@ -166,6 +180,9 @@ class MismatchConfig(Checked):
     abs_threshold: float = 0.05
     jump_factor: float = 20.0
     min_jump: float = 1e-3
+
+    __section__ = "mismatch"
+    __ranges__ = {"abs_threshold": "(0, inf)", "jump_factor": "(0, inf)", "min_jump": "[0, inf)"}
 
 
 @dataclass
@@ -177,6 +194,9 @@ class LogConfig(Checked):
     dump_samples: int = 8
     quiet: bool = False
 
+    __section__ = "log"
+    __ranges__ = {"dump_samples": "[0, inf)"}
+
 
 @dataclass
 class CheckpointConfig(Checked):
@@ -184,6 +204,9 @@ class CheckpointConfig(Checked):
 
     every: int = 0
     resume_from: str | None = None
+
+    __section__ = "checkpoint"
+    __ranges__ = {"every": "[0, inf)"}
 
 
 @dataclass
@@ -193,6 +216,9 @@ class EvalConfig(Checked):
     every: int = 0
     num_prompts: int = 64
     temperature: float = 1.0
+
+    __section__ = "eval"
+    __ranges__ = {"every": "[0, inf)", "num_prompts": "[1, inf)", "temperature": "[0, inf)"}
 
 
 @dataclass
@@ -214,8 +240,10 @@ class TrainConfig(Checked):
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
+    __section__ = ""
+    __ranges__ = {"steps": "[1, inf)", "seed": "[0, inf)", "threads": "[0, inf)"}
+
     def validate(self) -> None:
-        _positive("TrainConfig", steps=self.steps)
         if self.shaping.overlong_buffer > self.rollout.max_new_tokens:
             raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
 
@@ -239,6 +267,11 @@ def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
                 tree = yaml.safe_load(fh) or {}
         except OSError as exc:
             raise ConfigError(f"config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise ConfigError(f"config file {path}:{where}: not valid YAML "
+                              f"({getattr(exc, 'problem', None) or exc})") from None
         if not isinstance(tree, dict):
             raise ConfigError(f"config file {path} must hold a mapping of sections")
     for text in overrides:

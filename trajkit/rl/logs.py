@@ -13,14 +13,14 @@ import os
 import yaml
 
 from trajkit.rl.sample import Sample
+from trajkit.traces.atomic import write_atomic
 
 
 class RunLogger:
     def __init__(self, out_dir: str, config: dict, tensorboard: bool, dump_samples: int):
         self.out_dir = out_dir
         os.makedirs(os.path.join(out_dir, "samples"), exist_ok=True)
-        with open(os.path.join(out_dir, "config.yaml"), "w", encoding="utf-8") as fh:
-            yaml.safe_dump(config, fh, sort_keys=False)
+        write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(config, sort_keys=False))
         self.metrics_path = os.path.join(out_dir, "metrics.jsonl")
         self.dump_samples = dump_samples
         self.writer = None
@@ -48,14 +48,15 @@ class RunLogger:
         if self.dump_samples <= 0:
             return
         path = os.path.join(self.out_dir, "samples", f"step_{step:06d}.jsonl")
-        with open(path, "w", encoding="utf-8") as fh:
-            for s in samples[:self.dump_samples]:
-                meta = {k: v for k, v in s.metadata.items() if k != "messages"}
-                fh.write(json.dumps({"prompt": tokenizer.decode(s.prompt_ids),
+        lines = []
+        for s in samples[:self.dump_samples]:
+            meta = {k: v for k, v in s.metadata.items() if k != "messages"}
+            lines.append(json.dumps({"prompt": tokenizer.decode(s.prompt_ids),
                                      "completion": tokenizer.decode(s.completion_ids),
                                      "model_tokens": s.num_model_tokens, "group": s.group,
                                      "policy_version": s.policy_version, "raw_reward": s.raw_reward,
                                      "reward": s.reward, "advantage": s.advantage, **meta}) + "\n")
+        write_atomic(path, "".join(lines))
         if any("messages" in s.metadata for s in samples):
             from trajkit.rl.toolenv import save_episodes
 

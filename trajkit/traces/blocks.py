@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import ast
 
-import orjson
-
+from trajkit.traces import jsonvalue
 from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
 from trajkit.traces.model import Diagnostic, Segment, ToolCall, ToolResponse
 
@@ -92,10 +91,15 @@ def parse_assistant(text: str, index: int, diags: list[Diagnostic]) -> tuple[lis
 
 
 def parse_call_body(body: str) -> ToolCall:
-    """Parse a ``<tool_call>`` body; strict JSON object with string ``name`` and object ``arguments``."""
+    """Parse a ``<tool_call>`` body; strict JSON object with string ``name`` and object ``arguments``.
+
+    Numbers are kept exactly (:mod:`trajkit.traces.jsonvalue`); a body nested deeper than
+    ``jsonvalue.MAX_DEPTH`` levels is a malformed call saying so."""
     try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        value = jsonvalue.loads(body)
+    except ValueError as exc:
+        if "nested deeper" in str(exc):
+            return ToolCall(body, error=str(exc))
         return _recover_call(body)
     if not isinstance(value, dict):
         return ToolCall(body, error=f"body is a JSON {type(value).__name__}, not an object")
@@ -154,8 +158,8 @@ def parse_response_body(body: str) -> ToolResponse:
     """Parse a ``<tool_response>`` body: the envelope ``{tool_call_id, name, content}`` when present."""
     resp = ToolResponse(body)
     try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        value = jsonvalue.loads_fast(body)
+    except ValueError:
         value = body.strip()
         resp.error = "envelope is not JSON"
     if isinstance(value, dict) and "content" in value:

@@ -1,8 +1,9 @@
 """Row filters with readable predicates and a per-predicate removal count.
 
 Predicates run in a fixed order; a row is charged to the first predicate that rejects it, so the
-removal counts add up to ``read - kept``. Kept rows are written back *as read* (the original row
-object, every field kept), so filtering never rewrites data.
+removal counts add up to ``read - kept``. Kept rows are written back *as read*: into a JSONL output
+(plain, ``.gz`` or ``.xz``) from a JSONL source, the original bytes of the line (escapes, number spellings
+and key order included); otherwise the original row object with every field.
 
 Example::
 
@@ -146,27 +147,47 @@ class RowFilter:
 
 def filter_corpus(specs: list[str], cfg: FilterConfig, out: str, *, strict: bool = False,
                   on_error=None, progress: bool = True) -> FilterReport:
-    """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet)."""
-    from trajkit.errors import InputError
+    """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet; ``-``: stdout).
+    Sources without a readable row raise :class:`InputError` and leave ``out`` as it was."""
     from trajkit.progress import progress_bar
-    from trajkit.traces.load import iter_raw, parse_raw, source_label
+    from trajkit.traces.atomic import refuse_same_file
+    from trajkit.traces.load import no_rows_error
     from trajkit.traces.write import RowWriter
 
+    refuse_same_file([out], specs)
     row_filter = RowFilter(cfg)
     with RowWriter(out) as writer, progress_bar(desc="filter", unit=" rows", enabled=progress) as bar:
-        for spec in specs:
-            label = source_label(spec)
-            for raw in iter_raw(spec):
-                bar.update()
-                try:
-                    trace = parse_raw(raw, label)
-                except InputError as exc:
-                    if strict:
-                        raise
-                    row_filter.report.skipped_rows += 1
-                    if on_error is not None:
-                        on_error(exc)
-                    continue
-                if row_filter.keep(trace):
-                    writer.write(raw.value)
+        _filter_rows(specs, row_filter, writer, bar, strict, on_error)
+        if not row_filter.report.read:  # raised inside: the output is not replaced
+            raise no_rows_error(specs, row_filter.report.skipped_rows)
     return row_filter.report
+
+
+def _filter_rows(specs, row_filter: RowFilter, writer, bar, strict: bool, on_error) -> None:
+    from trajkit.errors import InputError
+    from trajkit.traces.jsonvalue import has_exact
+    from trajkit.traces.load import iter_raw, parse_raw, source_label
+
+    copy_lines = writer.kind != ".parquet"
+    for spec in specs:
+        label = source_label(spec)
+        for raw in iter_raw(spec):
+            bar.update()
+            try:
+                trace = parse_raw(raw, label)
+            except InputError as exc:
+                if strict:
+                    raise
+                row_filter.report.skipped_rows += 1
+                if on_error is not None:
+                    on_error(exc)
+                continue
+            if row_filter.keep(trace):
+                if copy_lines and raw.line is not None:
+                    writer.write_line(raw.line)
+                elif has_exact(raw.value):
+                    raise ConfigError(f"{raw.path}:{raw.row}: the row holds a number Parquet cannot store "
+                                      "exactly (beyond 64-bit integers or doubles); write .jsonl to keep rows "
+                                      "exactly as read")
+                else:
+                    writer.write(raw.value)

@@ -12,19 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+from trajkit.traces import jsonvalue
 
 TRUNCATION_MARK = "[OUTPUT TRUNCATED"
 
 
 def decode_json_text(value: Any) -> tuple[Any, bool]:
-    """(parsed, True) when ``value`` is a string holding a JSON object/array, else (value, False)."""
+    """(parsed, True) when ``value`` is a string holding a JSON object/array, else (value, False).
+
+    Parsed by :func:`trajkit.traces.jsonvalue.loads_fast` (bounded depth)."""
     if isinstance(value, str):
         stripped = value.lstrip()
         if stripped[:1] in ("{", "["):
             try:
-                return orjson.loads(value), True
-            except orjson.JSONDecodeError:
+                return jsonvalue.loads_fast(value), True
+            except ValueError:
                 pass
     return value, False
 

@@ -15,7 +15,8 @@ import orjson
 from trajkit.errors import InputError
 from trajkit.traces.blocks import parse_assistant, parse_tool_message
 from trajkit.traces.model import HERMES_ROLE, ROLE_HERMES, Diagnostic, Message, Segment, Trace
-from trajkit.traces.tools import ToolTable, normalize_tools, tools_from_json, tools_from_system_prompt
+from trajkit.traces.tools import (ToolTable, normalize_tools, schema_problems, tools_from_json,
+                                  tools_from_system_prompt)
 
 CONTEXT_SUMMARY_PREFIX = "[CONTEXT SUMMARY]:"
 
@@ -41,6 +42,7 @@ def parse_row(row: Any, *, source: str | None = None) -> Trace:
                   subcategory=row.get("subcategory"), task=row.get("task"), source=source,
                   format="hermes", diagnostics=diags)
     trace.tools = _row_tools(row, messages, diags)
+    diags.extend(Diagnostic("bad_tool_schema", problem) for problem in schema_problems(trace.tools))
     if any(m.role == "user" and m.text.startswith(CONTEXT_SUMMARY_PREFIX) for m in messages):
         trace.meta["context_summary"] = True
     return trace
@@ -50,7 +52,8 @@ def _parse_message(item: Any, index: int, diags: list[Diagnostic]) -> Message:
     if not isinstance(item, dict):
         raise InputError(f"message is a {type(item).__name__}, expected {{from, value}}",
                          field=f"conversations[{index}]")
-    role = HERMES_ROLE.get(item.get("from"))
+    source = item.get("from")
+    role = HERMES_ROLE.get(source) if isinstance(source, str) else None
     if role is None:
         raise InputError(f"unknown role {item.get('from')!r}", field=f"conversations[{index}].from",
                          hint="expected one of system, human, gpt, tool")
@@ -86,6 +89,22 @@ def _row_tools(row: dict[str, Any], messages: list[Message], diags: list[Diagnos
     return {}
 
 
+def _check_renders_back(msg: Message, index: int) -> None:
+    if msg.role not in ("assistant", "tool"):
+        return
+    parse = parse_assistant if msg.role == "assistant" else parse_tool_message
+    segments, _ = parse(msg.text, index, [])
+    if _blocks(segments) != _blocks(msg.segments):
+        raise InputError("its text holds a tag (<tool_call>, </think>, ...) that Hermes text would read as a "
+                         "block", field=f"conversations[{index}]",
+                         hint="export this trace in OpenAI form, where content and calls stay apart")
+
+
+def _blocks(segments: list[Segment]) -> list[tuple[str, str]]:
+    """(kind, stripped raw) of each block segment: what a re-parse must find again."""
+    return [(s.kind, s.raw.strip()) for s in segments if s.kind != "text"]
+
+
 def _as_plain(value: Any) -> Any:
     """Parquet/Arrow hands nested values as numpy arrays or similar; turn them into lists."""
     if hasattr(value, "tolist"):
@@ -94,7 +113,12 @@ def _as_plain(value: Any) -> Any:
 
 
 def render_row(trace: Trace) -> dict[str, Any]:
-    """The Hermes row for a trace (conversation texts exactly as parsed)."""
+    """The Hermes row for a trace (conversation texts exactly as parsed).
+
+    Raises :class:`InputError` naming the message when its text would not parse back into the same blocks
+    (an OpenAI message whose content holds ``<tool_call>…</tool_call>`` would become a real call)."""
+    for i, m in enumerate(trace.messages):
+        _check_renders_back(m, i)
     conv = [{"from": ROLE_HERMES[m.role], "value": m.text} for m in trace.messages]
     row: dict[str, Any] = {"id": trace.id, "conversations": conv}
     for key in ("category", "subcategory", "task"):

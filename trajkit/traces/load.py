@@ -8,6 +8,7 @@ reported through ``on_error`` (an :class:`~trajkit.errors.InputError` naming ``F
 and skipped; with ``strict=True`` the first such row raises.
 
 Sources:
+* ``-``: JSON Lines on standard input;
 * a path: ``*.jsonl``, ``*.jsonl.gz``, ``*.jsonl.xz``, ``*.json`` (a list of rows, or one row), ``*.parquet``;
 * ``hf:NAME[:CONFIG[:SPLIT]]``: ``datasets.load_dataset(NAME, CONFIG, split=SPLIT, streaming=True)``
   -- NAME may be a hub id (``hf:lambda/hermes-agent-reasoning-traces:kimi``) or a local folder laid out
@@ -18,18 +19,19 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-import orjson
-
 from trajkit.errors import InputError
+from trajkit.traces import jsonvalue
 from trajkit.traces.hermes import parse_row
 from trajkit.traces.model import Trace
 from trajkit.traces.openai import from_openai
 
 ErrorHandler = Callable[[InputError], None]
+STDIN = "-"
 
 
 @dataclass
@@ -40,10 +42,13 @@ class RawRow:
     row: int  # 1-based line (JSONL) or row number (JSON list, Parquet, datasets)
     value: Any = None
     error: str | None = None
+    line: bytes | None = None  # the line exactly as read (JSONL sources), newline included
 
 
 def source_label(spec: str) -> str:
     """A short name for a source: the config of ``hf:NAME:CONFIG``, else the file name stem."""
+    if spec == STDIN:
+        return "stdin"
     if spec.startswith("hf:"):
         parts = spec[3:].split(":")
         return parts[1] if len(parts) > 1 and parts[1] else parts[0].rstrip("/").split("/")[-1]
@@ -58,9 +63,14 @@ def iter_raw(spec: str) -> Iterator[RawRow]:
     if spec.startswith("hf:"):
         yield from _iter_hf(spec)
         return
+    if spec == STDIN:
+        yield from _iter_lines(spec, sys.stdin.buffer)
+        return
     path = Path(spec)
     if not path.exists():
         raise InputError("no such file", path=spec, hint="check the path, or use hf:NAME:CONFIG for datasets")
+    if path.is_dir():
+        raise InputError("is a folder, not a file", path=spec, hint="name the files inside it, e.g. DIR/*.jsonl")
     name = path.name.lower().removesuffix(".gz").removesuffix(".xz")
     if name.endswith(".parquet"):
         yield from _iter_parquet(spec)
@@ -78,23 +88,78 @@ def _open_bytes(spec: str) -> io.BufferedIOBase:
     return open(spec, "rb")
 
 
+def decode_line(spec: str, lineno: int, line: bytes) -> RawRow:
+    """One JSONL line as a :class:`RawRow` (numbers exact, see :mod:`trajkit.traces.jsonvalue`)."""
+    try:
+        return RawRow(spec, lineno, jsonvalue.loads_fast(line), line=line)
+    except ValueError as exc:
+        return RawRow(spec, lineno, error=f"invalid JSON ({exc})", line=line)
+
+
+_MAGIC = ((b"\x1f\x8b", "gzip-compressed", "name it *.jsonl.gz"), (b"\xfd7zXZ\x00", "xz-compressed", "name it *.jsonl.xz"),
+          (b"(\xb5/\xfd", "zstd-compressed", "decompress it first"), (b"BZh", "bzip2-compressed", "decompress it first"),
+          (b"PK\x03\x04", "a zip archive", "unpack it first"), (b"PAR1", "Parquet", "name it *.parquet"))
+HEAD_BYTES = 64 << 10
+
+
+def check_text_head(spec: str, head: bytes) -> None:
+    """One clear :class:`InputError` when the start of a JSONL source shows it is not JSON Lines text:
+    compressed or archive data (by magic bytes); or, when no complete line of the head is a JSON object,
+    binary / non-UTF-8 data or a JSON array. A file whose head holds a readable row goes on line by line
+    (its bad lines are skipped one by one)."""
+    for magic, kind, hint in _MAGIC:
+        if head.startswith(magic):
+            raise InputError(f"this is {kind} data, not JSON Lines text", path=spec, hint=hint)
+    if any(_is_object(line) for line in head.split(b"\n")[:-1]):
+        return
+    try:
+        head.decode("utf-8")
+        utf8 = True
+    except UnicodeDecodeError as exc:  # a character cut by the end of the head is fine
+        utf8 = exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+    if b"\0" in head or not utf8:
+        raise InputError("this is not UTF-8 text (binary data?), so not JSON Lines", path=spec,
+                         hint="pass a .jsonl file, one JSON object per line")
+    if head.lstrip()[:1] == b"[":
+        raise InputError("this looks like a JSON array, not JSON Lines (one object per line)", path=spec,
+                         hint="name it .json")
+
+
+def _is_object(line: bytes) -> bool:
+    try:
+        return isinstance(jsonvalue.loads_fast(line), dict)
+    except ValueError:
+        return False
+
+
 def _iter_jsonl(spec: str) -> Iterator[RawRow]:
     with _open_bytes(spec) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield RawRow(spec, lineno, orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                yield RawRow(spec, lineno, error=f"invalid JSON ({exc})")
+        yield from _iter_lines(spec, fh)
+
+
+def _iter_lines(spec: str, fh) -> Iterator[RawRow]:
+    if not hasattr(fh, "peek"):
+        fh = io.BufferedReader(fh)
+    check_text_head(spec, fh.peek(HEAD_BYTES)[:HEAD_BYTES])
+    for lineno, line in enumerate(fh, 1):
+        if not line.strip():
+            continue
+        yield decode_line(spec, lineno, line)
+
+
+def no_rows_error(specs: Iterable[str], skipped: int) -> InputError:
+    """What a command says when its sources held no readable row (it then exits non-zero)."""
+    reason = f"all {skipped} rows were unreadable" if skipped else "they hold no rows"
+    return InputError(f"no readable row in {', '.join(specs)}: {reason}", hint="see the warnings above, or "
+                      "check that the files hold Hermes (conversations) or OpenAI (messages) rows")
 
 
 def _iter_json(spec: str) -> Iterator[RawRow]:
     with _open_bytes(spec) as fh:
         data = fh.read()
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = jsonvalue.loads_fast(data)
+    except ValueError as exc:
         raise InputError(f"invalid JSON ({exc})", path=spec, hint="a .json file holds one row or a list of rows; "
                          "use .jsonl for one row per line") from None
     rows = value if isinstance(value, list) else value.get("data", [value]) if isinstance(value, dict) else [value]

@@ -28,8 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-import orjson
-
+from trajkit.traces import jsonvalue
 from trajkit.traces.model import Message, ToolCall, ToolResponse, Trace
 from trajkit.traces.tools import argument_problems
 
@@ -91,7 +90,7 @@ def _call_key(call: ToolCall) -> bytes:
     """Identity of an action: name + canonical arguments; a malformed call is its raw body."""
     if not call.ok:
         return b"\1" + call.body.strip().encode()
-    return call.name.encode() + b"\0" + orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS)
+    return call.name.encode() + b"\0" + jsonvalue.dumps(call.arguments, sort_keys=True)
 
 
 def trace_metrics(trace: Trace, count_tokens: Callable[[str], int] | None = None) -> TraceMetrics:

@@ -6,21 +6,27 @@ tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is st
 form (reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks, each tool message -> one
 ``<tool_response>`` block), so one set of metrics, plots and exports serves both formats.
 
+Rendering to Hermes text is made safe for untrusted content: JSON inside a block has the ``<`` of block tags written
+``\\u003c`` (the same JSON), so arguments holding ``</tool_call>`` cannot end their block; plain text that
+holds a tag (assistant content with ``<tool_call>…``, reasoning with ``</think>``) keeps its meaning in the
+trace, but :func:`trajkit.traces.hermes.render_row` refuses to write it as Hermes text, where it would
+read back as a call.
+
 ``to_openai`` goes the other way for SFT export. Conversions are lossless for well-formed traces:
 ``from_openai(*to_openai(t))`` has the same structure as ``t``.
 """
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
-import orjson
-
 from trajkit.errors import InputError
+from trajkit.traces import jsonvalue
 from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
 from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
-from trajkit.traces.model import Message, Segment, ToolCall, ToolResponse, Trace
-from trajkit.traces.tools import normalize_tools
+from trajkit.traces.model import Diagnostic, Message, Segment, ToolCall, ToolResponse, Trace
+from trajkit.traces.tools import normalize_tools, schema_problems, tools_from_json
 
 SystemPolicy = Literal["keep", "drop", "auto"]
 MalformedPolicy = Literal["error", "as_text"]
@@ -31,8 +37,15 @@ def _content_text(content: Any, where: str) -> str:
         return ""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if isinstance(content, list):  # content parts; parts without text (images) add nothing
+        texts = []
+        for j, part in enumerate(content):
+            text = part.get("text", "") if isinstance(part, dict) else ""
+            if not isinstance(text, str):
+                raise InputError(f"text of a content part is {type(text).__name__}, expected a string",
+                                 field=f"{where}[{j}].text")
+            texts.append(text)
+        return "".join(texts)
     raise InputError(f"content is {type(content).__name__}, expected a string or content parts", field=where)
 
 
@@ -46,9 +59,11 @@ def from_openai(messages: Any, tools: Any = None, *, id: str = "", source: str |
                   category=meta.get("category"), subcategory=meta.get("subcategory"), task=meta.get("task"))
     if tools:
         try:
-            trace.tools = normalize_tools(tools)
-        except ValueError as exc:
-            raise InputError(str(exc), field="tools") from None
+            trace.tools = tools_from_json(tools) if isinstance(tools, str) else normalize_tools(tools)
+        except ValueError as exc:  # orjson's decode error is a ValueError too
+            raise InputError(str(exc), field="tools", hint="tools: a list of tool definitions, or that list "
+                             "as a JSON string") from None
+        trace.diagnostics.extend(Diagnostic("bad_tool_schema", p) for p in schema_problems(trace.tools))
     return trace
 
 
@@ -75,13 +90,15 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
     if text:
         segments.append(Segment("text", text))
     calls: list[ToolCall] = []
-    for k, tc in enumerate(msg.get("tool_calls") or []):
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise InputError(f"tool_calls is a {type(raw_calls).__name__}, expected a list",
+                         field=f"messages[{i}].tool_calls")
+    for k, tc in enumerate(raw_calls):
         fn = tc.get("function") if isinstance(tc, dict) else None
         if not isinstance(fn, dict):
             raise InputError("tool call has no function object", field=f"messages[{i}].tool_calls[{k}]")
-        args = fn.get("arguments")
-        args_json = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        body = f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}'
+        body = _call_body(fn, f"messages[{i}].tool_calls[{k}].function")
         call = parse_call_body(body)
         call.id = tc.get("id")
         if segments:
@@ -91,13 +108,32 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
     return Message("assistant", segments, tool_calls=calls)
 
 
+def _call_body(fn: dict[str, Any], where: str) -> str:
+    """The Hermes ``<tool_call>`` body of an OpenAI function call; ``arguments`` (a JSON string, or an
+    object) keep their numbers exactly."""
+    args = fn.get("arguments")
+    try:
+        args_json = args if isinstance(args, str) else jsonvalue.dumps(args).decode()
+    except ValueError as exc:
+        raise InputError(str(exc), field=f"{where}.arguments") from None
+    return _inert(f'{{"name": {json.dumps(fn.get("name"), ensure_ascii=False)}, "arguments": {args_json}}}')
+
+
+_TAG = re.compile(r"<(/?(?:tool_call|tool_response|think)>)")
+
+
+def _inert(block_json: str) -> str:
+    """JSON put inside a Hermes block with the ``<`` of every block tag written ``\\u003c``: the same JSON
+    value (in valid JSON a ``<`` occurs only inside strings), but no text in it can open or close a block."""
+    return _TAG.sub(r"\\u003c\1", block_json)
+
+
 def _tool(msg: dict[str, Any], text: str) -> Message:
     result, _ = decode_json_text(text)
     resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
                         failed=result_failed(result), exit_code=result_exit_code(result),
                         truncated=result_truncated(result))
-    envelope = json.dumps({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result},
-                          ensure_ascii=False)
+    envelope = _inert(_json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result}))
     return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
                    tool_responses=[resp])
 
@@ -147,7 +183,7 @@ def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
         call_id = call.id or f"call_{i}_{k}"
         ids.append(call_id)
         calls.append({"id": call_id, "type": "function",
-                      "function": {"name": call.name, "arguments": orjson.dumps(call.arguments).decode()}})
+                      "function": {"name": call.name, "arguments": jsonvalue.dumps(call.arguments).decode()}})
     entry: dict[str, Any] = {"role": "assistant", "content": content}
     if msg.think is not None:
         entry["reasoning_content"] = msg.think
@@ -156,11 +192,18 @@ def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
     return entry, ids
 
 
+def _json_text(value: Any) -> str:
+    """``json.dumps`` as before, or the exact writer when ``value`` holds numbers a float cannot keep."""
+    if jsonvalue.has_exact(value):
+        return jsonvalue.dumps(value).decode()
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _tool_to_openai(msg: Message, call_ids: list[str]) -> list[dict[str, Any]]:
     out = []
     for k, resp in enumerate(msg.tool_responses):
         result = resp.result
-        content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        content = result if isinstance(result, str) else _json_text(result)
         entry = {"role": "tool", "content": content,
                  "tool_call_id": call_ids[k] if k < len(call_ids) else (resp.tool_call_id or f"orphan_{k}")}
         if resp.name:

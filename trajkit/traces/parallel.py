@@ -14,10 +14,8 @@ import multiprocessing as mp
 import os
 from typing import Callable
 
-import orjson
-
 from trajkit.errors import InputError
-from trajkit.traces.load import RawRow, parse_raw
+from trajkit.traces.load import HEAD_BYTES, check_text_head, decode_line, parse_raw
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.aggregate import CorpusStats
 
@@ -57,11 +55,7 @@ def _stats_chunk(task: tuple[str, str, int, int]) -> tuple[CorpusStats, list[tup
                 continue
             rows += 1
             try:
-                raw = RawRow(path, 0, orjson.loads(line))
-            except orjson.JSONDecodeError as exc:
-                raw = RawRow(path, 0, error=f"invalid JSON ({exc})")
-            try:
-                trace = parse_raw(raw, label)
+                trace = parse_raw(decode_line(path, 0, line), label)
             except InputError as exc:
                 errors.append((offset, exc.message, exc.field, exc.hint))
                 continue
@@ -90,6 +84,8 @@ def parallel_file_stats(path: str, label: str, stats: CorpusStats, *, workers: i
                         on_error: Callable[[InputError], None] | None = None,
                         on_rows: Callable[[int], None] | None = None, chunk_bytes: int = CHUNK_BYTES) -> None:
     """Fold every row of a plain JSONL file into ``stats`` using ``workers`` processes."""
+    with open(path, "rb") as fh:
+        check_text_head(path, fh.read(HEAD_BYTES))
     tasks = [(path, label, s, e) for s, e in plan_chunks(path, chunk_bytes)]
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     all_errors = []

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from trajkit.traces.aggregate import Aggregate, CorpusStats
+from trajkit.traces.atomic import AtomicFile
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -293,7 +294,8 @@ def render_chart(stats: CorpusStats, name: str, path: Path, dpi: int = 140) -> P
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=size, dpi=dpi, layout="tight")
         draw(stats, fig.add_subplot())
-        fig.savefig(path, format="png", facecolor="white")
+        with AtomicFile(path, "chart") as tmp:
+            fig.savefig(tmp, format="png", facecolor="white")
     return path
 
 

@@ -26,10 +26,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
+from trajkit import version
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.aggregate import CorpusStats
-from trajkit.traces.load import source_label
-from trajkit.traces.report_viewer import TraceViewer, esc
+from trajkit.traces.atomic import refuse_same_file, write_atomic
+from trajkit.traces.load import no_rows_error, source_label
+from trajkit.traces.report_viewer import TraceViewer, esc, esc_name
 from trajkit.traces.stats import compute_stats
 
 ASSETS = "report_assets"
@@ -57,8 +59,12 @@ class ReportConfig:
 
 def write_report(specs: list[str], out_dir: str | Path, *, max_traces: int | None = None,
                  config: ReportConfig | None = None, strict: bool = False,
-                 on_error: Callable[[InputError], None] | None = None, progress: bool = False) -> Path:
+                 on_error: Callable[[InputError], None] | None = None, progress: bool = False,
+                 require_rows: bool = False) -> Path:
     """Stream ``specs`` once, write charts, ``stats.json`` and ``report.html`` into ``out_dir``.
+
+    ``require_rows``: sources without a readable row raise :class:`InputError` before anything is written
+    (the CLI's behaviour); otherwise an empty corpus gives an empty report.
 
     ``max_traces`` overrides ``config.max_traces``. Unreadable rows go to ``on_error`` and are counted in
     ``skipped_rows`` (with ``strict`` the first one raises :class:`InputError`). Returns the HTML path.
@@ -66,18 +72,31 @@ def write_report(specs: list[str], out_dir: str | Path, *, max_traces: int | Non
     config = config or ReportConfig()
     if max_traces is not None:
         config = ReportConfig(max_traces=max_traces, max_block_chars=config.max_block_chars)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _output_folder(out_dir)
+    refuse_same_file([out / "stats.json", out / "report.html"], specs)
     stats, viewer = collect(specs, config, strict=strict, on_error=on_error, progress=progress)
+    if require_rows and not stats.total.traces:
+        raise no_rows_error(specs, stats.skipped_rows)
     data = stats.to_dict()
-    (out / "stats.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_atomic(out / "stats.json", json.dumps(data, indent=2) + "\n")
     from trajkit.traces.plots import write_plots  # matplotlib: imported only when a report is drawn
 
     charts = write_plots(stats, out / "charts")
     page = render_page(specs, data, charts, viewer)
-    path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return write_atomic(out / "report.html", page)
+
+
+def _output_folder(out_dir: str | Path) -> Path:
+    """``out_dir``, created if missing; a :class:`ConfigError` when it is a file or cannot be made."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; the report needs a folder (it writes report.html, "
+                          "stats.json and charts/ into it)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the report folder {str(out)!r} ({exc.strerror})") from None
+    return out
 
 
 def collect(specs: list[str], config: ReportConfig, *, strict: bool = False,
@@ -138,8 +157,8 @@ def _columns(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def _table(table_id: str, head: list[str], rows: list[tuple[str, str, list[str], str]]) -> str:
     """rows: (data-key, label, cells, css class); every string is escaped here."""
     th = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join(f'<tr data-key="{esc(key)}" class="{cls}"><th scope="row">{esc(label)}</th>'
-                   + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>" for key, label, cells, cls in rows)
+    body = "".join(f'<tr data-key="{esc(key)}" class="{cls}"><th scope="row">{esc_name(name)}</th>'
+                   + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>" for key, name, cells, cls in rows)
     return f'<div class="table-wrap"><table id="{table_id}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -256,15 +275,6 @@ def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("trajkit")
-    except PackageNotFoundError:
-        return "dev"
-
-
 def render_page(specs: list[str], data: dict[str, Any], charts: dict[str, Path], viewer: TraceViewer) -> str:
     """The whole HTML document; placeholders are filled in ONE pass so trace text is never re-scanned."""
     css, js = _asset("report.css"), _asset("report.js")
@@ -273,12 +283,12 @@ def render_page(specs: list[str], data: dict[str, Any], charts: dict[str, Path],
     labels = sorted({source_label(s) for s in specs})
     fields = {
         "csp": esc(csp), "css": css, "js": js,
-        "title": esc("trajkit trace report: " + ", ".join(labels)),
-        "heading": esc("Trace report: " + ", ".join(labels)),
-        "subtitle": esc(f'{data["traces"]:,} traces from {len(specs)} source(s): ' + ", ".join(specs)),
+        "title": esc_name("trajkit trace report: " + ", ".join(labels)),
+        "heading": esc_name("Trace report: " + ", ".join(labels)),
+        "subtitle": esc_name(f'{data["traces"]:,} traces from {len(specs)} source(s): ' + ", ".join(specs)),
         "summary": summary_section(data), "charts": charts_section(charts), "viewer": viewer_section(viewer),
         "system_templates": viewer.system_templates(),
-        "footer": esc(f"Generated by trajkit {_version()}. Self-contained: no network, only this page's own "
+        "footer": esc(f"Generated by trajkit {version()}. Self-contained: no network, only this page's own "
                       "script runs (Content-Security-Policy)."),
     }
     return re.sub(r"\{\{(\w+)\}\}", lambda m: fields[m.group(1)], _asset("page.html"))

@@ -20,6 +20,7 @@ from typing import Any
 from trajkit.traces.harness import decode_json_text
 from trajkit.traces.metrics import TraceMetrics
 from trajkit.traces.model import Message, Segment, ToolCall, ToolResponse, Trace
+from trajkit.traces.safe_text import mark_bidi
 
 ROLE_LABEL = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
@@ -27,6 +28,12 @@ ROLE_LABEL = {"system": "System", "user": "User", "assistant": "Assistant", "too
 def esc(value: Any) -> str:
     """Escape any value for HTML text or a quoted attribute."""
     return html.escape(str(value), quote=True)
+
+
+def esc_name(value: Any) -> str:
+    """:func:`esc` for ids, titles and names: bidi controls (U+202E reverses what follows) are shown as a
+    visible ``[U+202E]`` mark instead of reordering the text around them."""
+    return esc(mark_bidi(str(value)))
 
 
 def plural(n: int, word: str) -> str:
@@ -72,7 +79,7 @@ class TraceViewer:
     def _summary_line(self, trace: Trace, tm: TraceMetrics, number: int) -> str:
         c = tm.counts
         src = trace.source or "(none)"
-        cat = " / ".join(esc(x) for x in (trace.category, trace.subcategory) if x) or "—"
+        cat = " / ".join(esc_name(x) for x in (trace.category, trace.subcategory) if x) or "—"
         counts = " · ".join(plural(c[key], word) for key, word in (
             ("assistant_turns", "turn"), ("tool_calls", "call"), ("tool_responses", "response"),
             ("think_words", "think word")))
@@ -88,10 +95,10 @@ class TraceViewer:
         if tm.context_summary:
             badges.append(badge("context summary", "info"))
         return (f'<span class="t-num">{number}</span>'
-                f'<span class="t-main"><span class="t-task" title="{esc(trace.task or "")}">'
-                f'{esc(trace.task or "(no task)")}</span>'
-                f'<span class="t-meta"><span class="chip src-{self.source_index.get(src, 0) % 8}">{esc(src)}</span>'
-                f'<span class="t-cat">{cat}</span><code class="t-id">{esc(trace.id or "(no id)")}</code></span></span>'
+                f'<span class="t-main"><span class="t-task" title="{esc_name(trace.task or "")}">'
+                f'{esc_name(trace.task or "(no task)")}</span>'
+                f'<span class="t-meta"><span class="chip src-{self.source_index.get(src, 0) % 8}">{esc_name(src)}</span>'
+                f'<span class="t-cat">{cat}</span><code class="t-id">{esc_name(trace.id or "(no id)")}</code></span></span>'
                 f'<span class="t-side"><span class="t-counts">{counts}</span>'
                 f'<span class="badges">{"".join(badges)}</span></span>')
 
@@ -110,9 +117,9 @@ class TraceViewer:
         rows = [("id", trace.id), ("source", trace.source), ("category", trace.category),
                 ("subcategory", trace.subcategory), ("format", trace.format),
                 ("tools declared", len(trace.tools)), ("messages", tm.counts["messages"])]
-        cells = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v if v not in (None, '') else '—')}</dd></div>"
+        cells = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc_name(v if v not in (None, '') else '—')}</dd></div>"
                         for k, v in rows)
-        task = f'<p class="task-full">{esc(trace.task)}</p>' if trace.task else ""
+        task = f'<p class="task-full">{esc_name(trace.task)}</p>' if trace.task else ""
         return f'<div class="t-info">{task}<dl class="facts">{cells}</dl></div>'
 
     # -- messages --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from trajkit.traces.aggregate import Aggregate, CorpusStats, Histogram
 from trajkit.traces.load import iter_traces, source_label
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.parallel import parallel_file_stats
+from trajkit.traces.safe_text import printable
 
 __all__ = ["Aggregate", "CorpusStats", "Histogram", "compute_stats", "format_table"]
 
@@ -64,9 +65,11 @@ _TABLE_ROWS = (
 
 
 def format_table(data: dict[str, Any], by: str = "source") -> str:
-    """A plain-text table: the whole corpus beside each value of ``by`` (e.g. two sources)."""
+    """A plain-text table: the whole corpus beside each value of ``by`` (e.g. two sources); names are made
+    :func:`~trajkit.traces.safe_text.printable`."""
     columns = [("all", data)]
-    columns += list(data.get("by", {}).get(by, {}).items()) if len(data.get("by", {}).get(by, {})) > 1 else []
+    groups = data.get("by", {}).get(by, {})
+    columns += [(printable(name), values) for name, values in groups.items()] if len(groups) > 1 else []
     names = [c[0] for c in columns]
     width = max(24, *(len(n) + 2 for n in names))
     lines = ["".ljust(26) + "".join(n.rjust(width) for n in names)]

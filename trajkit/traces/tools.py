@@ -3,23 +3,20 @@ check call arguments against them.
 
 Two spellings are accepted: OpenAI style ``{"type": "function", "function": {name, description,
 parameters}}`` (what the dataset's system prompts hold) and the upstream Hermes Agent form
-``{name, description, parameters, "required": null}``. The argument check is a deliberately small
-JSON-Schema subset -- ``required``, property ``type`` (incl. type lists), ``enum`` and
-``additionalProperties: false`` -- which is what tool schemas use; it is cached per schema text.
+``{name, description, parameters, "required": null}``. The
+argument check is ``jsonschema``'s verdict (the schema's own ``$schema`` draft, else 2020-12), with one
+validator built per schema and kept; a schema that is not valid JSON Schema is reported
+(:func:`schema_problems`) and its calls are not judged. Regex patterns run with Python's ``re``.
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
 import orjson
 
 ToolTable = dict[str, dict[str, Any]]
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "array": (list,), "object": (dict,), "null": (type(None),),
-}
 
 
 def normalize_tools(items: Any) -> ToolTable:
@@ -67,34 +64,57 @@ def tools_from_system_prompt(prompt: str) -> ToolTable | None:
     return None
 
 
-def _type_ok(value: Any, expected: Any) -> bool:
-    names = expected if isinstance(expected, list) else [expected]
-    for name in names:
-        kinds = _JSON_TYPES.get(name)
-        if kinds is None:
-            return True  # unknown type keyword: do not judge
-        if isinstance(value, bool) and name in ("integer", "number"):
-            continue
-        if isinstance(value, kinds):
-            return True
-    return False
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}  # id(schema) -> (schema, validator or problem)
+_MAX_VALIDATORS = 256
+
+
+def _validator(schema: dict[str, Any]):
+    """The compiled validator of ``schema`` (cached per schema object: the tool tables of a dataset are
+    shared between rows), or a string saying why the schema cannot be used."""
+    entry = _VALIDATORS.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    from jsonschema import exceptions, validators
+
+    try:
+        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+        cls.check_schema(schema)
+        found = cls(schema)
+    except exceptions.SchemaError as exc:
+        found = f"invalid JSON Schema at {'/'.join(map(str, exc.absolute_path)) or 'the top'}: {exc.message}"
+    except RecursionError:
+        found = "JSON Schema nested too deeply to check"
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, found)
+    return found
+
+
+def schema_problems(table: ToolTable) -> list[str]:
+    """One line per tool whose ``parameters`` cannot be used as a JSON Schema (its calls go unchecked)."""
+    out = []
+    for name, spec in table.items():
+        found = _validator(spec["parameters"])
+        if isinstance(found, str):
+            out.append(f"tool {name!r}: {found}; its calls' arguments are not checked")
+    return out
 
 
 def argument_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list[str]:
-    """Reasons ``arguments`` violate ``schema`` (empty list when they conform)."""
-    problems = []
-    props = schema.get("properties") or {}
-    for key in schema.get("required") or []:
-        if key not in arguments:
-            problems.append(f"missing required argument {key!r}")
-    for key, value in arguments.items():
-        spec = props.get(key)
-        if spec is None:
-            if schema.get("additionalProperties") is False:
-                problems.append(f"unexpected argument {key!r}")
-            continue
-        if "type" in spec and not _type_ok(value, spec["type"]):
-            problems.append(f"argument {key!r} should be {spec['type']}, got {type(value).__name__}")
-        elif "enum" in spec and value not in spec["enum"]:
-            problems.append(f"argument {key!r} must be one of {spec['enum']}")
-    return problems
+    """Reasons ``arguments`` violate ``schema`` under ``jsonschema`` (empty when they conform, or when the
+    schema itself is unusable: :func:`schema_problems` reports that once per row)."""
+    found = _validator(schema)
+    if isinstance(found, str):
+        return []
+    from jsonschema import exceptions
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return [_problem(e) for e in found.iter_errors(arguments)]
+    except (RecursionError, re.error, exceptions.SchemaError, Unresolvable):
+        return []
+
+
+def _problem(error) -> str:
+    where = "/".join(map(str, error.absolute_path))
+    return f"{where}: {error.message}" if where else error.message

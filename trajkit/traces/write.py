@@ -1,5 +1,10 @@
 """Streaming row writers: JSONL (plain, ``.gz`` or ``.xz``) or Parquet, chosen by the output suffix.
 
+Every file is written atomically (:class:`trajkit.traces.atomic.AtomicFile`): rows go to a temporary file
+beside the target, which replaces the target only when ``close()`` is reached without an error; an error or
+an interrupt (``abort()``, or leaving the ``with`` block by an exception) leaves the old file untouched.
+``-`` writes JSONL to standard output.
+
 Compressed JSONL is deterministic (gzip with mtime 0 and no file name), so the same rows give the same
 bytes. Use ``.xz`` for shipped data: gzip's 32 KiB window cannot share a ~26k-character system prompt
 between rows, xz's can (the bundled sample is ~14x smaller as ``.xz``).
@@ -8,18 +13,22 @@ from __future__ import annotations
 
 import gzip
 import lzma
+import sys
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
 from trajkit.errors import ConfigError
+from trajkit.traces.atomic import AtomicFile, is_stdout
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz", ".parquet")
 
 
 def output_format(path: Path) -> str:
     """One of :data:`SUFFIXES` for ``path``, or a :class:`ConfigError` saying how to name it."""
+    if is_stdout(path):
+        return ".jsonl"
     name = path.name.lower()
     for suffix in (".jsonl.gz", ".jsonl.xz", ".jsonl", ".parquet"):
         if name.endswith(suffix):
@@ -36,6 +45,16 @@ def _open_jsonl(path: Path, kind: str, level: int | None) -> BinaryIO:
     return open(path, "wb")
 
 
+class _Stdout:
+    """Standard output as a binary JSONL sink that ``close()`` flushes but leaves open."""
+
+    def write(self, data: bytes) -> None:
+        sys.stdout.buffer.write(data)
+
+    def close(self) -> None:
+        sys.stdout.flush()
+
+
 class RowWriter:
     """``with RowWriter(path) as w: w.write(row)`` (or ``open()`` / ``close()``); Parquet rows are buffered
     and written in groups.
@@ -50,12 +69,16 @@ class RowWriter:
         self._batch: list[dict[str, Any]] = []
         self._pq_writer = None
         self._fh: BinaryIO | None = None
+        self._atomic: AtomicFile | None = None
         self.rows = 0
 
     def open(self) -> "RowWriter":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if is_stdout(self.path):
+            self._fh = _Stdout()
+            return self
+        self._atomic = AtomicFile(self.path)
         if self.kind != ".parquet":
-            self._fh = _open_jsonl(self.path, self.kind, self.level)
+            self._fh = _open_jsonl(self._atomic.tmp, self.kind, self.level)
         return self
 
     def __enter__(self) -> "RowWriter":
@@ -70,6 +93,13 @@ class RowWriter:
         if len(self._batch) >= self._batch_size:
             self._flush()
 
+    def write_line(self, line: bytes) -> None:
+        """Write one JSONL line byte for byte (a newline is added when it has none); JSONL outputs only."""
+        if self._fh is None:
+            raise ConfigError(f"{str(self.path)!r}: rows can be copied byte for byte only into JSONL outputs")
+        self.rows += 1
+        self._fh.write(line if line.endswith(b"\n") else line + b"\n")
+
     def _flush(self) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -78,20 +108,43 @@ class RowWriter:
             return
         table = pa.Table.from_pylist(self._batch, schema=self.schema)
         if self._pq_writer is None:
-            self._pq_writer = pq.ParquetWriter(self.path, self.schema or table.schema, compression="zstd")
+            self._pq_writer = pq.ParquetWriter(self._atomic.tmp, self.schema or table.schema, compression="zstd")
         self._pq_writer.write_table(table.cast(self._pq_writer.schema))
         self._batch = []
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
-    def close(self) -> None:
+    def _close_handles(self) -> None:
         if self._fh is not None:
-            fileobj = getattr(self._fh, "fileobj", None)
-            self._fh.close()
+            fh, self._fh = self._fh, None
+            fileobj = getattr(fh, "fileobj", None)
+            fh.close()
             if fileobj is not None:  # GzipFile does not close a file object it was given
                 fileobj.close()
-            return
-        self._flush()
         if self._pq_writer is not None:
-            self._pq_writer.close()
+            writer, self._pq_writer = self._pq_writer, None
+            writer.close()
+
+    def close(self) -> None:
+        """Write what is buffered and publish the file under its name (on an error: :meth:`abort`)."""
+        try:
+            if self.kind == ".parquet" and self._atomic is not None and not self._atomic.done:
+                self._flush()
+            self._close_handles()
+        except BaseException:
+            self.abort()
+            raise
+        if self._atomic is not None:
+            self._atomic.commit()
+
+    def abort(self) -> None:
+        """Drop everything written: the target keeps what it held before ``open()``."""
+        try:
+            self._close_handles()
+        finally:
+            if self._atomic is not None:
+                self._atomic.abort()
