@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trajkit.errors import ConfigError, InputError
-from trajkit.traces.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_conversation
+from trajkit.traces.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_batch
+
+BATCH = 16  # conversations rendered and encoded together
 from trajkit.traces.write import RowWriter
 
 
@@ -141,16 +143,11 @@ def _unpack(item) -> tuple[Any, Any, dict | None]:
     return item.messages, item.tools, item.sources
 
 
-def _tokenize_item(tok, plan: Plan, item: tuple[int, Any]) -> Outcome:
-    k, conversation = item
-    messages, tools, sources = _unpack(conversation)
-    diagnostics: list[Diagnostic] = []
-    try:
-        examples = tokenize_conversation(tok, messages, tools, plan.config, diagnostics=diagnostics,
-                                         sources=sources, headers=plan.headers, split=plan.split)
-        return k, examples, diagnostics, None, sources
-    except InputError as exc:
-        return k, [], diagnostics, exc, sources
+def _tokenize_batch(tok, plan: Plan, batch: list[tuple[int, Any]]) -> list[Outcome]:
+    items = [_unpack(conversation) for _, conversation in batch]
+    results = tokenize_batch(tok, items, plan.config, headers=plan.headers, split=plan.split)
+    return [(k, examples, diagnostics, exc, item[2])
+            for (k, _), item, (examples, diagnostics, exc) in zip(batch, items, results)]
 
 
 _WORKER: dict[str, Any] = {}  # per worker process: its tokenizer and plan
@@ -160,9 +157,9 @@ def _worker_init(tokenizer, plan: Plan) -> None:
     _WORKER.update(tok=load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer, plan=plan)
 
 
-def _worker_item(item: tuple[int, Any]) -> Outcome:
-    k, examples, diagnostics, exc, sources = _tokenize_item(_WORKER["tok"], _WORKER["plan"], item)
-    return k, examples, diagnostics, None if exc is None else InputError(str(exc)), sources  # picklable
+def _worker_batch(batch: list[tuple[int, Any]]) -> list[Outcome]:
+    return [(k, examples, diagnostics, None if exc is None else InputError(str(exc)), sources)  # picklable
+            for k, examples, diagnostics, exc, sources in _tokenize_batch(_WORKER["tok"], _WORKER["plan"], batch)]
 
 
 def _batches(items, size: int):
@@ -212,8 +209,9 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     writer = RowWriter(tmp, schema=_token_schema() if suffix == ".parquet" else None).open()
     try:
         bar = progress_bar(total=total, desc="tokenize", unit="conv", enabled=progress)
-        for batch in _batches(enumerate(conversations), 16 * workers if pool else 1):
-            outcomes = pool.map(_worker_item, batch) if pool else [_tokenize_item(tok, plan, it) for it in batch]
+        for batch in _batches(enumerate(conversations), BATCH * workers):
+            outcomes = ([o for part in pool.map(_worker_batch, list(_batches(batch, BATCH))) for o in part]
+                        if pool else _tokenize_batch(tok, plan, batch))
             for k, examples, diagnostics, exc, sources in outcomes:
                 exc = exc or _strict_failure(diagnostics, strict)
                 if exc is not None:

@@ -116,6 +116,7 @@ class _Conversation:
         self.min_context = 1 - self.head
         self.rule = THINK_POLICIES[config.think_policy]
         self.fast = bool(getattr(tokenizer, "is_fast", False))
+        self.pre: dict[tuple, _Rendered] = {}  # windows rendered and encoded ahead (see tokenize_batch)
         self.added_ids = set(tokenizer.get_added_vocab().values()) if self.fast else set()
 
     def render(self, msgs: list[dict[str, Any]], generation_prompt: bool = False, where: int = 0) -> str:
@@ -138,6 +139,8 @@ class _Conversation:
         return msgs, index
 
     def render_window(self, w: Window) -> _Rendered:
+        if (w.start, w.end, tuple(w.trainable)) in self.pre:
+            return self.pre[(w.start, w.end, tuple(w.trainable))]
         msgs, index = self.window_messages(w)
         text = self.render(msgs, where=w.trainable[-1])
         enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.fast)
@@ -345,14 +348,68 @@ def tokenize_conversation(tokenizer, messages: Sequence[dict[str, Any]], tools: 
     config = config or TokenizeConfig()
     diagnostics = [] if diagnostics is None else diagnostics
     conv = _Conversation(tokenizer, messages, tools, config, sources, headers)
+    return _run(conv, _resolve(tokenizer, config, split), diagnostics)
+
+
+def tokenize_batch(tokenizer, items: Sequence[tuple[Any, Any, dict | None]], config: TokenizeConfig | None = None,
+                   *, headers: tuple[str, ...] = (), split: str | None = None
+                   ) -> list[tuple[list[TokenExample], list[Diagnostic], InputError | None]]:
+    """:func:`tokenize_conversation` over ``(messages, tools, sources)`` items, each giving
+    ``(examples, diagnostics, error or None)``. Conversations that fit in one example are rendered first and
+    encoded in ONE batch call (a fast tokenizer encodes a batch on all cores); the rest as usual."""
+    config = config or TokenizeConfig()
+    split = _resolve(tokenizer, config, split)
+    convs: list[_Conversation | InputError] = []
+    for messages, tools, sources in items:
+        try:
+            convs.append(_Conversation(tokenizer, messages, tools, config, sources, headers))
+        except InputError as exc:
+            convs.append(exc)
+    if split == "all" and config.windowing:
+        _preencode([c for c in convs if isinstance(c, _Conversation) and c.turns])
+    out = []
+    for conv in convs:
+        diagnostics: list[Diagnostic] = []
+        try:
+            if isinstance(conv, InputError):
+                raise conv
+            out.append((_run(conv, split, diagnostics), diagnostics, None))
+        except InputError as exc:
+            out.append(([], diagnostics, exc))
+    return out
+
+
+def _preencode(convs: list[_Conversation]) -> None:
+    """Render each conversation's whole window and encode all of them in one batch call."""
+    ready = []
+    for conv in convs:
+        w = Window(conv.head, conv.turns[-1] + 1, conv.turns)
+        msgs, index = conv.window_messages(w)
+        try:
+            ready.append((conv, w, msgs, index, conv.render(msgs, where=w.trainable[-1])))
+        except InputError:
+            continue  # rendered again, and reported, on the normal path
+    if not ready:
+        return
+    fast = ready[0][0].fast
+    enc = ready[0][0].tok([r[4] for r in ready], add_special_tokens=False, return_offsets_mapping=fast)
+    for k, (conv, w, msgs, index, text) in enumerate(ready):
+        conv.pre[(w.start, w.end, tuple(w.trainable))] = _Rendered(
+            w, msgs, index, text, enc["input_ids"][k], enc["offset_mapping"][k] if fast else None)
+
+
+def _resolve(tokenizer, config: TokenizeConfig, split: str | None) -> str:
+    return config.train_turns if config.train_turns != "auto" else (split or auto_split(tokenizer))
+
+
+def _run(conv: _Conversation, split: str, diagnostics: list[Diagnostic]) -> list[TokenExample]:
     if conv.msgs[0]["role"] == "assistant":
         diagnostics.append(Diagnostic("turn_without_prompt", [0], "messages[0] is an assistant turn with "
                                       "nothing before it to condition on; kept as context only"))
     if not conv.turns:
         diagnostics.append(Diagnostic("no_assistant_turns", [], "conversation has no assistant message"))
         return []
-    split = config.train_turns if config.train_turns != "auto" else (split or auto_split(tokenizer))
-    examples = [ex for ex in _examples(conv, split, diagnostics) if _enough(ex, config, diagnostics)]
+    examples = [ex for ex in _examples(conv, split, diagnostics) if _enough(ex, conv.config, diagnostics)]
     for k, ex in enumerate(examples):
         ex.metadata.window_index, ex.metadata.num_windows = k, len(examples)
     return examples
