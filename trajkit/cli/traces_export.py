@@ -33,7 +33,8 @@ def _require_rows(traces, paths, counter):
 def _export_openai(args, traces, skipped_rows) -> dict:
     from trajkit.traces.sft import export_openai
 
-    report = export_openai(traces, args.out, system=args.system, malformed=args.malformed, progress=not args.quiet)
+    report = export_openai(traces, args.out, system=args.system, malformed=args.malformed, progress=not args.quiet,
+                           strict=args.strict)
     report.skipped_rows = skipped_rows["skipped_rows"]
     return report.as_dict()
 

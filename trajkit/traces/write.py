@@ -45,6 +45,15 @@ def _open_jsonl(path: Path, kind: str, level: int | None) -> BinaryIO:
     return open(path, "wb")
 
 
+def _without_nulls(value: Any) -> Any:
+    """``value`` with None-valued mapping entries removed, recursively (Parquet adds them for absent keys)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 class _Stdout:
     """Standard output as a binary JSONL sink that ``close()`` flushes but leaves open."""
 
@@ -106,11 +115,31 @@ class RowWriter:
 
         if not self._batch and self._pq_writer is not None:
             return
-        table = pa.Table.from_pylist(self._batch, schema=self.schema)
+        table = self._conform(pa.Table.from_pylist(self._batch, schema=self.schema))
         if self._pq_writer is None:
             self._pq_writer = pq.ParquetWriter(self._atomic.tmp, self.schema or table.schema, compression="zstd")
-        self._pq_writer.write_table(table.cast(self._pq_writer.schema))
+        self._pq_writer.write_table(table)
         self._batch = []
+
+    def _conform(self, table):
+        """``table`` in the file's schema, or a ConfigError when that would change a row (see the class)."""
+        import pyarrow as pa
+
+        target = self.schema or (self._pq_writer.schema if self._pq_writer is not None else None)
+        first = self.rows - len(self._batch) + 1
+        if target is None:
+            return table
+        try:
+            cast = table if table.schema == target else table.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise ConfigError(f"{str(self.path)!r}: rows {first}-{self.rows} do not fit the Parquet schema "
+                              f"({exc}); write .jsonl instead") from None
+        for k, (row, kept) in enumerate(zip(self._batch, cast.to_pylist())):
+            if _without_nulls(row) != _without_nulls(kept):
+                raise ConfigError(f"{str(self.path)!r}: row {first + k} has fields or values the Parquet schema "
+                                  "fixed by the earlier rows cannot hold (they would be dropped); write .jsonl, "
+                                  "or store that column as a JSON string")
+        return cast
 
     def __exit__(self, exc_type, *exc) -> None:
         if exc_type is None:
