@@ -63,9 +63,7 @@ def _corpus(args) -> Path:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         print(f"generating {args.rows:,} {args.style}-style rows -> {path}", file=sys.stderr)
-        tmp = path.with_name(f".partial-{path.name}")
-        write_corpus(str(tmp), SynthConfig(rows=args.rows, style=args.style, seed=0))
-        os.replace(tmp, path)
+        write_corpus(str(path), SynthConfig(rows=args.rows, style=args.style, seed=0))  # written atomically
     return path
 
 

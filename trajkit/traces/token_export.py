@@ -112,15 +112,12 @@ def _token_schema():
 
 
 def load_tokenizer(path: str):
-    """A Hugging Face tokenizer from a LOCAL directory (never a hub download)."""
-    from transformers import AutoTokenizer
+    """A Hugging Face tokenizer with a chat template from a LOCAL folder (never a hub download)."""
+    from trajkit.models.load import load_tokenizer as load, local_folder
 
-    if not os.path.isdir(path):
-        raise ConfigError(f"tokenizer {path!r} is not a local directory; pass a folder holding tokenizer.json "
-                          "and tokenizer_config.json with a chat template (hub names are not downloaded)")
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tok = load(local_folder(str(path)), what="--tokenizer")
     if not tok.chat_template:
-        raise ConfigError(f"tokenizer {path!r} has no chat template; use a chat model's tokenizer")
+        raise ConfigError(f"tokenizer {str(path)!r} has no chat template; use a chat model's tokenizer")
     return tok
 
 
@@ -188,7 +185,8 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
     The suffix picks the format: ``.parquet`` (list<int32> token columns) or ``.jsonl``. A conversation
     that raises :class:`InputError` is skipped and counted (``strict=True``: raised, with its index).
     ``workers > 1`` tokenizes in that many spawned processes, batch by batch (output order and content
-    are the same). The file is written beside ``out_path`` as ``.partial-NAME`` and renamed when complete.
+    are the same). The file is written atomically (:class:`trajkit.traces.write.RowWriter`): it appears
+under ``out_path`` complete, or not at all.
     """
     import multiprocessing
 
@@ -202,11 +200,10 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
     source = str(tokenizer) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer
     tok = load_tokenizer(source) if isinstance(source, str) else source
-    out = Path(out_path)
-    summary, tmp = ExportSummary(out_path=str(out_path)), out.with_name(f".partial-{out.name}")
+    summary = ExportSummary(out_path=str(out_path))
     plan = Plan(config, split, headers)
     pool = multiprocessing.get_context("spawn").Pool(workers, _worker_init, (source, plan)) if workers > 1 else None
-    writer = RowWriter(tmp, schema=_token_schema() if suffix == ".parquet" else None).open()
+    writer = RowWriter(out_path, schema=_token_schema() if suffix == ".parquet" else None).open()  # atomic
     try:
         bar = progress_bar(total=total, desc="tokenize", unit="conv", enabled=progress)
         for batch in _batches(enumerate(conversations), BATCH * workers):
@@ -228,14 +225,12 @@ def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_p
             bar.set_postfix(examples=summary.examples, skipped=summary.skipped_conversations, refresh=False)
         bar.close()
     except BaseException:
-        writer.close()
-        os.remove(tmp)
+        writer.abort()  # the old file under out_path, if any, stays as it was
         raise
     finally:
         if pool is not None:
             pool.terminate()
     writer.close()
-    os.replace(tmp, out_path)
     return summary
 
 

@@ -45,13 +45,39 @@ def _open_jsonl(path: Path, kind: str, level: int | None) -> BinaryIO:
     return open(path, "wb")
 
 
-def _without_nulls(value: Any) -> Any:
-    """``value`` with None-valued mapping entries removed, recursively (Parquet adds them for absent keys)."""
+def _schema_paths(schema) -> set[str]:
+    """Dotted paths of every field of an Arrow schema (list items share their list's path)."""
+    import pyarrow as pa
+
+    out: set[str] = set()
+
+    def walk(t, prefix: str) -> None:
+        if pa.types.is_struct(t):
+            for f in t:
+                out.add(prefix + f.name)
+                walk(f.type, prefix + f.name + ".")
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            walk(t.value_type, prefix)
+    for f in schema:
+        out.add(f.name)
+        walk(f.type, f.name + ".")
+    return out
+
+
+def _row_paths(value: Any, prefix: str = "", out: set[str] | None = None) -> set[str]:
+    """Dotted paths of the non-null entries of a row (a list of scalars is not walked)."""
+    out = set() if out is None else out
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_without_nulls(v) for v in value]
-    return value
+        for k, v in value.items():
+            if v is not None:
+                out.add(prefix + str(k))
+                _row_paths(v, prefix + str(k) + ".", out)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if not isinstance(item, (dict, list, tuple)):
+                break
+            _row_paths(item, prefix, out)
+    return out
 
 
 class _Stdout:
@@ -122,7 +148,9 @@ class RowWriter:
         self._batch = []
 
     def _conform(self, table):
-        """``table`` in the file's schema, or a ConfigError when that would change a row (see the class)."""
+        """``table`` in the file's schema, or a ConfigError when that would change a row (see the class):
+        every key path of every row must exist in the schema (checked on the rows, not on a round trip
+        through Arrow, so long token lists cost nothing), and Arrow must accept every value's type."""
         import pyarrow as pa
 
         target = self.schema or (self._pq_writer.schema if self._pq_writer is not None else None)
@@ -134,11 +162,13 @@ class RowWriter:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise ConfigError(f"{str(self.path)!r}: rows {first}-{self.rows} do not fit the Parquet schema "
                               f"({exc}); write .jsonl instead") from None
-        for k, (row, kept) in enumerate(zip(self._batch, cast.to_pylist())):
-            if _without_nulls(row) != _without_nulls(kept):
-                raise ConfigError(f"{str(self.path)!r}: row {first + k} has fields or values the Parquet schema "
-                                  "fixed by the earlier rows cannot hold (they would be dropped); write .jsonl, "
-                                  "or store that column as a JSON string")
+        known = _schema_paths(target)
+        for k, row in enumerate(self._batch):
+            extra = sorted(_row_paths(row) - known)
+            if extra:
+                raise ConfigError(f"{str(self.path)!r}: row {first + k} has {', '.join(extra[:3])}, which the "
+                                  "Parquet schema fixed by the earlier rows cannot hold (they would be dropped); "
+                                  "write .jsonl, or store that column as a JSON string")
         return cast
 
     def __exit__(self, exc_type, *exc) -> None:
