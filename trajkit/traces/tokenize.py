@@ -49,6 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.source_check import SourceTurn, check_turn
 from trajkit.traces.token_records import (IGNORE_INDEX, INLINE_REASONING, NO_REASONING, REASONING_KEYS, ROLES,
@@ -168,7 +170,7 @@ class _Conversation:
                 continue
             labels[counts[think[0]]:counts[think[1]]] = [IGNORE_INDEX] * (counts[think[1]] - counts[think[0]])
             expected.append(r.text[cs:think[0]] + r.text[think[1]:ce])
-        trainable = sum(1 for x in labels if x != IGNORE_INDEX)
+        trainable = len(labels) - labels.count(IGNORE_INDEX)
         meta = ExampleMeta(list(r.window.trainable), r.window.start, r.window.end, 0, 1, trainable,
                            len(r.ids), token_spans)
         example = TokenExample(list(r.ids), labels, meta)
@@ -280,7 +282,8 @@ class _Conversation:
         equals ``r.ids[:j + len]``. Keeping the anchor in the tail keeps position rules (Metaspace
         ``prepend_scheme="first"``) as they are in the whole text. Unproven boundaries are left out.
         """
-        anchors = [j for j, t in enumerate(r.ids) if t in self.added_ids]
+        ids = np.asarray(r.ids)
+        anchors = np.flatnonzero(np.isin(ids, list(self.added_ids))).tolist() if self.added_ids else []
         ends = [r.offsets[j][1] for j in anchors]
         tails = []
         for c in positions:
@@ -313,13 +316,14 @@ def check_example(tokenizer, example: TokenExample, expected_texts: Sequence[str
     Checks: ``labels`` has the length of ``input_ids``; every label is -100 or its token id; the decoded
     unmasked tokens equal ``"".join(expected_texts)``; the metadata's trainable count is right.
     """
-    ids, labels = example.input_ids, example.labels
-    if len(ids) != len(labels):
-        raise MaskCheckError(f"{len(ids)} input_ids but {len(labels)} labels")
-    wrong = [j for j, (t, y) in enumerate(zip(ids, labels)) if y != IGNORE_INDEX and y != t]
-    if wrong:
-        raise MaskCheckError(f"labels differ from input_ids at {len(wrong)} positions, first {wrong[0]}")
-    kept = [t for t, y in zip(ids, labels) if y != IGNORE_INDEX]
+    if len(example.input_ids) != len(example.labels):
+        raise MaskCheckError(f"{len(example.input_ids)} input_ids but {len(example.labels)} labels")
+    ids, labels = np.asarray(example.input_ids), np.asarray(example.labels)
+    trained = labels != IGNORE_INDEX
+    wrong = np.flatnonzero(trained & (labels != ids))
+    if wrong.size:
+        raise MaskCheckError(f"labels differ from input_ids at {wrong.size} positions, first {int(wrong[0])}")
+    kept = ids[trained].tolist()
     got = tokenizer.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     want = "".join(expected_texts)
     if got != want:
