@@ -28,10 +28,11 @@ import gc
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from trajkit.bench.corpus import add_corpus_arguments, corpus_path
 
 DESCRIPTION = "token SFT export vs the tokenizer's batch encode of the same rendered text (conv/s, tokens/s)"
 EXAMPLE = "trajkit bench export --rows 2000 --repeat 2 --out bench-out/bench_export.json"
@@ -41,9 +42,7 @@ ARMS = {"export": "trajkit export", "baseline": "render + batch encode", "encode
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--rows", type=int, default=2000, help="corpus rows (default: 2000)")
-    parser.add_argument("--style", default="kimi", choices=["kimi", "glm-5.1"], help="generator style")
-    parser.add_argument("--corpus", help="use this JSONL file instead of generating one")
+    add_corpus_arguments(parser, 2000, "corpus rows (default: 2000)")
     parser.add_argument("--tokenizer", help="a local tokenizer folder with a chat template (default: the tiny "
                         "BPE test tokenizer, built on the fly); e.g. the folder `trajkit models prepare "
                         "smollm2-135m-instruct --tokenizer-only` prints")
@@ -51,20 +50,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per arm, interleaved; the best is kept")
     parser.add_argument("--out", default="bench-out/bench_export.json", help="JSON output path")
     parser.add_argument("--json", action="store_true", help="print the JSON results instead of the table")
-    parser.add_argument("--cache-dir", default="bench-out", help="where generated corpora are kept")
-
-
-def _corpus(args) -> Path:
-    if args.corpus:
-        return Path(args.corpus)
-    from trajkit.synth import SynthConfig, write_corpus
-
-    path = Path(args.cache_dir) / f"corpus-{args.style}-{args.rows}.jsonl"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"generating {args.rows:,} {args.style}-style rows -> {path}", file=sys.stderr)
-        write_corpus(str(path), SynthConfig(rows=args.rows, style=args.style, seed=0))  # written atomically
-    return path
 
 
 def _export_arm(corpus: Path, tokenizer: str, max_length: int, out_path: Path) -> dict:
@@ -122,7 +107,7 @@ def run(args) -> int:
 
     if args.repeat < 1:
         raise SystemExit("--repeat must be >= 1")
-    corpus = _corpus(args)
+    corpus = corpus_path(args)
     work = Path(tempfile.mkdtemp(prefix=".bench-export-", dir=corpus.parent))
     try:
         if args.tokenizer:

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trajkit.bench.corpus import add_corpus_arguments, corpus_path
+
 DESCRIPTION = "traces stats vs the tutorial's pandas+regex approach (rows/s, MB/s, peak RSS)"
 EXAMPLE = "trajkit bench traces --rows 14701 --out bench-out/bench_traces.json"
 
@@ -64,26 +66,10 @@ print(json.dumps({"rows": stats["traces"], "seconds": elapsed, "tool_calls": sta
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--rows", type=int, default=14_701, help="corpus rows (default: 14,701 = kimi + glm-5.1)")
-    parser.add_argument("--style", default="kimi", choices=["kimi", "glm-5.1"], help="generator style")
-    parser.add_argument("--corpus", help="use this JSONL file instead of generating one")
+    add_corpus_arguments(parser, 14_701, "corpus rows (default: 14,701 = kimi + glm-5.1)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per side; the best time is kept")
     parser.add_argument("--out", default="bench-out/bench_traces.json", help="where to write the results (JSON)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
-    parser.add_argument("--cache-dir", default="bench-out", help="where generated corpora are kept")
-
-
-def _corpus(args) -> Path:
-    if args.corpus:
-        return Path(args.corpus)
-    from trajkit.synth import SynthConfig, write_corpus
-
-    path = Path(args.cache_dir) / f"corpus-{args.style}-{args.rows}.jsonl"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"generating {args.rows:,} {args.style}-style rows -> {path}", file=sys.stderr)
-        write_corpus(str(path), SynthConfig(rows=args.rows, style=args.style, seed=0))
-    return path
 
 
 def _run_child(code: str, path: Path) -> dict:
@@ -107,7 +93,7 @@ def run(args) -> int:
     if importlib.util.find_spec("pandas") is None:
         raise ConfigError("trajkit bench traces times the pandas tutorial beside trajkit, and pandas is not "
                           "installed: pip install 'trajkit[bench]'")
-    path = _corpus(args)
+    path = corpus_path(args)
     size_mb = path.stat().st_size / 2**20
     results = {"corpus": str(path), "corpus_mb": round(size_mb, 1), "machine": f"{os.cpu_count()} CPU cores"}
     for name, code in (("tutorial (pandas + 3 regexes)", BASELINE), ("trajkit traces stats", OURS)):
