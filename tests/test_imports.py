@@ -1,8 +1,8 @@
 """Import structure of the ``trajkit`` package: no import cycles, and the packages are layered one way.
 
 Layers (a package may import only those listed for it, besides the shared base modules ``trajkit.errors``,
-``trajkit.config``, ``trajkit._lazy`` and ``trajkit.progress``): ``traces`` and ``models`` at the bottom,
-``synth`` on traces, ``engine`` on models, ``recipes`` (building and caching models) on engine, models
+``trajkit.config``, ``trajkit._lazy`` and ``trajkit.progress``): ``models`` at the bottom, ``traces`` on
+models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on models, ``recipes`` (building and caching models) on engine, models
 and synth, ``rl`` on engine, models, traces and recipes; ``cli``, ``bench`` and ``demo`` on anything.
 
 The graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` statement counts,
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ("trajkit", "trajkit.errors", "trajkit.config", "trajkit._lazy", "trajkit.progress")
 LAYERS = {  # package -> the packages it may reach (directly or through other modules)
-    "trajkit.traces": (),
     "trajkit.models": (),
+    "trajkit.traces": ("trajkit.models",),
     "trajkit.synth": ("trajkit.traces",),
     "trajkit.engine": ("trajkit.models",),
     "trajkit.recipes": ("trajkit.engine", "trajkit.models", "trajkit.synth", "trajkit.traces"),
