@@ -25,7 +25,6 @@ beside the wall seconds the goal is judged on.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import shutil
 import tempfile
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 from trajkit.bench.corpus import add_corpus_arguments, corpus_path
+from trajkit.bench.output import emit
 
 DESCRIPTION = "token SFT export vs the tokenizer's batch encode of the same rendered text (conv/s, tokens/s)"
 EXAMPLE = "trajkit bench export --rows 2000 --repeat 2 --out bench-out/bench_export.json"
@@ -129,14 +129,7 @@ def run(args) -> int:
             del texts
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results = _results(args, corpus, tokenizer_name, runs)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2))
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        _print_table(results)
-        print(f"wrote {args.out}")
+    emit(args, _results(args, corpus, tokenizer_name, runs), _print_table)
     return 0
 
 

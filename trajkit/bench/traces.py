@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from trajkit.bench.corpus import add_corpus_arguments, corpus_path
+from trajkit.bench.output import emit
 
 DESCRIPTION = "traces stats vs the tutorial's pandas+regex approach (rows/s, MB/s, peak RSS)"
 EXAMPLE = "trajkit bench traces --rows 14701 --out bench-out/bench_traces.json"
@@ -104,14 +105,7 @@ def run(args) -> int:
     base, ours = results["tutorial (pandas + 3 regexes)"], results["trajkit traces stats"]
     results["speedup"] = base["seconds"] / ours["seconds"]
     results["rss_ratio"] = base["peak_rss_mb"] / ours["peak_rss_mb"]
-    from trajkit.traces.atomic import write_atomic
-
-    write_atomic(args.out, json.dumps(results, indent=2))
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        _print_table(results)
-        print(f"wrote {args.out}")
+    emit(args, results, _print_table)
     return 0
 
 
