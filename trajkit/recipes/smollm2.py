@@ -67,9 +67,22 @@ def prepare_model(root: Path | None = None) -> Path:
         with building(path) as tmp:
             model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name,
                                                          dtype=torch.float32)
+            _as_plain_checkpoint(model)
             model.save_pretrained(tmp)
             AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name).save_pretrained(tmp)
     return path
+
+
+def _as_plain_checkpoint(model) -> None:
+    """transformers marks a model read from GGUF as quantized and refuses to save it, although its weights
+    are already dequantised float32 tensors: drop the marks so it saves as a plain checkpoint."""
+    import torch
+
+    assert all(p.dtype == torch.float32 for p in model.parameters()), "expected dequantised float32 weights"
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
 
 
 PREPARE = {NAME: prepare_model}
