@@ -506,3 +506,11 @@ def test_turns_are_dropped_only_on_exact_builds_or_far_over_estimates():
     far = FakeBuild(costs)
     assert exact_margin(10) == 64 and plan(costs, far, 22 - 65) == [("drop", [2]), ("drop", [4]), ("drop", [6])]
     assert far.calls == 0
+
+
+def test_auto_split_follows_a_template_replaced_in_place(tok):
+    from trajkit.traces.tokenize import auto_split
+
+    assert auto_split(tok) == "all"  # the tiny template renders history verbatim
+    tok.chat_template = STRIPPING_TEMPLATE  # same tokenizer object, another template
+    assert auto_split(tok) == "query"

@@ -419,14 +419,15 @@ def _run(conv: _Conversation, split: str, diagnostics: list[Diagnostic]) -> list
     return examples
 
 
-_SPLITS: dict[int, str] = {}
+_SPLITS: dict[str, str] = {}
 
 
 def auto_split(tokenizer) -> str:
-    """The split the template probe chooses for structured messages (cached per tokenizer object)."""
+    """The split the template probe chooses for structured messages (cached per chat template text: the
+    split depends on the template alone, and a tokenizer's template can be replaced in place)."""
     from trajkit.traces.template_probe import probe_template, split_for
 
-    key = id(tokenizer)
+    key = str(tokenizer.chat_template)
     if key not in _SPLITS:
         _SPLITS[key] = split_for(probe_template(tokenizer).modes["structured"])
     return _SPLITS[key]
