@@ -31,22 +31,23 @@ def render(tokenizer, messages: list[dict], tools: list[dict] | None = None,
 
 
 def continuation(tokenizer, history: list[dict], new: list[dict], tools: list[dict] | None = None,
-                 add_generation_prompt: bool = False) -> str:
-    """The text the template appends for ``new`` after ``history`` (see the module docstring)."""
+                 add_generation_prompt: bool = False, after_end_of_turn: bool = False) -> str:
+    """The text the template appends for ``new`` after ``history`` (see the module docstring). With
+    ``after_end_of_turn`` it starts right after the end-of-turn token of ``history``'s last message instead
+    (``"\n"`` + the new turns for ChatML): the text forced after a sampled turn that stopped on that token."""
     before = render(tokenizer, history, tools)
+    glue = _end_of_turn_glue(tokenizer, before) if after_end_of_turn else ""
     after = render(tokenizer, history + new, tools, add_generation_prompt)
     if not after.startswith(before):
         at = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
         raise ConfigError(f"chat template of {getattr(tokenizer, 'name_or_path', '')!r} rewrites the history "
                           f"when messages are appended (first difference at character {at}); trajkit needs an "
                           "append-only template here")
-    return after[len(before):]
+    return glue + after[len(before):]
 
 
-def end_of_turn_glue(tokenizer, history: list[dict], tools: list[dict] | None = None) -> str:
-    """Text the template writes after the end-of-turn token of the last assistant message in
-    ``history`` (``"\\n"`` for ChatML): forced, not sampled, when a conversation goes on."""
-    text = render(tokenizer, history, tools)
+def _end_of_turn_glue(tokenizer, text: str) -> str:
+    """What a rendered conversation holds after its last end-of-turn token."""
     eos = tokenizer.eos_token
     if not eos or eos not in text:
         raise ConfigError(f"chat template of {getattr(tokenizer, 'name_or_path', '')!r}: the end-of-turn "

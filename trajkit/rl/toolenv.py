@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from trajkit.engine import SamplingParams
-from trajkit.models.chat import continuation, end_of_turn_glue, render
+from trajkit.models.chat import continuation, render
 from trajkit.rl.sample import Sample
 from trajkit.rl.sandbox import evaluate
 from trajkit.rl.tasks import Generate, Prompt, completion_text, encode, rng_for
@@ -90,8 +90,8 @@ def hermes_tool_value(results: list[dict]) -> str:
 def forced_text(tokenizer, chat: list[dict], results: list[dict]) -> str:
     """Text after the last assistant message's end-of-turn token: template glue, the tool turn, and the
     opening of the next assistant turn."""
-    return (end_of_turn_glue(tokenizer, chat, [CALCULATOR])
-            + continuation(tokenizer, chat, tool_messages(results), [CALCULATOR], add_generation_prompt=True))
+    return continuation(tokenizer, chat, tool_messages(results), [CALCULATOR], add_generation_prompt=True,
+                        after_end_of_turn=True)
 
 
 def start_chat(question: str) -> list[dict]:
