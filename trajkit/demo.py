@@ -113,11 +113,11 @@ def demo_generate(out: Path) -> dict[str, str]:
     return {"generate": str(path)}
 
 
-EXAMPLE_RL = Path(__file__).resolve().parents[1] / "examples" / "rl_rep.yaml"
+EXAMPLE_RL = Path(__file__).resolve().parent / "configs" / "rep.yaml"
 
 
 def demo_train(out: Path) -> dict[str, str]:
-    """GRPO on the tiny byte-level model with speculative rollouts (examples/rl_rep.yaml)."""
+    """GRPO on the tiny byte-level model with speculative rollouts (trajkit train rep)."""
     from statistics import mean
 
     from trajkit.errors import ConfigError
@@ -128,7 +128,7 @@ def demo_train(out: Path) -> dict[str, str]:
     if not EXAMPLE_RL.exists():
         raise ConfigError(f"{EXAMPLE_RL} not found: run the demo from a trajkit checkout")
     quiet_transformers()
-    _banner("train: GRPO with speculative rollouts on the tiny model (examples/rl_rep.yaml)")
+    _banner("train: GRPO with speculative rollouts on the tiny model (trajkit train rep)")
     cfg = load_config(str(EXAMPLE_RL), [f"log.out_dir={out / 'rl'}", "log.quiet=true"])
 
     def progress(result) -> None:

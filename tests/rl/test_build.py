@@ -12,7 +12,7 @@ WARM = ["policy.source=task_warmstart", "policy.warmstart_steps=2", "draft.model
 
 def test_default_config_names_a_registered_task():
     assert TrainConfig().task.name in TASKS
-    with pytest.raises(ConfigError, match=r"task.name must be one of \[.*'rep'.*\], got 'echo'"):
+    with pytest.raises(ConfigError, match=r"task.name must be one of \[.*'rep'.*\] or an import path .*, got 'echo'"):
         load_config(None, ["task.name=echo"])
 
 

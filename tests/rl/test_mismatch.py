@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from trajkit.rl.mismatch import MismatchAlarm, MismatchWarning, mismatch_metrics
+from trajkit.rl.rewards import RewardSet
 from trajkit.rl.trainer import Trainer
 
 
@@ -33,13 +34,13 @@ def test_alarm_thresholds():
         assert alarm.check({"mean_abs": 0.2, **quiet}, 4)
 
 
-def varied_reward(samples):
-    """A plain callable reward that differs within groups (fraction of even token ids), so the update moves."""
-    return [sum(t % 2 == 0 for t in s.completion_ids) / len(s.completion_ids) for s in samples]
+def varied_reward(completion_ids, **kwargs):
+    """A reward that differs within groups (fraction of even token ids), so the update moves."""
+    return [sum(t % 2 == 0 for t in ids) / len(ids) for ids in completion_ids]
 
 
 def _run(trainer, steps):
-    trainer.state.task.reward = varied_reward
+    trainer.state.rewards = RewardSet.build([varied_reward])
     return [trainer.step_once().metrics for _ in range(steps)]
 
 

@@ -1,9 +1,9 @@
 """The Hermes tool-use environment: call parsing, sandboxed execution, forced-token masks, trace export."""
 import json
 
-
 from trajkit.engine import Completion, SamplingParams
 from trajkit.models.tokenizer import byte_tokenizer
+from trajkit.rl.rewards import RewardSet
 from trajkit.rl.sample import validate_sample
 from trajkit.rl.sandbox import evaluate
 from trajkit.rl.toolenv import CALCULATOR, CalculatorTask, run_calls, to_hermes_row
@@ -11,6 +11,11 @@ from trajkit.rl.trainer import Trainer
 from trajkit.traces.hermes import parse_row
 
 TOK = byte_tokenizer()
+
+
+def score_of(task, sample):
+    """The task's own reward functions on one episode."""
+    return RewardSet.build(task.reward_funcs)([sample])[0]
 
 
 def encode(text):
@@ -73,14 +78,14 @@ def test_episode_masks_forced_tokens_and_scores_the_final_answer():
             {"role": "assistant", "content": "84"}]
     assert TOK.decode(sample.prompt_ids + sample.completion_ids) == TOK.apply_chat_template(
         chat, tools=[CALCULATOR], tokenize=False).rstrip("\n")
-    assert task.reward([sample]) == [1.0]
+    assert score_of(task, sample) == [1.0]
     assert sample.metadata["turns"] == 2 and sample.metadata["tool_calls"] == 1
 
 
 def test_turn_limit_and_truncation_end_the_episode():
     task = CalculatorTask(seed=0, tokenizer=TOK, max_turns=2)
     looping = task.env.rollout(scripted([(CALL, "stop"), (CALL, "stop")]), [task.prompt(0)], SamplingParams())[0]
-    assert looping.metadata["finish_reason"] == "max_turns" and task.reward([looping]) == [0.0]
+    assert looping.metadata["finish_reason"] == "max_turns" and score_of(task, looping) == [0.0]
     assert looping.loss_mask[-1] == 1  # no forced tool turn after the last allowed turn
     cut = task.env.rollout(scripted([("<tool_call>\n{", "length")]), [task.prompt(0)], SamplingParams())[0]
     assert cut.metadata["finish_reason"] == "length" and cut.metadata["turns"] == 1
@@ -118,7 +123,7 @@ def test_demonstration_is_a_valid_masked_episode():
     task = CalculatorTask(seed=3, tokenizer=TOK)
     demo = task.demonstration(task.prompt(5))
     validate_sample(demo)
-    assert 0 in demo.loss_mask and task.reward([demo]) == [1.0]
+    assert 0 in demo.loss_mask and score_of(task, demo) == [1.0]
 
 
 def test_calculator_task_trains_a_step_with_the_engine(tiny):

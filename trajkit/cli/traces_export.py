@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from trajkit.config import add_arguments, from_args
 

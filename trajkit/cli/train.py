@@ -4,11 +4,16 @@ from __future__ import annotations
 import argparse
 
 EXAMPLE = """examples:
-  trajkit train examples/rl_rep.yaml
+  trajkit train rep                                   # a packaged config (trajkit/configs/rep.yaml)
+  trajkit train grpo_smollm2                          # GRPO on SmolLM2-135M-Instruct (real model, offline)
   trajkit train examples/rl_rep.yaml seed=1 draft.kind=none draft.distill=false steps=50 log.out_dir=runs/plain
-  trajkit train examples/rl_rep.yaml checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
+  trajkit train rep checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
+  trajkit train --print-config                        # every key with its default
+  trajkit train grpo_smollm2 --print-config optim.lr=1e-6
 
-Every key of the YAML file can be overridden with dotted key=value pairs; unknown keys are errors.
+CONFIG is a YAML file or the name of a packaged config; every key can be overridden with dotted
+key=value pairs; unknown keys are errors. Tasks and rewards can be import paths:
+  trajkit train rep task.name=my_pkg.tasks:make_task 'rewards=[my_pkg.rewards:exact]'
 Logs: OUT_DIR/metrics.jsonl, OUT_DIR/tensorboard/, OUT_DIR/samples/, OUT_DIR/checkpoints/."""
 
 
@@ -16,19 +21,32 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="RL post-training (GRPO family) with speculative rollouts",
                        description="Train a policy with a five-stage synchronous GRPO step.", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", help="YAML config file (see examples/rl_rep.yaml)")
+    p.add_argument("config", nargs="?", help="YAML config file or packaged config name (rep, grpo_smollm2, ...)")
     p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. optim.lr=3e-4")
+    p.add_argument("--print-config", action="store_true",
+                   help="print every key of the resolved config (defaults marked) as YAML and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar; print one line per step")
     p.set_defaults(handler=cmd_train)
 
 
 def cmd_train(args) -> int:
     from trajkit.progress import progress_bar, quiet_transformers
-    from trajkit.rl.config import load_config
+    from trajkit.rl.config import load_config, packaged_configs
     from trajkit.rl.trainer import train
 
     quiet_transformers()
-    cfg = load_config(args.config, args.overrides)
+    config, overrides = args.config, list(args.overrides)
+    if config is not None and "=" in config:  # `--print-config key=value` without a config file
+        config, overrides = None, [config, *overrides]
+    cfg = load_config(config, overrides)
+    if args.print_config:
+        from trajkit.rl.config import describe
+
+        print(describe(cfg), end="")
+        return 0
+    if config is None:
+        raise SystemExit("trajkit train: give a CONFIG (a YAML file or a packaged config: "
+                         f"{', '.join(sorted(packaged_configs()))}), or --print-config")
     show_bar = not (args.no_progress or cfg.log.quiet)
     # A bar is drawn only on a terminal (piped, `2>&1 | cat`, it would print a line per refresh); the eval
     # lines and every 10th step are printed either way.

@@ -30,6 +30,24 @@ def render(tokenizer, messages: list[dict], tools: list[dict] | None = None,
                                          add_generation_prompt=add_generation_prompt)
 
 
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+
+
+def stop_token_ids(tokenizer) -> tuple[int, ...]:
+    """The ids generation stops on: ``eos_token_id`` first, then the end-of-turn tokens of the common chat
+    formats that the vocabulary has (ChatML ``<|im_end|>``, Llama-3 ``<|eot_id|>``, Gemma ``<end_of_turn>``,
+    ...), so a model whose eos is ``<|endoftext|>`` still stops at the end of its turn."""
+    ids: list[int] = []
+    if tokenizer.eos_token_id is not None:
+        ids.append(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    ids += [vocab[t] for t in END_OF_TURN_TOKENS if t in vocab and vocab[t] not in ids]
+    if not ids:
+        raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no eos token and none of "
+                          f"the end-of-turn tokens {list(END_OF_TURN_TOKENS)}: generation could not stop")
+    return tuple(ids)
+
+
 def continuation(tokenizer, history: list[dict], new: list[dict], tools: list[dict] | None = None,
                  add_generation_prompt: bool = False, after_end_of_turn: bool = False) -> str:
     """The text the template appends for ``new`` after ``history`` (see the module docstring). With

@@ -20,10 +20,24 @@ import torch
 
 
 def group_advantages(rewards: torch.Tensor, scale_std: bool, eps: float = 1e-6) -> torch.Tensor:
-    """``rewards: [N, G]`` (N prompts, G completions each) -> advantages ``[N, G]``."""
+    """``rewards: [N, G]`` (N prompts, G completions each) -> advantages ``[N, G]``.
+
+    NaN marks an *unscorable* completion (no reward function applied to it, TRL's ``None``): it is left
+    out of its group's mean and std and gets advantage 0; a group with fewer than two scored members
+    gets 0 throughout.
+
+    >>> group_advantages(torch.tensor([[1.0, float("nan"), 0.0]]), scale_std=False)
+    tensor([[ 0.5000,  0.0000, -0.5000]])
+    """
     assert rewards.dim() == 2 and rewards.shape[1] >= 2, f"rewards must be [N, G>=2], got {tuple(rewards.shape)}"
     rewards = rewards.to(torch.float32)
-    centered = rewards - rewards.mean(dim=1, keepdim=True)
+    scored = ~torch.isnan(rewards)
+    count = scored.sum(dim=1, keepdim=True)
+    filled = torch.where(scored, rewards, torch.zeros_like(rewards))
+    mean = filled.sum(dim=1, keepdim=True) / count.clamp(min=1)
+    centered = torch.where(scored, rewards - mean, torch.zeros_like(rewards))
+    centered = torch.where(count >= 2, centered, torch.zeros_like(centered))
     if not scale_std:
         return centered
-    return centered / (rewards.std(dim=1, unbiased=True, keepdim=True) + eps)
+    std = (centered.pow(2).sum(dim=1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    return centered / (std + eps)

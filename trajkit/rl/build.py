@@ -27,10 +27,22 @@ from trajkit.rl.registry import make_task
 WARMSTART_BATCH = 64
 
 
+def policy_folder(mc: ModelConfig) -> str | None:
+    """The local HF folder of a ``path`` or ``prepared`` model (a prepared one is built on first use)."""
+    if mc.source == "path":
+        return mc.path
+    if mc.source == "prepared":
+        from trajkit.recipes.smollm2 import PREPARE
+
+        return str(PREPARE[mc.path]())
+    return None
+
+
 def build_tokenizer(cfg: TrainConfig):
-    """The policy folder's tokenizer for ``policy.source=path``, else the byte tokenizer."""
-    if cfg.policy.source == "path":
-        return load_tokenizer(cfg.policy.path, what="policy.path")
+    """The policy folder's tokenizer for a ``path``/``prepared`` policy, else the byte tokenizer."""
+    folder = policy_folder(cfg.policy)
+    if folder is not None:
+        return load_tokenizer(folder, what="policy.path")
     return byte_tokenizer()
 
 
@@ -64,8 +76,8 @@ def build_models(cfg: TrainConfig, tokenizer):
     if cfg.policy.source == "task_warmstart":
         policy, draft = _warmstart(cfg, tokenizer)
     else:
-        policy = load_model(cfg.policy.path, what="policy.path") if cfg.policy.source == "path" \
-            else random_model(cfg.policy, vocab)
+        folder = policy_folder(cfg.policy)
+        policy = load_model(folder, what="policy.path") if folder is not None else random_model(cfg.policy, vocab)
         draft = build_draft(cfg, policy.config.vocab_size)
     return policy.train(), (draft.train() if draft is not None else None)
 

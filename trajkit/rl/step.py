@@ -17,11 +17,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trajkit.engine import SamplingParams
+from trajkit.models.chat import stop_token_ids
 from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.sample import Sample, validate_sample
 from trajkit.rl.scoring import score
-from trajkit.rl.stages import DATA, GENERATION, LOGPROB, POLICY_UPDATE, REWARD, WEIGHT_SYNC, StageTimer
+from trajkit.rl.stages import (
+    DATA,
+    GENERATION,
+    LOGPROB,
+    POLICY_UPDATE,
+    REWARD,
+    WEIGHT_SYNC,
+    StageTimer,
+)
 from trajkit.rl.state import TrainState
 from trajkit.rl.update import distill_draft, update_policy
 
@@ -34,10 +43,11 @@ class StepResult:
     timer: StageTimer
 
 
-def rollout_params(cfg, seed: int, eos_id: int, temperature: float | None = None) -> SamplingParams:
-    """Pure temperature sampling (top-k/top-p off, so engine and policy log-probs are comparable)."""
+def rollout_params(cfg, seed: int, stop_ids: tuple[int, ...], temperature: float | None = None) -> SamplingParams:
+    """Pure temperature sampling (top-k/top-p off, so engine and policy log-probs are comparable), stopping
+    on the tokenizer's end-of-turn ids."""
     return SamplingParams(temperature=cfg.rollout.temperature if temperature is None else temperature,
-                          max_new_tokens=cfg.rollout.max_new_tokens, stop_token_ids=(eos_id,), seed=seed)
+                          max_new_tokens=cfg.rollout.max_new_tokens, stop_token_ids=stop_ids, seed=seed)
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -53,14 +63,14 @@ def rl_step(t: TrainState) -> StepResult:
     with timer.stage(WEIGHT_SYNC):
         t.rollout.sync(t.policy, t.draft)
     with timer.stage(GENERATION):
-        params = rollout_params(cfg, step_seed(cfg.seed, t.step), t.tokenizer.eos_token_id)
+        params = rollout_params(cfg, step_seed(cfg.seed, t.step), stop_token_ids(t.tokenizer))
         samples = t.rollout.run(t.task, rows, cfg.rollout.group_size, params)
         for i, s in enumerate(samples):
             validate_sample(s, i)
         with timer.substage(GENERATION, REWARD):
-            rewards = t.task.reward(samples)
+            rewards, reward_metrics = t.rewards(samples)
         advantages, scores = score(samples, rewards, cfg)
-        metrics.update(scores, **t.rollout.metrics())
+        metrics.update(scores, **reward_metrics, **t.rollout.metrics())
     with timer.stage(LOGPROB):
         batch = collate(samples, advantages, t.tokenizer.pad_token_id)
         distill = t.draft_optimizer is not None and (t.step + 1) % cfg.draft.distill_every == 0

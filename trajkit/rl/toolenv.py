@@ -128,6 +128,7 @@ class ToolEnv:
         e.messages.append({"from": "gpt", "value": text})
         e.chat.append({"role": "assistant", "content": text})
         if finish != "stop":
+            e.chat[-1]["truncated"] = True
             e.done, e.finish = True, "length"
             return
         results = run_calls(text, self.timeout_s)
@@ -144,15 +145,24 @@ class ToolEnv:
 
     def _sample(self, e: Episode) -> Sample:
         final = e.messages[-1]["value"].strip() if e.finish == "answer" else None
-        meta = {"answer": e.prompt.answer, "final_answer": final, "prompt_index": e.prompt.index,
+        meta = {"prompt": e.prompt.source, "completion": e.chat[2:],
+                "columns": e.prompt.columns, "final_answer": final, "prompt_index": e.prompt.index,
                 "turns": e.turns, "tool_calls": e.tool_calls, "finish_reason": e.finish,
                 "messages": e.messages}
         return Sample(list(e.prompt.ids), e.ids, e.logprobs, e.mask, meta)
 
 
-def final_answer_reward(samples: Sequence[Sample]) -> list[float]:
-    """1.0 when the episode ended on a final answer equal to the true value."""
-    return [float(s.metadata.get("final_answer") == s.metadata["answer"]) for s in samples]
+def final_answer(completions, answer, **kwargs) -> list[float]:
+    """1.0 when the episode ended on an assistant message without a tool call whose text is the answer.
+    (A turn cut by the token budget never counts: :class:`ToolEnv` leaves it out of ``completions``' final
+    position by ending the episode with ``finish_reason`` "length", and its text is checked here too.)"""
+    out = []
+    for completion, truth in zip(completions, answer):
+        last = completion[-1] if completion else {}
+        text = str(last.get("content") or "")
+        out.append(float(last.get("role") == "assistant" and not last.get("truncated")
+                         and "<tool_call>" not in text and text.strip() == truth))
+    return out
 
 
 def to_hermes_row(sample: Sample, row_id: str) -> dict:
@@ -178,7 +188,7 @@ class CalculatorTask:
     def __init__(self, seed: int, tokenizer, max_len: int = 3, max_turns: int = 3, timeout_s: float = 0.5):
         self.seed, self.max_len, self.tokenizer = seed, max_len, tokenizer
         self.env = ToolEnv(tokenizer, max_turns, timeout_s)
-        self.reward = final_answer_reward
+        self.reward_funcs = [final_answer]
 
     def prompt(self, index: int, split: str = "train") -> Prompt:
         rng = rng_for(self.seed, index, split)
@@ -186,7 +196,8 @@ class CalculatorTask:
         op = rng.choice("+-*")
         question = f"What is {a}{op}{b}?"
         text = render(self.tokenizer, start_chat(question), [CALCULATOR], add_generation_prompt=True)
-        return Prompt(text, encode(self.tokenizer, text), evaluate(f"{a}{op}{b}"), index, {"question": question})
+        return Prompt(text, encode(self.tokenizer, text), index, {"answer": evaluate(f"{a}{op}{b}")},
+                      {"question": question}, source=start_chat(question))
 
     def demonstration(self, prompt: Prompt) -> Sample:
         """The ideal episode: one calculator call, the forced tool turn, then the answer."""

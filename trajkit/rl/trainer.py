@@ -1,49 +1,90 @@
 """The RL trainer: builds every component from a :class:`TrainConfig` and runs five-stage steps.
 
+From Python, as TRL's ``GRPOTrainer`` is used (model folder or module, a dataset with a ``prompt`` column,
+reward functions)::
+
+    from trajkit.rl import Trainer
+    trainer = Trainer(model="path/to/hf-folder", train_dataset=ds, reward_funcs=[exact, fmt],
+                      config={"steps": 50, "rollout": {"group_size": 8}})
+    history = trainer.train()
+
+or from a config file (``trajkit train CONFIG``)::
+
     trainer = Trainer(load_config("examples/rl_rep.yaml", ["steps=10"]))
     for _ in range(trainer.cfg.steps):
         result = trainer.step_once()          # one step of trajkit.rl.step.rl_step, logged
     trainer.save(); trainer.close()
 
 Everything a step needs lives in one typed :class:`~trajkit.rl.state.TrainState` built by
-:func:`build_state`: the tokenizer, the task and its prompt stream, the policy and its optimiser, the
-frozen reference (when ``loss.kl_coef > 0``), the draft and its optimiser (when distilled), the
-:class:`~trajkit.rl.rollout.Rollout` that owns the engine and the mismatch alarm. The trainer adds the
-logger, evaluation and checkpoint schedule.
+:func:`build_state`: the tokenizer, the task and its prompt stream, the reward functions, the policy and
+its optimiser, the frozen reference (when ``loss.kl_coef > 0``), the draft and its optimiser (when
+distilled), the :class:`~trajkit.rl.rollout.Rollout` that owns the engine and the mismatch alarm. The
+trainer adds the logger, evaluation and checkpoint schedule.
 """
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import replace
 
 import torch
 
+from trajkit.config import from_dict
 from trajkit.errors import ConfigError
-from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
+from trajkit.models.chat import stop_token_ids
+from trajkit.models.load import load_tokenizer
+from trajkit.rl.build import build_draft, build_models, build_tokenizer, frozen_copy
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
-from trajkit.rl.config import TrainConfig, to_dict
+from trajkit.rl.config import TrainConfig, load_config, to_dict
+from trajkit.rl.data import DatasetTask
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.rl.registry import make_task
+from trajkit.rl.rewards import RewardSet, resolve
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
 from trajkit.rl.step import StepResult, rl_step, rollout_params
+from trajkit.rl.tasks import Task
 from trajkit.rl.update import make_optimizer
 
 EVAL_SEED = 987_654
 
 
-def build_state(cfg: TrainConfig) -> TrainState:
-    """Every component of a run, built from ``cfg`` (and restored from ``checkpoint.resume_from``)."""
-    tokenizer = build_tokenizer(cfg)
-    policy, draft = build_models(cfg, tokenizer)
+def make_rewards(task: Task, cfg: TrainConfig, reward_funcs=None, reward_weights=None) -> RewardSet:
+    """The run's rewards: ``reward_funcs`` (callables or import paths) if given, else ``cfg.rewards``, else the
+    task's own; weights from ``reward_weights`` or ``cfg.reward_weights`` (default 1 each)."""
+    if reward_funcs is not None:
+        funcs = [reward_funcs] if callable(reward_funcs) or isinstance(reward_funcs, str) else list(reward_funcs)
+    else:
+        funcs = list(cfg.rewards) or list(getattr(task, "reward_funcs", []))
+    if not funcs:
+        raise ConfigError(f"task {getattr(task, 'name', task)!r} has no reward functions; give rewards: "
+                          "[pkg.mod:func] in the config or reward_funcs=[...] to Trainer")
+    funcs = [resolve(f, f"rewards[{i}]") for i, f in enumerate(funcs)]
+    weights = reward_weights if reward_weights is not None else cfg.reward_weights
+    return RewardSet.build(funcs, weights)
+
+
+def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | None = None, reward_funcs=None,
+                reward_weights=None) -> TrainState:
+    """Every component of a run, built from ``cfg`` (and restored from ``checkpoint.resume_from``); a given
+    ``tokenizer``, ``policy`` (an HF causal LM module), ``task`` or ``reward_funcs`` replaces what ``cfg``
+    would build."""
+    tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
+    if policy is None:
+        policy, draft = build_models(cfg, tokenizer)
+    else:
+        draft = build_draft(cfg, policy.config.vocab_size)
+        policy, draft = policy.train(), (draft.train() if draft is not None else None)
     if policy.config.vocab_size < len(tokenizer):
         raise ConfigError(f"policy: its vocabulary ({policy.config.vocab_size}) is smaller than the "
                           f"tokenizer's ({len(tokenizer)})")
-    task = make_task(cfg.task, cfg.seed, tokenizer)
+    task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
     m = cfg.mismatch
     distill = cfg.draft.distill and draft is not None
     state = TrainState(
-        cfg=cfg, tokenizer=tokenizer, task=task, stream=PromptStream(task), policy=policy,
+        cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
+        stream=PromptStream(task), policy=policy,
         optimizer=make_optimizer(policy.parameters(), cfg), rollout=Rollout(cfg, policy, draft),
         alarm=MismatchAlarm(m.abs_threshold, m.jump_factor, m.min_jump), draft=draft,
         draft_optimizer=make_optimizer(draft.parameters(), cfg, lr=cfg.draft.distill_lr) if distill else None,
@@ -53,14 +94,55 @@ def build_state(cfg: TrainConfig) -> TrainState:
     return state
 
 
-class Trainer:
-    """A :class:`TrainState` plus its logger: steps, evaluation, checkpoints."""
+def as_config(config) -> TrainConfig:
+    """A :class:`TrainConfig` from itself, a dict of sections, a YAML path or a packaged config's name, or
+    None (defaults)."""
+    if isinstance(config, TrainConfig):
+        return config
+    if config is None or isinstance(config, dict):
+        return from_dict(TrainConfig, config or {})
+    if isinstance(config, (str, os.PathLike)):
+        return load_config(os.fspath(config))
+    raise ConfigError(f"config must be a TrainConfig, a dict, a YAML path or None, got {type(config).__name__}")
 
-    def __init__(self, cfg: TrainConfig, logger: bool = True):
+
+class Trainer:
+    """A :class:`TrainState` plus its logger: steps, evaluation, checkpoints.
+
+    ``config``: a :class:`TrainConfig`, a dict of sections, a YAML path or packaged config name, or None.
+    ``model``: a local HF folder (sets ``policy.source=path``) or a causal LM module (then ``tokenizer`` is
+    required); ``tokenizer``: a tokenizer or its folder. ``train_dataset``/``eval_dataset``: a
+    ``datasets.Dataset``, a list of rows, or a JSONL/Parquet path with a ``prompt`` column (the task becomes
+    :class:`~trajkit.rl.data.DatasetTask`); or any ``task`` object. ``reward_funcs``: TRL-style reward
+    callables or import paths, weighted by ``reward_weights``.
+    """
+
+    def __init__(self, config=None, *, model=None, tokenizer=None, train_dataset=None, eval_dataset=None,
+                 reward_funcs=None, reward_weights=None, task: Task | None = None, logger: bool = True):
+        cfg = as_config(config)
+        policy = None
+        if isinstance(model, (str, os.PathLike)):
+            cfg = replace(cfg, policy=replace(cfg.policy, source="path", path=os.fspath(model)))
+        elif model is not None:
+            if tokenizer is None:
+                raise ConfigError("Trainer(model=<module>) needs tokenizer= (a tokenizer or its folder)")
+            policy = model
+        if isinstance(tokenizer, (str, os.PathLike)):
+            tokenizer = load_tokenizer(os.fspath(tokenizer), what="tokenizer")
         self.cfg = cfg
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
-        self.state = build_state(cfg)
+        if train_dataset is not None:
+            if task is not None:
+                raise ConfigError("give Trainer either train_dataset= or task=, not both")
+            tok = tokenizer if tokenizer is not None else build_tokenizer(cfg)
+            task = DatasetTask(train_dataset, tok, eval_dataset, seed=cfg.seed, eval_fraction=cfg.task.eval_fraction,
+                               strict=cfg.task.strict)
+            tokenizer = tok
+        elif eval_dataset is not None:
+            raise ConfigError("eval_dataset= needs train_dataset=")
+        self.state = build_state(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
+                                 reward_weights=reward_weights)
         self.logger = RunLogger(cfg.log.out_dir, to_dict(cfg), cfg.log.tensorboard, cfg.log.dump_samples) \
             if logger else None
 
@@ -83,15 +165,22 @@ class Trainer:
 
     def evaluate(self) -> dict:
         """Mean reward on the fixed ``eval`` prompts (the same for every run seed), one sample each; the
-        sampling seed depends on the run seed only, so the same run evaluates the same way every time."""
+        sampling seed depends on the run seed only, so the same run evaluates the same way every time. A
+        dataset task evaluates on at most its eval split's rows."""
         s = self.state
         s.rollout.sync(s.policy, s.draft)
-        prompts = [s.task.prompt(i, split="eval") for i in range(self.cfg.eval.num_prompts)]
-        params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, s.tokenizer.eos_token_id,
+        count = self.cfg.eval.num_prompts
+        if hasattr(s.task, "num_prompts"):
+            count = min(count, s.task.num_prompts("eval"))
+        prompts = [s.task.prompt(i, split="eval") for i in range(count)]
+        params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
         samples = s.task.env.rollout(s.rollout.engine.generate, prompts, params)
-        rewards = s.task.reward(samples)
-        return {"eval/reward": sum(rewards) / len(rewards)}
+        rewards, per = s.rewards(samples)
+        scored = [r for r in rewards if not math.isnan(r)]
+        out = {"eval/reward": sum(scored) / len(scored) if scored else math.nan}
+        out.update({f"eval/{k}": v for k, v in per.items()})
+        return out
 
     def save(self, path: str | None = None) -> str:
         path = path or os.path.join(self.cfg.log.out_dir, "checkpoints", f"step_{self.step:06d}")
@@ -102,21 +191,28 @@ class Trainer:
             self.logger.close()
 
 
+    def train(self, progress=None) -> list[dict]:
+        """Run to ``cfg.steps`` steps (a resumed run does the rest), evaluating first when ``eval.every`` is
+        set; saves a final checkpoint and closes the logger. -> the metrics of every step (step 0: the
+        initial evaluation)."""
+        history = []
+        try:
+            if self.cfg.eval.every and self.step == 0:
+                initial = self.evaluate()
+                if self.logger is not None:
+                    self.logger.log(0, initial)
+                history.append({"step": 0, **initial})
+            while self.step < self.cfg.steps:
+                result = self.step_once()
+                history.append({"step": result.step, **result.metrics})
+                if progress is not None:
+                    progress(result)
+            self.save()
+        finally:
+            self.close()
+        return history
+
+
 def train(cfg: TrainConfig, progress=None) -> list[dict]:
     """Run ``cfg.steps`` steps (minus those a resumed checkpoint already did); returns their metrics."""
-    trainer = Trainer(cfg)
-    history = []
-    try:
-        if cfg.eval.every and trainer.step == 0:
-            initial = trainer.evaluate()
-            trainer.logger.log(0, initial)
-            history.append({"step": 0, **initial})
-        while trainer.step < cfg.steps:
-            result = trainer.step_once()
-            history.append({"step": result.step, **result.metrics})
-            if progress is not None:
-                progress(result)
-        trainer.save()
-    finally:
-        trainer.close()
-    return history
+    return Trainer(cfg).train(progress)
