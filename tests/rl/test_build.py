@@ -6,7 +6,6 @@ from trajkit.errors import ConfigError
 from trajkit.rl.config import TrainConfig, load_config
 from trajkit.rl.registry import TASKS
 
-
 WARM = ["policy.source=task_warmstart", "policy.warmstart_steps=2", "draft.model.warmstart_steps=2"]
 
 

@@ -49,7 +49,6 @@ def run(args) -> int:
 
     from trajkit.bench.generate_methods import build_methods
     from trajkit.recipes.tiny_pair import load_tiny_pair
-
     from trajkit.traces.atomic import AtomicFile, write_atomic
 
     ks, batch_sizes = _ints(args.ks, "--ks"), _ints(args.batch_sizes, "--batch-sizes")

@@ -15,7 +15,13 @@ from typing import Callable
 
 import torch
 
-from trajkit.engine import DraftModel, Engine, EngineConfig, NgramDrafter, SamplingParams
+from trajkit.engine import (
+    DraftModel,
+    Engine,
+    EngineConfig,
+    NgramDrafter,
+    SamplingParams,
+)
 from trajkit.models.tokenizer import PAD_ID
 
 

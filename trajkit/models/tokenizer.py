@@ -174,7 +174,14 @@ def builtin_corpus() -> list[str]:
 
 def train_tokenizer(corpus_texts: Iterable[str] | None = None, vocab_size: int = DEFAULT_VOCAB_SIZE):
     """Train and return a ``tokenizers.Tokenizer`` (byte-level BPE, our special and added tokens)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        trainers,
+    )
 
     if vocab_size < 256 + len(SPECIAL_TOKENS) + len(ADDED_TOKENS):
         raise ValueError(f"vocab_size must be at least {256 + len(SPECIAL_TOKENS) + len(ADDED_TOKENS)} "

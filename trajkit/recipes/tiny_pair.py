@@ -31,7 +31,14 @@ import torch
 from trajkit.engine.engine import Engine
 from trajkit.engine.params import SamplingParams
 from trajkit.errors import ConfigError
-from trajkit.models.fit import Schedule, fit, mean_loss, next_token_loss, soft_cross_entropy, windows
+from trajkit.models.fit import (
+    Schedule,
+    fit,
+    mean_loss,
+    next_token_loss,
+    soft_cross_entropy,
+    windows,
+)
 from trajkit.models.load import load_model
 from trajkit.models.spec import TinySpec, build_model, parameter_count
 from trajkit.models.tokenizer import IM_END_ID, PAD_ID, byte_tokenizer, save_tokenizer

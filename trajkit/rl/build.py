@@ -65,8 +65,9 @@ def build_draft(cfg: TrainConfig, vocab_size: int):
     kind = draft_kind(cfg.draft.kind)
     if kind is None:
         return None
-    if cfg.draft.model.source == "path":
-        return kind.load(cfg.draft.model.path)
+    folder = policy_folder(cfg.draft.model)
+    if folder is not None:
+        return kind.load(folder)
     return kind.build(vocab_size, draft_shape(cfg))
 
 

@@ -238,14 +238,16 @@ class CheckpointConfig(Checked):
 
 @dataclass
 class EvalConfig(Checked):
-    """Held-out reward (fixed prompts, fixed seed) every ``every`` steps and at start/end; 0 = off."""
+    """Held-out reward (fixed prompts, fixed seed) every ``every`` steps and at start/end; 0 = off.
+    ``samples`` completions per prompt (more samples, less noise for a small eval split)."""
 
     every: int = 0
     num_prompts: int = 64
+    samples: int = 1
     temperature: float = 1.0
 
     __section__ = "eval"
-    __ranges__ = {"every": "[0, inf)", "num_prompts": "[1, inf)", "temperature": "[0, inf)"}
+    __ranges__ = {"every": "[0, inf)", "num_prompts": "[1, inf)", "samples": "[1, inf)", "temperature": "[0, inf)"}
 
 
 @dataclass

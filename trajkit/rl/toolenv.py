@@ -4,7 +4,10 @@ An episode is a chat conversation rendered by the policy tokenizer's own chat te
 (:mod:`trajkit.models.chat`; nothing here writes ChatML by hand). The prompt is the render of a system
 message, the calculator's schema as ``tools`` (a tool-calling template lists it in the system turn inside
 ``<tools></tools>``, as Hermes function-calling prompts do) and the user's question, with the generation
-prompt on. Then, turn by turn:
+prompt on. A template without tool support (SmolLM2's plain ChatML drops ``tools``) gets the same
+conversation written inline, as the Hermes traces are: the ``<tools>`` block in the system message and
+the results as ``<tool_response>`` text (:class:`ToolFormat`, chosen by the template probe that the SFT
+export uses). Then, turn by turn:
 
 1. the engine samples the assistant message up to the end-of-turn token (``loss_mask`` 1, engine
    log-probs);
@@ -32,6 +35,11 @@ from trajkit.rl.sample import Sample
 from trajkit.rl.sandbox import evaluate
 from trajkit.rl.tasks import Generate, Prompt, completion_text, encode, rng_for
 from trajkit.traces.blocks import parse_assistant
+from trajkit.traces.template_probe import (
+    choose_rendering,
+    hermes_tools_system,
+    probe_template,
+)
 
 CALCULATOR = {"type": "function", "function": {
     "name": "calculator", "description": "Evaluate an arithmetic expression.",
@@ -77,9 +85,35 @@ def run_calls(text: str, timeout_s: float) -> list[dict] | None:
     return results
 
 
-def tool_messages(results: list[dict]) -> list[dict]:
-    """Tool results as chat ``tool`` messages (the template wraps each in ``<tool_response>``)."""
-    return [{"role": "tool", "content": json.dumps(r)} for r in results]
+@dataclass(frozen=True)
+class ToolFormat:
+    """How the policy's chat template carries the tool turns (chosen once by the template probe of
+    :mod:`trajkit.traces.template_probe`): ``structured`` passes ``tools`` and ``tool`` messages to the
+    template; ``inline`` (a template without tool support, e.g. SmolLM2's plain ChatML) writes the Hermes
+    ``<tools>`` system block and ``<tool_response>`` text in ``tool_role`` (``tool``, else ``user``)."""
+
+    mode: str = "structured"
+    tool_role: str = "tool"
+
+    @property
+    def tools(self) -> list[dict] | None:
+        return [CALCULATOR] if self.mode == "structured" else None
+
+    def start_chat(self, question: str) -> list[dict]:
+        system = INSTRUCTION if self.mode == "structured" else hermes_tools_system([CALCULATOR], INSTRUCTION)
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+    def tool_messages(self, results: list[dict]) -> list[dict]:
+        """Tool results as chat messages (a structured template wraps each in ``<tool_response>`` itself)."""
+        if self.mode == "structured":
+            return [{"role": "tool", "content": json.dumps(r)} for r in results]
+        return [{"role": self.tool_role, "content": hermes_tool_value(results)}]
+
+
+def tool_format(tokenizer) -> ToolFormat:
+    """The :class:`ToolFormat` the template probe chooses for ``tokenizer``."""
+    rendering = choose_rendering(probe_template(tokenizer))
+    return ToolFormat(rendering.mode, rendering.tool_role)
 
 
 def hermes_tool_value(results: list[dict]) -> str:
@@ -87,27 +121,24 @@ def hermes_tool_value(results: list[dict]) -> str:
     return "\n".join(f"<tool_response>\n{json.dumps(r)}\n</tool_response>" for r in results)
 
 
-def forced_text(tokenizer, chat: list[dict], results: list[dict]) -> str:
+def forced_text(tokenizer, chat: list[dict], results: list[dict], fmt: ToolFormat = ToolFormat()) -> str:
     """Text after the last assistant message's end-of-turn token: template glue, the tool turn, and the
     opening of the next assistant turn."""
-    return continuation(tokenizer, chat, tool_messages(results), [CALCULATOR], add_generation_prompt=True,
+    return continuation(tokenizer, chat, fmt.tool_messages(results), fmt.tools, add_generation_prompt=True,
                         after_end_of_turn=True)
-
-
-def start_chat(question: str) -> list[dict]:
-    return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": question}]
 
 
 class ToolEnv:
     """Batched Hermes tool-use episodes over the engine; see the module docstring."""
 
-    def __init__(self, tokenizer, max_turns: int = 3, timeout_s: float = 0.5):
+    def __init__(self, tokenizer, max_turns: int = 3, timeout_s: float = 0.5, fmt: ToolFormat | None = None):
         self.tokenizer, self.max_turns, self.timeout_s = tokenizer, max_turns, timeout_s
+        self.fmt = fmt if fmt is not None else tool_format(tokenizer)
 
     def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
         episodes = [Episode(p, messages=[{"from": "system", "value": SYSTEM},
                                          {"from": "human", "value": p.meta["question"]}],
-                            chat=start_chat(p.meta["question"])) for p in prompts]
+                            chat=list(p.source)) for p in prompts]
         for turn in range(self.max_turns):
             active = [e for e in episodes if not e.done]
             if not active:
@@ -139,9 +170,9 @@ class ToolEnv:
         if e.turns >= self.max_turns:
             e.done, e.finish = True, "max_turns"
             return
-        e.add(encode(self.tokenizer, forced_text(self.tokenizer, e.chat, results)), None)
+        e.add(encode(self.tokenizer, forced_text(self.tokenizer, e.chat, results, self.fmt)), None)
         e.messages.append({"from": "tool", "value": hermes_tool_value(results)})
-        e.chat.extend(tool_messages(results))
+        e.chat.extend(self.fmt.tool_messages(results))
 
     def _sample(self, e: Episode) -> Sample:
         final = e.messages[-1]["value"].strip() if e.finish == "answer" else None
@@ -195,9 +226,10 @@ class CalculatorTask:
         a, b = rng.randrange(10 ** self.max_len), rng.randrange(10 ** self.max_len)
         op = rng.choice("+-*")
         question = f"What is {a}{op}{b}?"
-        text = render(self.tokenizer, start_chat(question), [CALCULATOR], add_generation_prompt=True)
+        chat = self.env.fmt.start_chat(question)
+        text = render(self.tokenizer, chat, self.env.fmt.tools, add_generation_prompt=True)
         return Prompt(text, encode(self.tokenizer, text), index, {"answer": evaluate(f"{a}{op}{b}")},
-                      {"question": question}, source=start_chat(question))
+                      {"question": question}, source=chat)
 
     def demonstration(self, prompt: Prompt) -> Sample:
         """The ideal episode: one calculator call, the forced tool turn, then the answer."""

@@ -164,7 +164,7 @@ class Trainer:
         return result
 
     def evaluate(self) -> dict:
-        """Mean reward on the fixed ``eval`` prompts (the same for every run seed), one sample each; the
+        """Mean reward on the fixed ``eval`` prompts (the same for every run seed), ``eval.samples`` each; the
         sampling seed depends on the run seed only, so the same run evaluates the same way every time. A
         dataset task evaluates on at most its eval split's rows."""
         s = self.state
@@ -172,7 +172,7 @@ class Trainer:
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
             count = min(count, s.task.num_prompts("eval"))
-        prompts = [s.task.prompt(i, split="eval") for i in range(count)]
+        prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
         samples = s.task.env.rollout(s.rollout.engine.generate, prompts, params)

@@ -84,8 +84,13 @@ def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg
             mb = batch.select(rows)
             width = mb.input_ids.shape[1] - 1
             weight = float(mb.mask.sum()) / max(float(batch.mask.sum()), 1.0)
-            loss = soft_cross_entropy(forward_logits(draft, mb), target_logp[rows, :width], mb.mask,
-                                      cfg.rollout.temperature) * weight
+            teacher = target_logp[rows, :width]
+            if hasattr(draft, "local_logits"):  # a shortlist draft learns p restricted to its shortlist
+                student = draft.local_logits(mb.input_ids, attention_mask=mb.attention)[:, :-1].float()
+                teacher = draft.teacher_logp(teacher)
+            else:
+                student = forward_logits(draft, mb)
+            loss = soft_cross_entropy(student, teacher, mb.mask, cfg.rollout.temperature) * weight
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.optim.grad_clip)

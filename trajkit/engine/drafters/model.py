@@ -25,7 +25,8 @@ class DraftModel:
         self.cached: list[list[int]] = []  # tokens in the draft cache, per active row
 
     def vocab_size(self) -> int | None:
-        return int(self.model.get_output_embeddings().weight.shape[0])
+        full = getattr(self.model, "full_vocab_size", None)  # a shortlist draft (trajkit.models.shortlist)
+        return int(full) if full is not None else int(self.model.get_output_embeddings().weight.shape[0])
 
     def begin(self, prompts: list[list[int]]) -> None:
         self._before = (self.calls, self.seconds)

@@ -76,7 +76,10 @@ class ModelKind:
 
     def load(self, folder):
         from trajkit.models.load import load_model
+        from trajkit.models.shortlist import ShortlistLM, is_shortlist_folder
 
+        if is_shortlist_folder(folder):
+            return ShortlistLM.from_pretrained(folder)
         return load_model(folder, what="draft")
 
 
