@@ -45,7 +45,7 @@ def test_train_command_logs_and_checkpoints(tmp_path, capsys):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text("steps: 2\n")
     out = tmp_path / "run"
-    args = ["train", str(cfg), *TINY, "log.tensorboard=true", f"log.out_dir={out}", "eval.every=1",
+    args = ["train", str(cfg), *TINY, "log.report_to=[tensorboard]", f"log.out_dir={out}", "eval.every=1",
             "eval.num_prompts=4", "--no-progress"]
     assert main(args) == 0
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]

@@ -9,7 +9,10 @@ EXAMPLE = """examples:
   trajkit train examples/rl_rep.yaml checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
 
 Every key of the YAML file can be overridden with dotted key=value pairs; unknown keys are errors.
-Logs: OUT_DIR/metrics.jsonl, OUT_DIR/tensorboard/, OUT_DIR/samples/, OUT_DIR/checkpoints/."""
+  trajkit train examples/rl_rep.yaml log.report_to=[tensorboard,wandb]     # WANDB_MODE=offline: no network
+
+Logs: OUT_DIR/metrics.jsonl (always), OUT_DIR/tensorboard/ and OUT_DIR/wandb/ (log.report_to), OUT_DIR/samples/,
+OUT_DIR/checkpoints/step_N/ (policy/ loads with transformers' from_pretrained, trainer_state.pt to resume)."""
 
 
 def register(sub) -> None:

@@ -61,8 +61,7 @@ class Trainer:
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
         self.state = build_state(cfg)
-        self.logger = RunLogger(cfg.log.out_dir, to_dict(cfg), cfg.log.tensorboard, cfg.log.dump_samples) \
-            if logger else None
+        self.logger = RunLogger(cfg.log, to_dict(cfg)) if logger else None
 
     @property
     def step(self) -> int:
