@@ -9,8 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from trajkit.errors import ConfigError
-from trajkit.models.tokenizer import IM_END_ID, PAD_ID
-from trajkit.rl.checkpoint import rng_state, set_rng_state
+from trajkit.models.load import load_model
+from trajkit.models.tokenizer import IM_END_ID, PAD_ID, byte_tokenizer
+from trajkit.rl.checkpoint import copy_weights, rng_state, save_hf, set_rng_state
 from trajkit.rl.trainer import Trainer
 
 DISTILL = ("draft.distill=true",)
@@ -112,3 +113,47 @@ def test_resuming_with_another_draft_kind_is_refused(tiny, tmp_path):
     path = _trained(tiny, "draft.kind=window").save(str(tmp_path / "ckpt"))
     with pytest.raises(ConfigError, match="set draft.kind=window"):
         Trainer(tiny("draft.kind=model", f"checkpoint.resume_from={path}"), logger=False)
+
+
+def _tied(seed):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=259, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True))
+
+
+def test_tied_embeddings_survive_save_and_restore(tmp_path):
+    """SmolLM2 ties its output head to the embeddings; save_pretrained stores the matrix once, and the
+    restore copies into the live model without untying it (the optimiser holds the one parameter)."""
+    saved, live = _tied(0), _tied(1)
+    save_hf(saved, byte_tokenizer(), tmp_path / "policy")
+    copy_weights(live, load_model(tmp_path / "policy"))
+    for (name, a), b in zip(saved.state_dict().items(), live.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert live.lm_head.weight.data_ptr() == live.model.embed_tokens.weight.data_ptr()
+
+
+def test_real_smollm2_policy_folder_loads_in_plain_transformers(tmp_path):
+    """The real 135M model (tied embeddings, its own tokenizer and chat template) through the same writer."""
+    import os
+
+    from trajkit.recipes import smollm2
+
+    try:
+        smollm2.gguf_path()
+    except ConfigError as exc:
+        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
+            raise
+        pytest.skip(f"SmolLM2 unavailable: {exc}")
+    model, tok = load_model(smollm2.prepare_model()), AutoTokenizer.from_pretrained(smollm2.prepare_tokenizer())
+    save_hf(model, tok, tmp_path / "policy")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "policy")
+    assert loaded.config.tie_word_embeddings and loaded.dtype == torch.float32
+    chat = [{"role": "user", "content": "What is 12*7?"}]
+    text = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert AutoTokenizer.from_pretrained(tmp_path / "policy").apply_chat_template(
+        chat, tokenize=False, add_generation_prompt=True) == text
+    ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
+    assert torch.equal(_logits(loaded, ids), _logits(model, ids))
+    assert GenerationConfig.from_pretrained(tmp_path / "policy").eos_token_id == tok.eos_token_id

@@ -114,7 +114,7 @@ def load_checkpoint(state: TrainState, path: str) -> None:
     """Restore everything :func:`save_checkpoint` wrote into an already built ``state``."""
     folder = Path(path)
     blob = read_trainer_state(folder)
-    _copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
+    copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
                                            what="checkpoint.resume_from policy/"))
     state.optimizer.load_state_dict(blob["optimizer"])
     _load_draft(state, folder, blob)
@@ -151,12 +151,12 @@ def _load_draft(state: TrainState, folder: Path, blob: dict) -> None:
     if saved_kind != state.cfg.draft.kind:
         raise ConfigError(f"checkpoint.resume_from: the checkpoint's draft is draft.kind={saved_kind}, this run "
                           f"has draft.kind={state.cfg.draft.kind}; set draft.kind={saved_kind}")
-    _copy_weights(state.draft, draft_kind(saved_kind).load(folder / DRAFT))
+    copy_weights(state.draft, draft_kind(saved_kind).load(folder / DRAFT))
     if blob["draft_optimizer"] is not None and state.draft_optimizer is not None:
         state.draft_optimizer.load_state_dict(blob["draft_optimizer"])
 
 
-def _copy_weights(into: torch.nn.Module, loaded: torch.nn.Module) -> None:
+def copy_weights(into: torch.nn.Module, loaded: torch.nn.Module) -> None:
     """Copy ``loaded``'s tensors into ``into`` in place (the optimiser keeps pointing at these parameters)."""
     with torch.no_grad():
         into.load_state_dict(loaded.state_dict())

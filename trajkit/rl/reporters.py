@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from trajkit.errors import ConfigError
 
