@@ -45,7 +45,7 @@ def test_train_command_logs_and_checkpoints(tmp_path, capsys):
     cfg = tmp_path / "tiny.yaml"
     cfg.write_text("steps: 2\n")
     out = tmp_path / "run"
-    args = ["train", str(cfg), *TINY, "log.tensorboard=true", f"log.out_dir={out}", "eval.every=1",
+    args = ["train", str(cfg), *TINY, "log.report_to=[tensorboard]", f"log.out_dir={out}", "eval.every=1",
             "eval.num_prompts=4", "--no-progress"]
     assert main(args) == 0
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
@@ -58,7 +58,8 @@ def test_train_command_logs_and_checkpoints(tmp_path, capsys):
     assert os.listdir(out / "tensorboard")
     dump = [json.loads(line) for line in open(out / "samples" / "step_000002.jsonl")]
     assert len(dump) == 2 and {"prompt", "completion", "raw_reward", "reward", "advantage"} <= set(dump[0])
-    assert os.path.exists(out / "checkpoints" / "step_000002" / "state.pt")
+    assert os.path.exists(out / "checkpoints" / "step_000002" / "trainer_state.pt")
+    assert os.path.exists(out / "checkpoints" / "step_000002" / "policy" / "model.safetensors")
     assert "eval reward" in capsys.readouterr().out
 
 

@@ -19,7 +19,7 @@ from trajkit.rl.toolenv import (
 from trajkit.rl.trainer import Trainer
 
 SMALL = ["threads=2", "rollout.prompts_per_step=1", "rollout.group_size=2", "optim.micro_batch_size=2",
-         "log.tensorboard=false", "eval.every=0", "steps=1", "optim.lr=1e-5"]
+         "log.report_to=[]", "eval.every=0", "steps=1", "optim.lr=1e-5"]
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ TOK = byte_tokenizer()
 
 def tiny_config(tmp_path, **sections):
     cfg = {"threads": 1, "steps": 2, "rollout": {"prompts_per_step": 2, "group_size": 4, "max_new_tokens": 6},
-           "optim": {"micro_batch_size": 8}, "log": {"out_dir": str(tmp_path / "run"), "tensorboard": False},
+           "optim": {"micro_batch_size": 8}, "log": {"out_dir": str(tmp_path / "run"), "report_to": []},
            "task": {"eval_fraction": 0.25}, "eval": {"every": 2, "num_prompts": 64}}
     cfg.update(sections)
     return cfg

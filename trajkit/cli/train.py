@@ -14,7 +14,10 @@ EXAMPLE = """examples:
 CONFIG is a YAML file or the name of a packaged config; every key can be overridden with dotted
 key=value pairs; unknown keys are errors. Tasks and rewards can be import paths:
   trajkit train rep task.name=my_pkg.tasks:make_task 'rewards=[my_pkg.rewards:exact]'
-Logs: OUT_DIR/metrics.jsonl, OUT_DIR/tensorboard/, OUT_DIR/samples/, OUT_DIR/checkpoints/."""
+  trajkit train rep 'log.report_to=[tensorboard,wandb]'     # WANDB_MODE=offline: no network
+
+Logs: OUT_DIR/metrics.jsonl (always), OUT_DIR/tensorboard/ and OUT_DIR/wandb/ (log.report_to), OUT_DIR/samples/,
+OUT_DIR/checkpoints/step_N/ (policy/ loads with transformers' from_pretrained, trainer_state.pt to resume)."""
 
 
 def register(sub) -> None:

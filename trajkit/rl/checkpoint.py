@@ -1,63 +1,211 @@
-"""Checkpoints that make a resumed run reproduce the next step exactly.
+"""Checkpoints other tools can load, which also make a resumed run reproduce the next step exactly.
 
-A checkpoint directory holds ``state.pt`` with: the policy, its AdamW state, the draft and its optimiser
-(when distilled), the prompt stream's cursor, the step counter, the mismatch alarm's history, and the
-global RNG states (torch, Python ``random``, numpy). Rollout randomness does not come from the global
-RNGs: each step's sampling seed is a function of (run seed, step), so restoring the step counter restores
-it. The reference model is the initial policy and is rebuilt, not saved.
+Layout of one checkpoint directory (``log.out_dir/checkpoints/step_000010/``)::
+
+    policy/             save_pretrained: config.json, model.safetensors, generation_config.json,
+                        tokenizer.json, tokenizer_config.json, chat_template.jinja
+    draft/              the draft, saved by its kind in the drafter registry: for ``model`` a second
+                        save_pretrained folder (with the same tokenizer), for ``window`` window.pt +
+                        window.json; absent for kinds without weights (``ngram``) or without a draft
+    trainer_state.pt    everything else a resumed step reads, as tensors, numbers, strings, lists and
+                        dicts only, so ``torch.load(path, weights_only=True)`` reads it (no pickled code)
+
+``policy/`` is a plain Hugging Face folder: ``AutoModelForCausalLM.from_pretrained`` and
+``AutoTokenizer.from_pretrained`` load it with no trajkit code (and so can vLLM, ``vllm serve
+.../policy``). When the model's generation config names no end-of-sequence or padding id, the saved one
+takes them from the tokenizer, so ``generate`` there stops where trajkit's rollouts stop.
+
+``trainer_state.pt`` holds: the format number, the step counter, the prompt stream's cursor, the policy's
+AdamW state, the draft's kind and its optimiser state (when distilled), the mismatch alarm's history and
+the global RNG states (torch, CUDA when present, Python ``random`` and numpy, converted to tensors and
+numbers). Rollout randomness does not come from the global RNGs: each step's sampling seed is a function
+of (run seed, step), so restoring the step counter restores it. The reference model is the initial
+policy and is rebuilt from the config, not saved.
+
+Writes are atomic per directory: everything is written into a temporary sibling folder, synced, and
+renamed into place; an interrupted save leaves the previous checkpoint as it was (the pattern of
+:func:`trajkit.recipes.cache.building`, which keeps an existing folder instead of replacing it).
+
+Deviation: checkpoints of the first format (one pickled ``state.pt``) are refused with a message saying
+so; they would need ``weights_only=False``, i.e. running pickled code from a file.
 """
 from __future__ import annotations
 
+import copy
 import os
 import random
+import shutil
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from trajkit.engine.drafters.registry import draft_kind
 from trajkit.errors import ConfigError
+from trajkit.models.load import load_model
 from trajkit.rl.state import TrainState
+
+FORMAT = 2
+POLICY, DRAFT, TRAINER_STATE = "policy", "draft", "trainer_state.pt"
+OLD_STATE = "state.pt"  # format 1: one pickled file
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """The global RNG states as tensors and numbers (``weights_only`` loadable)."""
+    version, internal, gauss_next = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64),
+                       "gauss_next": gauss_next},
+            "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}}
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore what :func:`rng_state` returned."""
     torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(v) for v in py["internal"].tolist()), py["gauss_next"]))
+    nps = state["numpy"]
+    np.random.set_state((nps["kind"], nps["keys"].numpy().astype(np.uint32), nps["pos"], nps["has_gauss"],
+                         nps["cached_gaussian"]))
+
+
+def trainer_state(state: TrainState) -> dict:
+    """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values."""
+    return {"format": FORMAT, "step": state.step, "stream": state.stream.state_dict(),
+            "optimizer": state.optimizer.state_dict(), "alarm": state.alarm.state_dict(), "rng": rng_state(),
+            "draft_kind": state.cfg.draft.kind if state.draft is not None else None,
+            "draft_optimizer": state.draft_optimizer.state_dict() if state.draft_optimizer is not None else None}
 
 
 def save_checkpoint(state: TrainState, path: str) -> str:
-    """Write ``path/state.pt``; returns ``path``."""
-    os.makedirs(path, exist_ok=True)
-    blob = {"step": state.step, "stream": state.stream.state_dict(), "rng": rng_state(),
-            "policy": state.policy.state_dict(), "optimizer": state.optimizer.state_dict(),
-            "alarm": state.alarm.state_dict(), "draft": None, "draft_optimizer": None}
-    if state.draft is not None:
-        blob["draft"] = state.draft.state_dict()
-    if state.draft_optimizer is not None:
-        blob["draft_optimizer"] = state.draft_optimizer.state_dict()
-    from trajkit.traces.atomic import AtomicFile
-
-    with AtomicFile(os.path.join(path, "state.pt"), "checkpoint") as tmp:  # complete, or the old one stays
-        torch.save(blob, tmp)
+    """Write the checkpoint directory ``path`` (layout in the module docstring); returns ``path``."""
+    with _publishing(Path(path)) as tmp:
+        save_hf(state.policy, state.tokenizer, tmp / POLICY)
+        if state.draft is not None:
+            draft_kind(state.cfg.draft.kind).save(state.draft, tmp / DRAFT)
+            if hasattr(state.draft, "save_pretrained"):  # an HF draft: a complete folder, tokenizer included
+                state.tokenizer.save_pretrained(str(tmp / DRAFT))
+        torch.save(trainer_state(state), tmp / TRAINER_STATE)
     return path
+
+
+def save_hf(model, tokenizer, folder: Path) -> None:
+    """``save_pretrained`` of model and tokenizer; the generation config gets the tokenizer's eos/pad
+    ids where the model's names none (a copy is changed, never the live model)."""
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    gen = copy.deepcopy(model.generation_config)
+    if gen.eos_token_id is None and tokenizer.eos_token_id is not None:
+        gen.eos_token_id = tokenizer.eos_token_id
+    if gen.pad_token_id is None and tokenizer.pad_token_id is not None:
+        gen.pad_token_id = tokenizer.pad_token_id
+    gen.save_pretrained(str(folder))
 
 
 def load_checkpoint(state: TrainState, path: str) -> None:
     """Restore everything :func:`save_checkpoint` wrote into an already built ``state``."""
-    file = os.path.join(path, "state.pt")
-    if not os.path.exists(file):
-        raise ConfigError(f"checkpoint.resume_from: no state.pt in {path!r}")
-    blob = torch.load(file, weights_only=False)
-    state.policy.load_state_dict(blob["policy"])
+    folder = Path(path)
+    blob = read_trainer_state(folder)
+    copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
+                                           what="checkpoint.resume_from policy/"))
     state.optimizer.load_state_dict(blob["optimizer"])
-    if blob["draft"] is not None and state.draft is not None:
-        state.draft.load_state_dict(blob["draft"])
-    if blob["draft_optimizer"] is not None and state.draft_optimizer is not None:
-        state.draft_optimizer.load_state_dict(blob["draft_optimizer"])
+    _load_draft(state, folder, blob)
     state.stream.load_state_dict(blob["stream"])
     state.alarm.load_state_dict(blob["alarm"])
-    state.step = blob["step"]
+    state.step = int(blob["step"])
     set_rng_state(blob["rng"])
+
+
+def read_trainer_state(folder: Path) -> dict:
+    """``trainer_state.pt`` of a checkpoint, loaded with ``weights_only=True``; clear errors for a missing
+    folder, a first-format checkpoint, or one of another format number."""
+    file = folder / TRAINER_STATE
+    if not file.exists():
+        if (folder / OLD_STATE).exists():
+            raise ConfigError(f"checkpoint.resume_from: {str(folder)!r} is a checkpoint of an older trajkit format "
+                              f"(one pickled {OLD_STATE}); this version reads {POLICY}/ + {TRAINER_STATE}. Resume "
+                              "it with the trajkit version that wrote it, or start a new run")
+        raise ConfigError(f"checkpoint.resume_from: no {TRAINER_STATE} in {str(folder)!r}; give a checkpoint "
+                          "directory such as OUT_DIR/checkpoints/step_000010")
+    blob = torch.load(file, weights_only=True)
+    if blob.get("format") != FORMAT:
+        raise ConfigError(f"checkpoint.resume_from: {str(file)!r} has format {blob.get('format')!r}; this trajkit "
+                          f"reads format {FORMAT}")
+    return blob
+
+
+def _load_draft(state: TrainState, folder: Path, blob: dict) -> None:
+    """The saved draft into ``state.draft`` (same kind only); a checkpoint without draft weights leaves the
+    run's draft as built."""
+    saved_kind = blob["draft_kind"]
+    if state.draft is None or saved_kind is None:
+        return
+    if saved_kind != state.cfg.draft.kind:
+        raise ConfigError(f"checkpoint.resume_from: the checkpoint's draft is draft.kind={saved_kind}, this run "
+                          f"has draft.kind={state.cfg.draft.kind}; set draft.kind={saved_kind}")
+    copy_weights(state.draft, draft_kind(saved_kind).load(folder / DRAFT))
+    if blob["draft_optimizer"] is not None and state.draft_optimizer is not None:
+        state.draft_optimizer.load_state_dict(blob["draft_optimizer"])
+
+
+def copy_weights(into: torch.nn.Module, loaded: torch.nn.Module) -> None:
+    """Copy ``loaded``'s tensors into ``into`` in place (the optimiser keeps pointing at these parameters)."""
+    with torch.no_grad():
+        into.load_state_dict(loaded.state_dict())
+
+
+def _dtype(model: torch.nn.Module) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
+@contextmanager
+def _publishing(path: Path):
+    """Build into a temporary sibling of ``path``; on success sync it and rename it to ``path`` (an older
+    folder there is moved aside first and removed after). On any error the temporary folder goes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".saving-{path.name}-", dir=path.parent))
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        tmp.chmod(0o755)  # mkdtemp makes it private
+        old = path.with_name(f".old-{path.name}-{uuid.uuid4().hex[:8]}") if path.exists() else None
+        if old is not None:
+            os.rename(path, old)
+        os.rename(tmp, path)
+        _fsync(path.parent, directory=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fsync_tree(root: Path) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            _fsync(Path(folder) / name)
+        _fsync(Path(folder), directory=True)
+
+
+def _fsync(path: Path, directory: bool = False) -> None:
+    """fsync a file (errors raise) or a folder (best effort: some file systems cannot)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if directory:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+    finally:
+        os.close(fd)

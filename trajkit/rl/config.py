@@ -212,17 +212,29 @@ class MismatchConfig(Checked):
     __ranges__ = {"abs_threshold": "(0, inf)", "jump_factor": "(0, inf)", "min_jump": "[0, inf)"}
 
 
+def _report_to() -> list[str]:
+    return ["tensorboard"]
+
+
 @dataclass
 class LogConfig(Checked):
-    """Where logs go: ``out_dir``/metrics.jsonl, tensorboard/, samples/step_N.jsonl."""
+    """Where logs go: ``out_dir``/metrics.jsonl (always), samples/step_N.jsonl, and the reporters named in
+    ``report_to`` (:data:`trajkit.rl.reporters.REPORTERS`: ``tensorboard``, ``wandb``; [] or ``none``
+    for metrics.jsonl only). ``wandb_project``: the W&B project of the run."""
 
     out_dir: str = "runs/rl"
-    tensorboard: bool = True
+    report_to: list[str] | str = field(default_factory=_report_to)
+    wandb_project: str = "trajkit"
     dump_samples: int = 8
     quiet: bool = False
 
     __section__ = "log"
     __ranges__ = {"dump_samples": "[0, inf)"}
+
+    def validate(self) -> None:
+        from trajkit.rl.reporters import report_names
+
+        self.report_to = report_names(self.report_to)
 
 
 @dataclass
@@ -337,7 +349,19 @@ def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
     for text in overrides:
         keys, value = parse_override(text)
         _set(tree, keys, value, text)
+    _refuse_replaced(tree)
     return from_dict(TrainConfig, tree)
+
+
+REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default), [] for metrics.jsonl only, "
+                                    "or [tensorboard, wandb]"}
+
+
+def _refuse_replaced(tree: dict) -> None:
+    """Keys of older configs that another key replaced: say which, instead of 'unknown key'."""
+    for (section, key), instead in REPLACED.items():
+        if isinstance(tree.get(section), dict) and key in tree[section]:
+            raise ConfigError(f"{section}.{key} was replaced by {instead}")
 
 
 def to_dict(cfg: TrainConfig) -> dict:

@@ -1,9 +1,10 @@
-"""Run logs: ``metrics.jsonl`` (one object per step), TensorBoard scalars, and per-step sample dumps.
+"""Run logs: the step metrics through the reporters of ``log.report_to`` (:mod:`trajkit.rl.reporters`:
+``metrics.jsonl`` always, TensorBoard, Weights & Biases), and per-step sample dumps.
 
-Layout under ``log.out_dir``: ``config.yaml``, ``metrics.jsonl``, ``tensorboard/``,
+Layout under ``log.out_dir``: ``config.yaml``, ``metrics.jsonl``, ``tensorboard/``, ``wandb/``,
 ``samples/step_000001.jsonl`` (decoded prompt/completion, raw and shaped reward, advantage, lengths;
 for tool-use episodes also ``samples/step_000001.hermes.jsonl``, Hermes rows ``trajkit traces`` reads),
-``checkpoints/step_000010/``.
+``checkpoints/step_000010/`` (:mod:`trajkit.rl.checkpoint`).
 """
 from __future__ import annotations
 
@@ -12,37 +13,25 @@ import os
 
 import yaml
 
+from trajkit.rl.reporters import make_reporters
 from trajkit.rl.sample import Sample
 from trajkit.traces.atomic import write_atomic
 
 
 class RunLogger:
-    def __init__(self, out_dir: str, config: dict, tensorboard: bool, dump_samples: int):
-        self.out_dir = out_dir
-        os.makedirs(os.path.join(out_dir, "samples"), exist_ok=True)
-        write_atomic(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(config, sort_keys=False))
-        self.metrics_path = os.path.join(out_dir, "metrics.jsonl")
-        self.dump_samples = dump_samples
-        self.writer = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                from trajkit.errors import ConfigError
+    """``log`` is the run's ``LogConfig`` (out_dir, report_to, wandb_project, dump_samples); ``config`` the
+    whole config as a dict, written to ``config.yaml`` and given to the reporters."""
 
-                raise ConfigError("log.tensorboard needs the tensorboard package (pip install tensorboard), "
-                                  "or set log.tensorboard=false") from exc
-            self.writer = SummaryWriter(os.path.join(out_dir, "tensorboard"))
+    def __init__(self, log, config: dict):
+        self.out_dir = log.out_dir
+        os.makedirs(os.path.join(self.out_dir, "samples"), exist_ok=True)
+        write_atomic(os.path.join(self.out_dir, "config.yaml"), yaml.safe_dump(config, sort_keys=False))
+        self.dump_samples = log.dump_samples
+        self.reporters = make_reporters(self.out_dir, config, log)
 
     def log(self, step: int, metrics: dict) -> None:
-        row = {"step": step, **metrics}
-        with open(self.metrics_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
-        if self.writer is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.writer.add_scalar(key, value, step)
-            self.writer.flush()
+        for reporter in self.reporters:
+            reporter.log(step, metrics)
 
     def samples(self, step: int, samples: list[Sample], tokenizer) -> None:
         if self.dump_samples <= 0:
@@ -63,5 +52,5 @@ class RunLogger:
             save_episodes(samples[:self.dump_samples], path.replace(".jsonl", ".hermes.jsonl"), f"step{step}")
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        for reporter in self.reporters:
+            reporter.close()

@@ -12,16 +12,16 @@ slip shows up as a jump. Per step we log, over sampled tokens (``loss_mask`` 1):
 
 :class:`MismatchAlarm` warns loudly (``MismatchWarning``) when ``mean_abs`` exceeds an absolute
 threshold, or jumps to ``jump_factor`` times the median of the previous steps (and past ``min_jump``).
+The warning is the one report of an alarm (besides ``mismatch/alarm`` = 1 in the step's metrics): it is
+typed, so ``warnings`` filters and ``pytest.warns`` see it, and ``logging.captureWarnings(True)`` routes
+it to logging. (It used to be logged as well, which printed every alarm twice.)
 """
 from __future__ import annotations
 
-import logging
 import statistics
 import warnings
 
 import torch
-
-log = logging.getLogger("trajkit.rl")
 
 
 class MismatchWarning(UserWarning):
@@ -60,7 +60,6 @@ class MismatchAlarm:
         message = (f"!!! TRAIN/ROLLOUT MISMATCH at step {step}: mean |dlogp| = {value:.3e} ({why}), "
                    f"KL estimate {metrics['kl']:.3e}. The engine is not sampling from the policy being "
                    "trained: check the weight sync (stale weights), the rollout temperature and tokenisation.")
-        log.warning(message)
         warnings.warn(MismatchWarning(message), stacklevel=2)
         return True
 

@@ -143,8 +143,7 @@ class Trainer:
             raise ConfigError("eval_dataset= needs train_dataset=")
         self.state = build_state(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
                                  reward_weights=reward_weights)
-        self.logger = RunLogger(cfg.log.out_dir, to_dict(cfg), cfg.log.tensorboard, cfg.log.dump_samples) \
-            if logger else None
+        self.logger = RunLogger(cfg.log, to_dict(cfg)) if logger else None
 
     @property
     def step(self) -> int:
