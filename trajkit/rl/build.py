@@ -7,6 +7,12 @@ Model sources (``policy.source``): ``random``, a tiny Llama of the configured sh
 (:mod:`trajkit.recipes.warmstart`). The draft is built by its kind in the drafter registry
 (:mod:`trajkit.engine.drafters.registry`): fresh weights of ``draft.model``'s shape, or
 ``draft.model.path``; kinds without weights give no network.
+
+Both are built on the CPU in float32 (a warm start is cached that way) and then moved to
+``policy.device``; the policy keeps float32 master weights whatever ``policy.dtype`` says (mixed
+precision, :mod:`trajkit.rl.precision`). ``optim.gradient_checkpointing`` turns on Hugging Face's
+activation checkpointing on the policy: it acts only in forwards that build a graph (the update), not in
+the no-grad logprob stage or the engine's eval-mode copy.
 """
 from __future__ import annotations
 
@@ -16,12 +22,14 @@ from dataclasses import asdict
 import torch
 
 from trajkit.engine.drafters.registry import DraftShape, draft_kind
+from trajkit.errors import ConfigError
 from trajkit.models.fit import Schedule
 from trajkit.models.load import load_model, load_tokenizer
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.batching import collate
 from trajkit.rl.config import ModelConfig, TrainConfig
+from trajkit.rl.precision import resolve_device
 from trajkit.rl.registry import make_task
 
 WARMSTART_BATCH = 64
@@ -59,7 +67,7 @@ def build_draft(cfg: TrainConfig, vocab_size: int):
 
 
 def build_models(cfg: TrainConfig, tokenizer):
-    """-> (policy, draft or None), both in train mode."""
+    """-> (policy, draft or None), both in train mode on ``policy.device``."""
     vocab = len(tokenizer)
     if cfg.policy.source == "task_warmstart":
         policy, draft = _warmstart(cfg, tokenizer)
@@ -67,7 +75,26 @@ def build_models(cfg: TrainConfig, tokenizer):
         policy = load_model(cfg.policy.path, what="policy.path") if cfg.policy.source == "path" \
             else random_model(cfg.policy, vocab)
         draft = build_draft(cfg, policy.config.vocab_size)
-    return policy.train(), (draft.train() if draft is not None else None)
+    device = resolve_device(cfg.policy.device)
+    policy = policy.to(device=device, dtype=torch.float32)
+    if cfg.optim.gradient_checkpointing:
+        enable_activation_checkpointing(policy)
+    if draft is not None:
+        draft = draft.to(device).train()
+    return policy.train(), draft
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Hugging Face activation checkpointing on ``model`` (``activation_checkpointing_enable`` in recent
+    transformers 5.x, ``gradient_checkpointing_enable`` before), non-reentrant."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(f"optim.gradient_checkpointing: {type(model).__name__} does not support "
+                          "activation checkpointing; set optim.gradient_checkpointing=false")
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _warmstart(cfg: TrainConfig, tokenizer):
