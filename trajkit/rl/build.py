@@ -33,6 +33,7 @@ from trajkit.rl.precision import resolve_device
 from trajkit.rl.registry import make_task
 
 WARMSTART_BATCH = 64
+PLACEMENT_KEYS = ("device", "dtype")  # ModelConfig fields that say where a model runs, not what it is
 
 
 def build_tokenizer(cfg: TrainConfig):
@@ -103,7 +104,9 @@ def _warmstart(cfg: TrainConfig, tokenizer):
     vocab = len(tokenizer)
     kind = draft_kind(cfg.draft.kind)
     draft = kind.build(vocab, draft_shape(cfg)) if kind is not None and kind.trainable else None
-    key = {"task": asdict(cfg.task), "policy": asdict(cfg.policy), "vocab": vocab,
+    # device and dtype do not change the warm start (built on the CPU in float32): keep them out of its key
+    policy_key = {k: v for k, v in asdict(cfg.policy).items() if k not in PLACEMENT_KEYS}
+    key = {"task": asdict(cfg.task), "policy": policy_key, "vocab": vocab,
            "draft": [cfg.draft.kind, asdict(draft_shape(cfg))] if draft is not None else None}
     spec = WarmStart(key, random_model(cfg.policy, vocab), _sft_schedule(cfg.policy), draft, kind,
                      _sft_schedule(cfg.draft.model))
