@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from trajkit.errors import ConfigError
-from trajkit.rl.batching import collate
+from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import random_model
 from trajkit.rl.config import load_config
 from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
@@ -113,10 +113,8 @@ def test_update_policy_gradient_equals_the_formula(tis):
         samples.append(Sample([1, 2, 7][: 1 + n % 3], completion, [0.0] * n, [1] * n))
     adv = torch.tensor([0.5, -1.0, 2.0, 0.25, -0.75])
     batch = collate(samples, adv, pad_id=0)
-    with torch.no_grad():  # engine log-probs: the policy's own, shifted per token by up to +-0.8
-        from trajkit.rl.batching import batch_logprobs
-
-        old, _ = batch_logprobs(policy, batch, 1.0, 8)
+    old, _ = batch_logprobs(policy, batch, 1.0, 8)
+    # engine log-probs: the policy's own, shifted per token by up to +-0.8
     shift = (torch.rand(batch.mask.shape, generator=gen) - 0.5) * 1.6
     batch.engine_logp = (old + shift) * batch.mask
     engine = [batch.engine_logp[i, len(s.prompt_ids) - 1:len(s.prompt_ids) - 1 + len(s.completion_ids)].tolist()
