@@ -7,7 +7,10 @@ exactly at the sampled completion tokens (``Sample.loss_mask``) and 0 at prompt,
 positions; ``engine_logp`` holds the engine's log-probs there.
 
 Log-probs are taken from ``log_softmax(logits / temperature)``: the distribution the engine samples from
-when top-k and top-p are off (the RL trainer requires that, so the two are comparable).
+when top-k and top-p are off (the RL trainer requires that, so the two are comparable). Forwards run
+under autocast in ``dtype`` when it is not float32 (:mod:`trajkit.rl.precision`); the log-softmax is
+always taken in float32. ``collate`` builds the batch on the CPU; ``Batch.to`` moves it to the policy's
+device, and every tensor computed from it stays there.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trajkit.rl.precision import autocast, model_device
 from trajkit.rl.sample import Sample
 
 
@@ -34,6 +38,11 @@ class Batch:
         width = int(self.lengths[rows].max())
         return Batch(self.input_ids[rows, :width], self.attention[rows, :width], self.mask[rows, :width - 1],
                      self.engine_logp[rows, :width - 1], self.advantages[rows], self.lengths[rows])
+
+    def to(self, device) -> "Batch":
+        """The same batch with every tensor on ``device`` (``lengths`` stays on the CPU: it sizes slices)."""
+        return Batch(self.input_ids.to(device), self.attention.to(device), self.mask.to(device),
+                     self.engine_logp.to(device), self.advantages.to(device), self.lengths)
 
 
 def collate(samples: list[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
@@ -55,9 +64,11 @@ def collate(samples: list[Sample], advantages: torch.Tensor, pad_id: int) -> Bat
     return Batch(ids, attention, mask, engine, advantages.to(torch.float32), lengths)
 
 
-def forward_logits(model, batch: Batch) -> torch.Tensor:
-    """``[B, L-1, V]`` next-token logits of ``model`` over ``batch``."""
-    return model(input_ids=batch.input_ids, attention_mask=batch.attention).logits[:, :-1].float()
+def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[B, L-1, V]`` float32 next-token logits of ``model`` over ``batch``, its forward autocast to ``dtype``."""
+    with autocast(model_device(model), dtype):
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention)
+    return out.logits[:, :-1].float()
 
 
 def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -74,18 +85,21 @@ def chunks(n: int, size: int) -> list[torch.Tensor]:
 
 @torch.no_grad()
 def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: int,
-                   keep_dists: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   keep_dists: bool = False, dtype: torch.dtype = torch.float32
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Policy log-probs ``[B, L-1]`` (zeros past each row's end) and, with ``keep_dists``, the full
-    log-distributions ``[B, L-1, V]`` at ``temperature`` (targets for draft distillation)."""
+    log-distributions ``[B, L-1, V]`` at ``temperature`` (targets for draft distillation); one forward
+    per ``micro_batch_size`` rows, autocast to ``dtype``."""
     b, width = batch.input_ids.shape
-    out = torch.zeros(b, width - 1)
+    device = batch.input_ids.device
+    out = torch.zeros(b, width - 1, device=device)
     dists = None
     for rows in chunks(b, micro_batch_size):
         mb = batch.select(rows)
-        logits = forward_logits(model, mb)
+        logits = forward_logits(model, mb, dtype)
         out[rows, :logits.shape[1]] = gather_logprobs(logits, mb.input_ids, temperature)
         if keep_dists:
             if dists is None:
-                dists = torch.zeros(b, width - 1, logits.shape[-1])
+                dists = torch.zeros(b, width - 1, logits.shape[-1], device=device)
             dists[rows, :logits.shape[1]] = torch.log_softmax(logits / temperature, dim=-1)
     return out, dists

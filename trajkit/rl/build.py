@@ -7,6 +7,12 @@ Model sources (``policy.source``): ``random``, a tiny Llama of the configured sh
 (:mod:`trajkit.recipes.warmstart`). The draft is built by its kind in the drafter registry
 (:mod:`trajkit.engine.drafters.registry`): fresh weights of ``draft.model``'s shape, or
 ``draft.model.path``; kinds without weights give no network.
+
+Both are built on the CPU in float32 (a warm start is cached that way) and then moved to
+``policy.device``; the policy keeps float32 master weights whatever ``policy.dtype`` says (mixed
+precision, :mod:`trajkit.rl.precision`). ``optim.gradient_checkpointing`` turns on Hugging Face's
+activation checkpointing on the policy: it acts only in forwards that build a graph (the update), not in
+the no-grad logprob stage or the engine's eval-mode copy.
 """
 from __future__ import annotations
 
@@ -16,15 +22,18 @@ from dataclasses import asdict
 import torch
 
 from trajkit.engine.drafters.registry import DraftShape, draft_kind
+from trajkit.errors import ConfigError
 from trajkit.models.fit import Schedule
 from trajkit.models.load import load_model, load_tokenizer
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.batching import collate
 from trajkit.rl.config import ModelConfig, TrainConfig
+from trajkit.rl.precision import resolve_device
 from trajkit.rl.registry import make_task
 
 WARMSTART_BATCH = 64
+PLACEMENT_KEYS = ("device", "dtype")  # ModelConfig fields that say where a model runs, not what it is
 
 
 def policy_folder(mc: ModelConfig) -> str | None:
@@ -71,16 +80,38 @@ def build_draft(cfg: TrainConfig, vocab_size: int):
     return kind.build(vocab_size, draft_shape(cfg))
 
 
-def build_models(cfg: TrainConfig, tokenizer):
-    """-> (policy, draft or None), both in train mode."""
+def build_models(cfg: TrainConfig, tokenizer, policy=None):
+    """-> (policy, draft or None), both in train mode on ``policy.device``; a given ``policy`` module (the
+    Python API's ``Trainer(model=...)``) replaces the one ``cfg`` describes."""
     vocab = len(tokenizer)
-    if cfg.policy.source == "task_warmstart":
+    if policy is not None:
+        draft = build_draft(cfg, policy.config.vocab_size)
+    elif cfg.policy.source == "task_warmstart":
         policy, draft = _warmstart(cfg, tokenizer)
     else:
         folder = policy_folder(cfg.policy)
         policy = load_model(folder, what="policy.path") if folder is not None else random_model(cfg.policy, vocab)
         draft = build_draft(cfg, policy.config.vocab_size)
-    return policy.train(), (draft.train() if draft is not None else None)
+    device = resolve_device(cfg.policy.device)
+    policy = policy.to(device=device, dtype=torch.float32)
+    if cfg.optim.gradient_checkpointing:
+        enable_activation_checkpointing(policy)
+    if draft is not None:
+        draft = draft.to(device).train()
+    return policy.train(), draft
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Hugging Face activation checkpointing on ``model`` (``activation_checkpointing_enable`` in recent
+    transformers 5.x, ``gradient_checkpointing_enable`` before), non-reentrant."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(f"optim.gradient_checkpointing: {type(model).__name__} does not support "
+                          "activation checkpointing; set optim.gradient_checkpointing=false")
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _warmstart(cfg: TrainConfig, tokenizer):
@@ -89,7 +120,9 @@ def _warmstart(cfg: TrainConfig, tokenizer):
     vocab = len(tokenizer)
     kind = draft_kind(cfg.draft.kind)
     draft = kind.build(vocab, draft_shape(cfg)) if kind is not None and kind.trainable else None
-    key = {"task": asdict(cfg.task), "policy": asdict(cfg.policy), "vocab": vocab,
+    # device and dtype do not change the warm start (built on the CPU in float32): keep them out of its key
+    policy_key = {k: v for k, v in asdict(cfg.policy).items() if k not in PLACEMENT_KEYS}
+    key = {"task": asdict(cfg.task), "policy": policy_key, "vocab": vocab,
            "draft": [cfg.draft.kind, asdict(draft_shape(cfg))] if draft is not None else None}
     spec = WarmStart(key, random_model(cfg.policy, vocab), _sft_schedule(cfg.policy), draft, kind,
                      _sft_schedule(cfg.draft.model))

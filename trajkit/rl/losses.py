@@ -19,8 +19,17 @@ aggregate it:
 
 The optional KL penalty to a reference policy uses the k3 estimator (Schulman 2020),
 ``exp(ref - logp) - (ref - logp) - 1`` per token, aggregated the same way as the loss (sequence mean for
-``gspo``) and added with weight ``kl_coef``. Deviation: none of the papers' extra tricks (DAPO's dynamic
-sampling, GSPO's token variant) are here; dynamic sampling would live in the data stage.
+``gspo``) and added with weight ``kl_coef``. Deviation: GSPO's token variant is not here; DAPO's dynamic
+sampling lives in the generation stage (:mod:`trajkit.rl.dynamic`), not in the loss.
+
+Truncated importance sampling (TIS, Yao et al. 2025, "Your efficient RL framework secretly brings you
+off-policy RL training"): the rollouts were sampled by the *engine* (``q``, its log-probs recorded in
+each sample), while ``old_logp`` is the trainer's recomputation (``pi_old``); a different kernel, dtype
+or a stale sync makes them differ, so the "on-policy" gradient is off-policy. TIS multiplies each token's
+policy-gradient term by the detached weight ``w = min(exp(old_logp - rollout_logp), C)``
+(:func:`truncated_is_weights`); the cap ``C`` bounds the variance. The KL term is not reweighted: TIS
+corrects the policy-gradient estimator only. Only the token-level losses take per-token weights (``LossSpec.token_weights``);
+GSPO's one-ratio-per-sequence loss has no place for them.
 """
 from __future__ import annotations
 
@@ -76,11 +85,15 @@ def _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high):
 
 def _token_loss(aggregate: Aggregate):
     def loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-             norm: LossNorm, clip_low: float, clip_high: float):
-        """``logp, old_logp, mask: [B, T]``, ``advantages: [B]`` -> (scalar loss, metrics)."""
+             norm: LossNorm, clip_low: float, clip_high: float, weights: torch.Tensor | None = None):
+        """``logp, old_logp, mask: [B, T]``, ``advantages: [B]``, optional detached per-token ``weights:
+        [B, T]`` (TIS) multiplying the surrogate -> (scalar loss, metrics)."""
         _check(logp, old_logp, advantages, mask)
         mask = mask.to(logp.dtype)
         per_token, clip_active, ratio = _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high)
+        if weights is not None:
+            assert weights.shape == logp.shape, f"weights must be [B, T] like logp, got {tuple(weights.shape)}"
+            per_token = per_token * weights.detach().to(logp.dtype)
         stats = {"clip_tokens": float(clip_active.sum()), "ratio_sum": float((ratio.detach() * mask).sum())}
         return aggregate(per_token, mask, norm), stats
     return loss
@@ -103,20 +116,43 @@ def gspo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
 
 @dataclass(frozen=True)
 class LossSpec:
-    """A registered loss: the function, how its KL term aggregates, and its paper's clip range."""
+    """A registered loss: the function, how its KL term aggregates, its paper's clip range, and whether it
+    takes per-token importance weights (``weights=`` keyword; needed by ``loss.tis``)."""
 
     fn: Callable
     aggregate: Aggregate
     clip_low: float
     clip_high: float
+    token_weights: bool = False
 
 
 LOSSES: dict[str, LossSpec] = {
-    "grpo": LossSpec(_token_loss(seq_mean_token_mean), seq_mean_token_mean, 0.2, 0.2),
-    "dapo": LossSpec(_token_loss(token_mean), token_mean, 0.2, 0.28),
-    "dr_grpo": LossSpec(_token_loss(seq_sum_constant), seq_sum_constant, 0.2, 0.2),
+    "grpo": LossSpec(_token_loss(seq_mean_token_mean), seq_mean_token_mean, 0.2, 0.2, token_weights=True),
+    "dapo": LossSpec(_token_loss(token_mean), token_mean, 0.2, 0.28, token_weights=True),
+    "dr_grpo": LossSpec(_token_loss(seq_sum_constant), seq_sum_constant, 0.2, 0.2, token_weights=True),
     "gspo": LossSpec(gspo_loss, seq_mean_token_mean, 3e-4, 4e-4),
 }
+
+
+def truncated_is_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """TIS weights ``min(exp(old_logp - rollout_logp), cap)`` ``[B, T]``, detached.
+
+    ``old_logp``: the trainer's recomputed log-probs; ``rollout_logp``: the engine's, recorded at sampling.
+
+    >>> truncated_is_weights(torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, -2.0]]), cap=2.0)
+    tensor([[1., 2.]])
+    """
+    assert old_logp.shape == rollout_logp.shape, (tuple(old_logp.shape), tuple(rollout_logp.shape))
+    return torch.exp(old_logp.detach() - rollout_logp.detach()).clamp(max=cap)
+
+
+def tis_metrics(old_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor, cap: float) -> dict:
+    """Over the sampled tokens (``mask`` 1): the mean TIS weight and the fraction whose ratio exceeded the cap."""
+    ratio = torch.exp(old_logp.detach() - rollout_logp.detach())
+    mask = mask.to(ratio.dtype)
+    n = float(mask.sum().clamp(min=1))
+    return {"tis/weight_mean": float((ratio.clamp(max=cap) * mask).sum()) / n,
+            "tis/capped_frac": float(((ratio > cap).to(ratio.dtype) * mask).sum()) / n}
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -128,15 +164,22 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                 mask: torch.Tensor, norm: LossNorm, clip_low: float | None = None,
-                clip_high: float | None = None, ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0):
+                clip_high: float | None = None, ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0,
+                tis_weights: torch.Tensor | None = None):
     """Loss ``name`` from :data:`LOSSES` plus ``kl_coef * KL`` when ``ref_logp`` is given.
 
-    ``clip_low``/``clip_high`` default to the loss's paper values. Returns (scalar loss, metrics).
+    ``clip_low``/``clip_high`` default to the loss's paper values; ``tis_weights: [B, T]`` (from
+    :func:`truncated_is_weights`) multiply the policy-gradient term per token. Returns (scalar loss, metrics).
     """
     spec = LOSSES[name]
     low = spec.clip_low if clip_low is None else clip_low
     high = spec.clip_high if clip_high is None else clip_high
-    loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high)
+    if tis_weights is None:
+        loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high)
+    elif not spec.token_weights:
+        raise ValueError(f"loss {name!r} takes no per-token importance weights (TIS needs a token-level loss)")
+    else:
+        loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high, weights=tis_weights)
     if ref_logp is not None and kl_coef > 0.0:
         kl = spec.aggregate(kl_k3(logp, ref_logp), mask.to(logp.dtype), norm)
         loss = loss + kl_coef * kl

@@ -5,7 +5,9 @@ weights the optimiser updates; the ``weight_sync`` stage pushes the policy's ``s
 (``Engine.update_weights``) and, with a draft model, copies the trained draft into the drafter's own
 copy (the "draft refresh"). Generation repeats each prompt ``G`` times (a group) and runs the task's
 environment; every row's random stream is derived by the engine from the step's seed and the row index,
-so a step's rollouts are a pure function of (weights, prompts, seed).
+so a step's rollouts are a pure function of (weights, prompts, seed). The engine's copy of the policy
+is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
+casts the float32 master weights into it.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from trajkit.engine import Engine, GenerationStats, SamplingParams
 from trajkit.engine.drafters.registry import draft_kind
 from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
+from trajkit.rl.precision import DTYPES
 from trajkit.rl.sample import Sample
 from trajkit.rl.tasks import Prompt, Task
 
@@ -28,7 +31,8 @@ class Rollout:
         kind = draft_kind(cfg.draft.kind)
         drafter = kind.drafter(self.draft_infer) if kind is not None else None
         k = cfg.draft.num_draft_tokens if drafter is not None else None
-        self.engine = Engine(frozen_copy(policy), drafter=drafter, num_draft_tokens=k)
+        infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype])
+        self.engine = Engine(infer, drafter=drafter, num_draft_tokens=k)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
 
     def sync(self, policy, draft=None) -> None:
@@ -43,9 +47,12 @@ class Rollout:
         self.calls.append(out.stats)
         return out
 
-    def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams) -> list[Sample]:
-        """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``."""
-        self.calls = []
+    def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams,
+            keep_calls: bool = False) -> list[Sample]:
+        """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``.
+        ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
+        if not keep_calls:
+            self.calls = []
         samples = task.env.rollout(self.generate, rows, params)
         for i, s in enumerate(samples):
             s.group = i // group_size

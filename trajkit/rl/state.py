@@ -9,6 +9,7 @@ import torch
 
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.mismatch import MismatchAlarm
+from trajkit.rl.precision import DTYPES, grad_scaler, model_device
 from trajkit.rl.rewards import RewardSet
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.tasks import Prompt, Task
@@ -36,7 +37,8 @@ class PromptStream:
 class TrainState:
     """A run's live state. ``step`` counts finished steps; the reference is the frozen initial policy
     (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds; ``rewards``
-    scores the task's episodes (the task's own reward functions unless the run replaced them)."""
+    scores the task's episodes (the task's own reward functions unless the run replaced them);
+    ``grad_scaler`` for float16 policies (:mod:`trajkit.rl.precision`)."""
 
     cfg: TrainConfig
     tokenizer: Any
@@ -51,3 +53,8 @@ class TrainState:
     draft_optimizer: torch.optim.Optimizer | None = None
     reference: torch.nn.Module | None = None
     step: int = 0
+    grad_scaler: Any = None  # torch.amp.GradScaler for policy.dtype=float16; made from cfg when not given
+
+    def __post_init__(self) -> None:
+        if self.grad_scaler is None:
+            self.grad_scaler = grad_scaler(model_device(self.policy), DTYPES[self.cfg.policy.dtype])

@@ -4,7 +4,8 @@
     weight_sync  policy -> the engine's inference copy; trained draft -> the drafter's copy
     generation   the environment runs episodes through the engine (speculative or plain); the samples
                  are validated; rewards (sub-timer ``generation/reward``), length shaping and group
-                 advantages
+                 advantages; with ``rollout.dynamic_sampling``, groups without signal are dropped and
+                 refilled from the stream (:mod:`trajkit.rl.dynamic`)
     logprob      recompute the policy's (and the reference's) log-probs on the rollout tokens; compare
                  with the engine's (mismatch alarm)
     policy_update  clipped policy-gradient loss, backward, AdamW step; draft distillation if enabled
@@ -14,14 +15,19 @@ This is GRPO's outer loop (Shao et al. 2024) as NeMo RL runs it synchronously; t
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import torch
 
 from trajkit.engine import SamplingParams
 from trajkit.models.chat import stop_token_ids
 from trajkit.rl.batching import batch_logprobs, collate
+from trajkit.rl.dynamic import Collected, collect_groups, round_seed
 from trajkit.rl.mismatch import mismatch_metrics
+from trajkit.rl.precision import DTYPES, model_device
 from trajkit.rl.sample import Sample, validate_sample
-from trajkit.rl.scoring import score
+from trajkit.rl.scoring import score, shape_rewards
 from trajkit.rl.stages import (
     DATA,
     GENERATION,
@@ -54,36 +60,76 @@ def step_seed(seed: int, step: int) -> int:
     return seed * 1_000_003 + step
 
 
-def rl_step(t: TrainState) -> StepResult:
-    """Run one step on ``t`` and advance its step counter."""
-    cfg, timer, metrics = t.cfg, StageTimer(), {}
-    with timer.stage(DATA):
-        prompts = t.stream.take(cfg.rollout.prompts_per_step)
-        rows = [p for p in prompts for _ in range(cfg.rollout.group_size)]
-    with timer.stage(WEIGHT_SYNC):
-        t.rollout.sync(t.policy, t.draft)
-    with timer.stage(GENERATION):
-        params = rollout_params(cfg, step_seed(cfg.seed, t.step), stop_token_ids(t.tokenizer))
-        samples = t.rollout.run(t.task, rows, cfg.rollout.group_size, params)
+def _generate(t: TrainState, prompts, timer: StageTimer) -> Collected:
+    """The generation stage's rounds: episodes, validation, rewards; dynamic sampling when configured."""
+    cfg, g = t.cfg, t.cfg.rollout.group_size
+    seed = step_seed(cfg.seed, t.step)
+    reward_metrics: list[tuple[int, dict]] = []  # (rows, the reward functions' metrics) per round
+
+    def run_round(round_prompts, r: int):
+        rows = [p for p in round_prompts for _ in range(g)]
+        params = rollout_params(cfg, round_seed(seed, r), stop_token_ids(t.tokenizer))
+        samples = t.rollout.run(t.task, rows, g, params, keep_calls=r > 0)
         for i, s in enumerate(samples):
             validate_sample(s, i)
         with timer.substage(GENERATION, REWARD):
-            rewards, reward_metrics = t.rewards(samples)
-        advantages, scores = score(samples, rewards, cfg)
-        metrics.update(scores, **reward_metrics, **t.rollout.metrics())
+            rewards, per = t.rewards(samples)
+        reward_metrics.append((len(samples), per))
+        return samples, rewards
+
+    if not cfg.rollout.dynamic_sampling:
+        samples, rewards = run_round(prompts, 0)
+        got = Collected(samples, rewards, samples, rewards)
+        got.metrics.update(_mean_over_rounds(reward_metrics))
+        return got
+
+    def shape(samples, rewards):
+        lengths = torch.tensor([s.num_model_tokens for s in samples])
+        return shape_rewards(torch.tensor(rewards, dtype=torch.float32), lengths, cfg)
+    got = collect_groups(prompts, g, run_round, shape, t.stream.take, cfg.rollout.max_refill_rounds)
+    got.metrics.update(_mean_over_rounds(reward_metrics))
+    return got
+
+
+def _mean_over_rounds(rounds: list[tuple[int, dict]]) -> dict:
+    """The reward functions' metrics over every generated row: round means weighted by rows (a NaN mean,
+    a function that scored nothing in a round, is left out)."""
+    out: dict[str, float] = {}
+    for key in {k for _, m in rounds for k in m}:
+        parts = [(n, m[key]) for n, m in rounds if key in m and not math.isnan(m[key])]
+        total = sum(n for n, _ in parts)
+        out[key] = sum(n * v for n, v in parts) / total if total else math.nan
+    return out
+
+
+def rl_step(t: TrainState) -> StepResult:
+    """Run one step on ``t`` and advance its step counter."""
+    cfg, timer, metrics = t.cfg, StageTimer(), {}
+    dtype = DTYPES[cfg.policy.dtype]
+    with timer.stage(DATA):
+        prompts = t.stream.take(cfg.rollout.prompts_per_step)
+    with timer.stage(WEIGHT_SYNC):
+        t.rollout.sync(t.policy, t.draft)
+    with timer.stage(GENERATION):
+        got = _generate(t, prompts, timer)
+        _, scores = score(got.seen_samples, got.seen_rewards, cfg)  # metrics over every generated row
+        samples = got.samples
+        advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+        metrics.update(scores, **got.metrics, **t.rollout.metrics())
     with timer.stage(LOGPROB):
-        batch = collate(samples, advantages, t.tokenizer.pad_token_id)
+        batch = collate(samples, advantages, t.tokenizer.pad_token_id).to(model_device(t.policy))
         distill = t.draft_optimizer is not None and (t.step + 1) % cfg.draft.distill_every == 0
         old_logp, dists = batch_logprobs(t.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         keep_dists=distill)
+                                         keep_dists=distill, dtype=dtype)
         ref_logp = None
         if t.reference is not None:
-            ref_logp, _ = batch_logprobs(t.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size)
+            ref_logp, _ = batch_logprobs(t.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                         dtype=dtype)
         gap = mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
         metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
         metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1))
     with timer.stage(POLICY_UPDATE):
-        metrics.update(update_policy(t.policy, t.optimizer, batch, old_logp, ref_logp, cfg))
+        metrics.update(update_policy(t.policy, t.optimizer, batch, old_logp, ref_logp, cfg, t.grad_scaler))
         if distill:
             metrics.update(distill_draft(t.draft, t.draft_optimizer, batch, dists, cfg))
     t.step += 1

@@ -33,7 +33,7 @@ from trajkit.config import from_dict
 from trajkit.errors import ConfigError
 from trajkit.models.chat import stop_token_ids
 from trajkit.models.load import load_tokenizer
-from trajkit.rl.build import build_draft, build_models, build_tokenizer, frozen_copy
+from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
 from trajkit.rl.config import TrainConfig, load_config, to_dict
 from trajkit.rl.data import DatasetTask
@@ -71,11 +71,7 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     ``tokenizer``, ``policy`` (an HF causal LM module), ``task`` or ``reward_funcs`` replaces what ``cfg``
     would build."""
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
-    if policy is None:
-        policy, draft = build_models(cfg, tokenizer)
-    else:
-        draft = build_draft(cfg, policy.config.vocab_size)
-        policy, draft = policy.train(), (draft.train() if draft is not None else None)
+    policy, draft = build_models(cfg, tokenizer, policy)
     if policy.config.vocab_size < len(tokenizer):
         raise ConfigError(f"policy: its vocabulary ({policy.config.vocab_size}) is smaller than the "
                           f"tokenizer's ({len(tokenizer)})")

@@ -3,6 +3,10 @@
 Each of ``minibatches`` optimiser steps sees a slice of the step's rows; its loss is accumulated over
 micro-batches with the *slice's* counts in :class:`LossNorm`, so the accumulated gradient equals the
 gradient of the slice's full loss. The old log-probs are the ones recomputed in the ``logprob`` stage.
+With ``loss.tis`` each token's policy-gradient term is weighted by ``min(exp(old - engine), tis_cap)``
+(:func:`trajkit.rl.losses.truncated_is_weights`), computed once per step from the recorded engine
+log-probs. Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler
+(unscaled before the gradient clip).
 
 Draft distillation (NeMo RL does this for EAGLE-3 drafts): on the fresh rollouts, minimise the soft
 cross-entropy ``-sum_v p(v) log q(v)`` between the detached policy distribution ``p`` (from the
@@ -16,7 +20,8 @@ import torch
 from trajkit.models.fit import soft_cross_entropy
 from trajkit.rl.batching import Batch, chunks, forward_logits, gather_logprobs
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.losses import LossNorm, policy_loss
+from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
+from trajkit.rl.precision import DTYPES
 
 
 def make_optimizer(params, cfg: TrainConfig, lr: float | None = None) -> torch.optim.Optimizer:
@@ -25,20 +30,23 @@ def make_optimizer(params, cfg: TrainConfig, lr: float | None = None) -> torch.o
                              weight_decay=o.weight_decay)
 
 
-def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, cfg: TrainConfig) -> dict:
+def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, weights, cfg: TrainConfig,
+                scaler=None) -> dict:
     """Backward the loss of ``rows`` (one optimiser step's slice) micro-batch by micro-batch."""
     norm = LossNorm(num_seqs=len(rows), num_tokens=int(batch.mask[rows].sum()),
                     max_tokens=cfg.rollout.max_new_tokens)
+    dtype = DTYPES[cfg.policy.dtype]
     totals: dict[str, float] = {}
     for part in chunks(len(rows), cfg.optim.micro_batch_size):
         idx = rows[part]
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
-        logp = gather_logprobs(forward_logits(policy, mb), mb.input_ids, cfg.rollout.temperature)
+        logp = gather_logprobs(forward_logits(policy, mb, dtype), mb.input_ids, cfg.rollout.temperature)
         ref = ref_logp[idx, :width] if ref_logp is not None else None
+        w = weights[idx, :width] if weights is not None else None
         loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
-                                  cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef)
-        loss.backward()
+                                  cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w)
+        (scaler.scale(loss) if scaler is not None else loss).backward()
         for key, value in stats.items():
             totals[key] = totals.get(key, 0.0) + value
     totals["tokens"] = norm.num_tokens
@@ -46,20 +54,30 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, cf
 
 
 def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
-                  cfg: TrainConfig) -> dict:
+                  cfg: TrainConfig, scaler=None) -> dict:
     """``old_logp, ref_logp: [B, L-1]``; runs up to ``cfg.optim.minibatches`` optimiser steps (fewer when
     the rows do not fill them: 5 rows in 4 minibatches make 3 slices of 2, 2, 1) -> metrics averaged over
-    the steps that ran."""
+    the steps that ran. ``scaler``: a ``torch.amp.GradScaler`` for float16, else None."""
     b = batch.input_ids.shape[0]
     per_step = -(-b // cfg.optim.minibatches)
     slices = chunks(b, per_step)
     metrics: dict[str, float] = {"loss/pg": 0.0, "loss/grad_norm": 0.0, "loss/clip_frac": 0.0, "loss/ratio": 0.0}
+    weights = None
+    if cfg.loss.tis:
+        weights = truncated_is_weights(old_logp, batch.engine_logp, cfg.loss.tis_cap)
+        metrics.update(tis_metrics(old_logp, batch.engine_logp, batch.mask, cfg.loss.tis_cap))
     tokens = 0
     for rows in slices:
         optimizer.zero_grad(set_to_none=True)
-        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, cfg)
+        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler)
+        if scaler is not None:
+            scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.grad_clip)
-        optimizer.step()
+        if scaler is not None:
+            scaler.step(optimizer)  # skipped (and the scale lowered) when a gradient overflowed
+            scaler.update()
+        else:
+            optimizer.step()
         metrics["loss/pg"] += totals["pg_loss"] / len(slices)
         metrics["loss/grad_norm"] += float(grad_norm) / len(slices)
         metrics["loss/clip_frac"] += totals.get("clip_tokens", totals.get("clip_seqs", 0.0))
