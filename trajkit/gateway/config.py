@@ -3,6 +3,7 @@ defaults for Python callers and the CLI flags (:func:`trajkit.config.add_argumen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from trajkit.config import Checked
 
@@ -24,10 +25,10 @@ class GatewayConfig(Checked):
     max_n: int = 16
 
     __section__ = ""
-    __ranges__ = {"port": "[0, 65535]", "reported_context_length": "[1, inf)", "max_context": "[0, inf)",
+    __ranges__: ClassVar[dict[str, str]] = {"port": "[0, 65535]", "reported_context_length": "[1, inf)", "max_context": "[0, inf)",
                   "default_max_tokens": "[1, inf)", "max_batch": "[1, inf)", "batch_wait_ms": "[0, inf)",
                   "max_n": "[1, inf)"}
-    __field_docs__ = {
+    __field_docs__: ClassVar[dict[str, str]] = {
         "model_name": "model id the server answers to (/v1/models, the request's model field)",
         "host": "address to bind",
         "port": "TCP port (0 = any free port)",

@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from trajkit.gateway.sessions import Session
 from trajkit.gateway.stitch import stitch
@@ -133,3 +134,17 @@ def write_hermes(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
     rows = list(rows)
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return len(rows)
+
+
+def save_sessions(sessions: Iterable[Session], out_dir: str | Path) -> int:
+    """Every session's records, stitched samples and Hermes rows under ``out_dir``; returns the session count."""
+    from trajkit.traces.atomic import write_atomic
+
+    sessions = list(sessions)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "records.jsonl", "".join(json.dumps({"session": s.id, **r.as_dict()}) + "\n"
+                                               for s in sessions for r in s.records))
+    write_samples([row for s in sessions for row in session_samples(s)], out / "samples.jsonl")
+    write_hermes([row for s in sessions for row in session_hermes_rows(s)], out / "hermes.jsonl")
+    return len(sessions)

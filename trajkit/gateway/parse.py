@@ -4,7 +4,8 @@
 Parsing is trajkit's Hermes parser (:func:`trajkit.traces.blocks.parse_assistant`), so the gateway reads
 a model's output exactly as ``trajkit traces`` reads a trace. A call block that is not a JSON object with a
 string ``name`` and object ``arguments`` (or is never closed) is *not* turned into a call: its raw text stays
-in ``content`` where it was, and ``diagnostics`` says why (a harness sees what the model wrote; nothing
+in ``content`` where it was, and ``diagnostics`` says why. Text without blocks is ``content`` unchanged
+(so it equals the decode of the sampled ids); around blocks the layout newlines are stripped (a harness sees what the model wrote; nothing
 is dropped and nothing is a 500).
 
 Worked example::
@@ -61,8 +62,8 @@ def parse_output(text: str, id_seed: str = "") -> ParsedMessage:
     reasoning, parts, out_calls, problems = None, [], [], []
     for seg in segments:
         if seg.kind == "think":
-            inner = seg.raw[len("<think>"):] if seg.raw.startswith("<think>") else seg.raw
-            inner = inner[:-len("</think>")] if inner.endswith("</think>") else inner
+            inner = seg.raw.removeprefix("<think>")
+            inner = inner.removesuffix("</think>")
             reasoning = inner.strip()
         elif seg.kind == "tool_call":
             call = calls[seg.ref]
@@ -76,7 +77,9 @@ def parse_output(text: str, id_seed: str = "") -> ParsedMessage:
                                  "detail": call.error or "<tool_call> is never closed", "text": seg.raw})
         else:
             parts.append(seg.raw)
-    content = "".join(parts).strip()
+    content = "".join(parts)
+    if reasoning is not None or calls:  # the newlines around blocks are layout, not content
+        content = content.strip()
     return ParsedMessage(content if content or not out_calls else None, reasoning, out_calls, problems)
 
 

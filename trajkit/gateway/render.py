@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajkit.models.chat import render
-from trajkit.traces.template_probe import Rendering, choose_rendering, hermes_tools_system, probe_template
+from trajkit.traces.template_probe import (
+    Rendering,
+    choose_rendering,
+    hermes_tools_system,
+    probe_template,
+)
 
 
 @dataclass
