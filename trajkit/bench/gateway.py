@@ -79,5 +79,5 @@ def _table(r: dict) -> None:
     print(f"{'arm':<8} {'req/s':>8} {'p50 s':>8} {'p95 s':>8} {'calls':>6} {'rows/call':>9} {'records ok':>10}")
     for name, a in r["arms"].items():
         print(f"{name:<8} {a['requests_per_s']:8.1f} {a['p50_s']:8.3f} {a['p95_s']:8.3f} {a['engine_calls']:6d} "
-              f"{a['rows_per_call']:9.1f} {str(a['sessions_ok']):>10}")
+              f"{a['rows_per_call']:9.1f} {a['sessions_ok']!s:>10}")
     print(f"batched / serial requests/s: {r['speedup']:.2f}x")
