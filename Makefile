@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean setup
+.PHONY: demo test bench clean setup hermes-venv
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,15 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/trajkit demo
 
-test: $(STAMP)
+# The Hermes Agent in its own virtualenv (its pins conflict with ours), where the gateway test finds it.
+HERMES_VENV := $(or $(TRAJKIT_CACHE),$(HOME)/.cache/trajkit)/hermes-agent-0.19.0
+$(HERMES_VENV)/bin/python:
+	$(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/python -m pip install --quiet 'hermes-agent==0.19.0'
+
+hermes-venv: $(HERMES_VENV)/bin/python
+
+test: $(STAMP) hermes-venv
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

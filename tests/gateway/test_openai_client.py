@@ -1,0 +1,167 @@
+"""The gateway through the official ``openai`` client against a real uvicorn server (random tiny model)."""
+import httpx
+import openai
+import pytest
+
+from trajkit.engine import SamplingParams
+from trajkit.gateway.stitch import stitch
+
+from .conftest import TOOLS
+
+USER = [{"role": "user", "content": "hi there"}]
+
+
+def _client(url, key="s-default"):
+    return openai.OpenAI(base_url=url, api_key=key, max_retries=0)
+
+
+def _decode(tok, ids):
+    return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def test_returned_text_is_the_decode_of_the_recorded_ids(random_gateway):
+    gw, url = random_gateway
+    r = _client(url, "s-decode").chat.completions.create(model="tiny", messages=USER, max_tokens=24, seed=3, n=3,
+                                                        extra_body={"return_token_ids": True})
+    rec = gw.sessions.find("s-decode").records[0]
+    assert r.prompt_token_ids == rec.prompt_ids
+    assert rec.prompt_ids == gw.tokenizer.encode(gw.tokenizer.apply_chat_template(USER, tokenize=False,
+                                                 add_generation_prompt=True), add_special_tokens=False)
+    assert len(r.choices) == 3 and len({tuple(c.token_ids) for c in r.choices}) == 3
+    for choice, ch in zip(r.choices, rec.choices):
+        assert choice.token_ids == ch.token_ids and len(ch.logprobs) == len(ch.token_ids)
+        body = ch.token_ids[:-1] if choice.finish_reason == "stop" else ch.token_ids
+        assert choice.message.content == _decode(gw.tokenizer, body)
+    assert r.usage.completion_tokens == sum(len(c.token_ids) for c in rec.choices)
+
+
+def test_greedy_through_the_server_equals_engine_generate(random_gateway):
+    gw, url = random_gateway
+    r = _client(url, "s-greedy").chat.completions.create(model="tiny", messages=USER, max_tokens=40, temperature=0,
+                                                        extra_body={"return_token_ids": True})
+    ref = gw.engine.generate([r.prompt_token_ids], SamplingParams(temperature=0, max_new_tokens=40,
+                                                                  stop_token_ids=[gw.tokenizer.eos_token_id]))
+    assert r.choices[0].token_ids == ref[0].token_ids
+
+
+def test_a_seed_reproduces_and_streaming_sends_the_same_text(random_gateway):
+    _, url = random_gateway
+    c = _client(url, "s-seed")
+    a = c.chat.completions.create(model="tiny", messages=USER, max_tokens=30, seed=11, temperature=0.9)
+    b = c.chat.completions.create(model="tiny", messages=USER, max_tokens=30, seed=11, temperature=0.9)
+    other = c.chat.completions.create(model="tiny", messages=USER, max_tokens=30, seed=12, temperature=0.9)
+    assert a.choices[0].message.content == b.choices[0].message.content != other.choices[0].message.content
+    chunks = list(c.chat.completions.create(model="tiny", messages=USER, max_tokens=30, seed=11, temperature=0.9,
+                                            stream=True, stream_options={"include_usage": True}))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == a.choices[0].message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == a.choices[0].finish_reason
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == a.usage.completion_tokens
+
+
+def test_completions_take_text_or_token_ids(random_gateway):
+    gw, url = random_gateway
+    c = _client(url, "s-comp")
+    ids = [104, 101, 108, 108, 111]
+    a = c.completions.create(model="tiny", prompt="hello", max_tokens=12, seed=5)
+    b = c.completions.create(model="tiny", prompt=ids, max_tokens=12, seed=5)
+    assert a.choices[0].text == b.choices[0].text
+    recs = gw.sessions.find("s-comp").records
+    assert recs[0].prompt_ids == recs[1].prompt_ids == ids
+    assert a.choices[0].text == _decode(gw.tokenizer, [t for t in recs[0].choices[0].token_ids if t != 258])
+
+
+def test_stop_strings_cut_text_and_ids(random_gateway):
+    gw, url = random_gateway
+    c = _client(url, "s-stop")
+    full = c.completions.create(model="tiny", prompt="abc", max_tokens=30, temperature=0).choices[0].text
+    stop = full[5:7]
+    cut = c.completions.create(model="tiny", prompt="abc", max_tokens=30, temperature=0, stop=[stop])
+    assert cut.choices[0].text == full[:full.index(stop)] and cut.choices[0].finish_reason == "stop"
+    ids = gw.sessions.find("s-stop").records[1].choices[0].token_ids
+    assert _decode(gw.tokenizer, ids).startswith(full[:full.index(stop)] + stop)
+    assert stop not in _decode(gw.tokenizer, ids[:-1])
+
+
+def test_tools_are_rendered_into_the_prompt(random_gateway):
+    gw, url = random_gateway
+    _client(url, "s-tools").chat.completions.create(model="tiny", messages=USER, tools=TOOLS, max_tokens=4)
+    _client(url, "s-notools").chat.completions.create(model="tiny", messages=USER, tools=TOOLS, tool_choice="none",
+                                                      max_tokens=4)
+    with_tools = _decode(gw.tokenizer, gw.sessions.find("s-tools").records[0].prompt_ids)
+    assert '"name": "terminal"' in with_tools and "<tools>" in with_tools
+    assert "<tools>" not in _decode(gw.tokenizer, gw.sessions.find("s-notools").records[0].prompt_ids)
+
+
+def test_multi_turn_stitches_into_one_sample_with_sampled_tokens_masked_in(random_gateway):
+    gw, url = random_gateway
+    c = _client(url, "s-multi")
+    messages = list(USER)
+    for turn in range(3):
+        r = c.chat.completions.create(model="tiny", messages=messages, max_tokens=16, seed=turn)
+        messages += [{"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": f"turn {turn}"}]
+    recs = gw.sessions.find("s-multi").records
+    [chain] = stitch(recs)
+    sampled = [t for rec in recs for t in rec.choices[0].token_ids]
+    assert [t for t, m in zip(chain.completion_ids, chain.loss_mask) if m == 1] == sampled
+    assert chain.prompt_ids == recs[0].prompt_ids
+    assert chain.ids == recs[-1].prompt_ids + recs[-1].choices[0].token_ids
+    assert [lp for lp, m in zip(chain.logprobs, chain.loss_mask) if m] == [x for r in recs for x in r.choices[0].logprobs]
+    forced = _decode(gw.tokenizer, [t for t, m in zip(chain.completion_ids, chain.loss_mask) if m == 0])
+    assert "turn 0" in forced and "turn 1" in forced and "hi there" not in forced
+    # the session's own ids were reused: every later prompt starts with the earlier prompt + sampled ids
+    assert all(recs[i + 1].prompt_ids[:len(recs[i].prompt_ids) + len(recs[i].choices[0].token_ids)]
+               == recs[i].prompt_ids + recs[i].choices[0].token_ids for i in range(2))
+
+
+@pytest.mark.parametrize("body, param, status", [
+    ({"model": "nope", "messages": USER}, "model", 404),
+    ({"model": "tiny", "messages": []}, "messages", 400),
+    ({"model": "tiny", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", 400),
+    ({"model": "tiny", "messages": [{"role": "user", "content": 3}]}, "messages[0].content", 400),
+    ({"model": "tiny", "messages": USER, "tools": [{"type": "function", "function": {}}]}, "tools[0].function.name", 400),
+    ({"model": "tiny", "messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": 1}}]}]},
+     "messages[0].tool_calls[0].function.name", 400),
+    ({"model": "tiny", "messages": USER, "temperature": -1}, "temperature", 400),
+    ({"model": "tiny", "messages": USER, "top_p": 0}, "top_p", 400),
+    ({"model": "tiny", "messages": USER, "max_tokens": 0}, "max_tokens", 400),
+    ({"model": "tiny", "messages": USER, "n": 0}, "n", 400),
+    ({"model": "tiny", "messages": USER, "seed": "x"}, "seed", 400),
+    ({"model": "tiny", "messages": USER, "stop": [1]}, "stop", 400),
+    ({"model": "tiny", "messages": USER, "tool_choice": {"type": "function", "function": {"name": "x"}}},
+     "tool_choice", 400),
+    ({"model": "tiny", "messages": [{"role": "user", "content": "x" * 2000}]}, "messages", 400),
+    ({"model": "tiny", "messages": USER, "max_tokens": 1000}, "max_tokens", 400),
+])
+def test_bad_requests_get_an_openai_error_naming_the_field(random_gateway, body, param, status):
+    _, url = random_gateway
+    r = httpx.post(url + "/chat/completions", json=body, headers={"Authorization": "Bearer s-bad"})
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["param"] == param and r.json()["error"]["message"]
+    assert httpx.get(url.removesuffix("/v1") + "/health").json()["status"] == "ok"
+
+
+def test_invalid_json_probe_routes_and_models(random_gateway):
+    gw, url = random_gateway
+    root = url.removesuffix("/v1")
+    r = httpx.post(url + "/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "body"
+    assert httpx.post(root + "/api/show", json={"name": "tiny"}).status_code == 404
+    models = _client(url).models.list().data
+    assert [m.id for m in models] == ["tiny", "other"]
+    assert models[0].context_length == gw.config.reported_context_length
+
+
+def test_a_session_is_bound_to_one_model(random_gateway):
+    gw, url = random_gateway
+    c = _client(url, "s-bound")
+    c.chat.completions.create(model="tiny", messages=USER, max_tokens=2)
+    with pytest.raises(openai.APIStatusError) as err:
+        c.chat.completions.create(model="other", messages=USER, max_tokens=2)
+    assert err.value.status_code == 409 and err.value.body["param"] == "model"
+    r = httpx.post(url + "/chat/completions", json={"model": "other", "messages": USER, "max_tokens": 2},
+                   headers={"x-session-id": "s-header", "Authorization": "Bearer s-bound"})
+    assert r.status_code == 200 and len(gw.sessions.find("s-bound").records) == 1
+    assert gw.sessions.find("s-header").model == "other"

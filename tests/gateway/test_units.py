@@ -1,0 +1,45 @@
+"""Pure pieces: parsing model text into the API message, stitching by token prefixes."""
+from trajkit.gateway.parse import parse_output
+from trajkit.gateway.render import hermes_assistant_text
+from trajkit.gateway.sessions import CallRecord, ChoiceRecord
+from trajkit.gateway.stitch import stitch
+
+
+def test_parse_splits_reasoning_content_and_calls_and_renders_back():
+    text = ('<think>\nplan\n</think>\n\nLet me look.\n<tool_call>\n{"name": "terminal", "arguments": {"command": "ls -l"}}'
+            '\n</tool_call>\n<tool_call>\n{"name": "read", "arguments": {"path": "a", "n": 10}}\n</tool_call>')
+    m = parse_output(text, "x")
+    assert (m.reasoning, m.content) == ("plan", "Let me look.")
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in m.calls] == [
+        ("terminal", '{"command": "ls -l"}'), ("read", '{"path": "a", "n": 10}')]
+    assert len({c["id"] for c in m.calls}) == 2 and not m.diagnostics
+    assert hermes_assistant_text(m.message()) == text
+
+
+def test_an_unparseable_call_stays_in_content_with_a_diagnostic():
+    text = 'ok\n<tool_call>\n{"name": "terminal", "arguments": {"command": \n</tool_call>'
+    m = parse_output(text)
+    assert m.calls == [] and m.content == text
+    assert m.diagnostics[0]["code"] == "malformed_tool_call" and m.diagnostics[0]["text"] in text
+    assert parse_output("a <tool_call>\n{").diagnostics[0]["code"] == "unclosed_tool_call"
+    assert parse_output(" plain text \n").content == " plain text \n"
+
+
+def _rec(i, prompt, *choices, version=0):
+    return CallRecord(i, "chat", "m", prompt, [ChoiceRecord(list(s), [-0.5] * len(s), "stop", "") for s in choices],
+                      version, {})
+
+
+def test_stitch_extends_the_longest_prefix_chain_and_forks_otherwise():
+    recs = [_rec(0, [1, 2], [7, 8]), _rec(1, [1, 2, 7, 8, 3], [9], version=1), _rec(2, [1, 5], [6])]
+    a, b = stitch(recs)
+    assert (a.prompt_ids, a.completion_ids, a.loss_mask) == ([1, 2], [7, 8, 3, 9], [1, 1, 0, 1])
+    assert a.logprobs == [-0.5, -0.5, 0.0, -0.5] and a.policy_versions == [0, 1] and a.policy_version == -1
+    assert (b.prompt_ids, b.completion_ids, b.fork_at) == ([1, 5], [6], {"call": 2, "token": 1})
+
+
+def test_stitch_branches_per_choice_and_continues_the_branch_that_was_used():
+    recs = [_rec(0, [1], [2], [3]), _rec(1, [1, 3, 4], [5])]
+    chains = stitch(recs)
+    assert [c.ids for c in chains] == [[1, 2], [1, 3, 4, 5]]
+    assert chains[1].calls == [(0, 1), (1, 0)] and chains[1].loss_mask == [1, 0, 1]

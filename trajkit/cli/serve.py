@@ -1,0 +1,52 @@
+"""``trajkit serve``: the OpenAI-compatible token-in/token-out gateway over a local model (trajkit.gateway)."""
+from __future__ import annotations
+
+import sys
+
+from trajkit.config import add_arguments, from_args
+
+EXAMPLE = """Examples:
+  trajkit serve --model ./my-model --port 8000
+  trajkit serve --model ./my-model --drafter ngram --k 3 --save-dir runs/gw
+  trajkit serve --model ./my-model --draft ./my-draft --model-name policy --reported-context-length 131072
+then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="SESSION").chat.completions.create(model="trajkit", ...)"""
+
+
+def cmd_serve(args) -> int:
+    from trajkit.gateway.config import GatewayConfig
+    from trajkit.gateway.server import load_gateway, serve
+
+    k = args.k if args.k == "auto" else int(args.k)
+    gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k)
+    print(f"trajkit serve: {args.model} as {gateway.config.model_name} on "
+          f"http://{gateway.config.host}:{gateway.config.port}/v1 ({gateway.renderer.rendering.mode} rendering)",
+          file=sys.stderr)
+    try:
+        serve(gateway)
+    finally:
+        if args.save_dir:
+            from trajkit.gateway.export import save_sessions
+
+            n = save_sessions(gateway.sessions.all(), args.save_dir)
+            print(f"trajkit serve: wrote {n} session(s) to {args.save_dir}", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    from trajkit.gateway.config import GatewayConfig
+
+    p = sub.add_parser("serve", help="serve a local model over the OpenAI API, recording exact token trajectories",
+                       description=__doc__, epilog=EXAMPLE, formatter_class=_raw())
+    p.add_argument("--model", required=True, help="local Hugging Face model folder (tokenizer beside it)")
+    p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
+    p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window); ngram needs no --draft")
+    p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
+    p.add_argument("--save-dir", default=None, help="on exit, write records.jsonl, samples.jsonl and hermes.jsonl here")
+    add_arguments(p, GatewayConfig)
+    p.set_defaults(handler=cmd_serve)
+
+
+def _raw():
+    import argparse
+
+    return argparse.RawDescriptionHelpFormatter

@@ -1,0 +1,41 @@
+"""``GatewayConfig``: how ``trajkit serve`` batches, what it reports and what it enforces; one source of the
+defaults for Python callers and the CLI flags (:func:`trajkit.config.add_arguments`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from trajkit.config import Checked
+
+
+@dataclass
+class GatewayConfig(Checked):
+    """Server settings. ``reported_context_length`` is what ``/v1/models`` says (harnesses such as the Hermes
+    Agent refuse a window under 64K); ``max_context`` is what the server enforces (0 = the model's
+    ``max_position_embeddings``): a prompt plus ``max_tokens`` past it is a 400, never a crash."""
+
+    model_name: str = "trajkit"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    reported_context_length: int = 131072
+    max_context: int = 0
+    default_max_tokens: int = 256
+    max_batch: int = 64
+    batch_wait_ms: float = 5.0
+    max_n: int = 16
+
+    __section__ = ""
+    __ranges__: ClassVar[dict[str, str]] = {"port": "[0, 65535]", "reported_context_length": "[1, inf)", "max_context": "[0, inf)",
+                  "default_max_tokens": "[1, inf)", "max_batch": "[1, inf)", "batch_wait_ms": "[0, inf)",
+                  "max_n": "[1, inf)"}
+    __field_docs__: ClassVar[dict[str, str]] = {
+        "model_name": "model id the server answers to (/v1/models, the request's model field)",
+        "host": "address to bind",
+        "port": "TCP port (0 = any free port)",
+        "reported_context_length": "context window reported in /v1/models (harness checks)",
+        "max_context": "tokens a prompt + max_tokens may use (0 = the model's max_position_embeddings)",
+        "default_max_tokens": "max_tokens when a request gives none",
+        "max_batch": "most rows one engine call takes",
+        "batch_wait_ms": "how long the scheduler waits for more requests before an engine call",
+        "max_n": "largest n (choices per request)",
+    }

@@ -1,0 +1,73 @@
+"""Running the gateway: ``serve`` (blocking, what ``trajkit serve`` calls), ``running`` (a server on a
+loopback port in a background thread, for tests, benchmarks and the RL agent task) and ``load_gateway``
+(model folder -> engine -> gateway)."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from trajkit.errors import ConfigError
+from trajkit.gateway.config import GatewayConfig
+from trajkit.gateway.service import Gateway
+
+
+def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, drafter: str | None = None,
+                 num_draft_tokens: int | str = 3) -> Gateway:
+    """A gateway over the local model folder ``model`` (its tokenizer beside it), plain or speculative."""
+    from trajkit.engine import Engine
+    from trajkit.engine.drafters.registry import draft_kind
+    from trajkit.models.load import load_model, load_tokenizer
+
+    target = load_model(model, what="--model")
+    tokenizer = load_tokenizer(model, what="--model")
+    kind = draft_kind(drafter or ("model" if draft else "none"))
+    if kind is None:
+        return Gateway(Engine(target), tokenizer, config)
+    if kind.trainable and not draft:
+        raise ConfigError(f"--drafter {kind.name} needs --draft DIR")
+    return Gateway(Engine(target, drafter=kind.drafter(load_model(draft, what="--draft") if draft else None),
+                          num_draft_tokens=num_draft_tokens), tokenizer, config)
+
+
+def _uvicorn(gateway: Gateway, log_level: str):
+    import uvicorn
+
+    from trajkit.gateway.app import create_app
+
+    return uvicorn.Server(uvicorn.Config(create_app(gateway), log_level=log_level, access_log=False,
+                                         timeout_keep_alive=30))
+
+
+def serve(gateway: Gateway, log_level: str = "info") -> None:
+    """Serve on ``gateway.config.host:port`` until interrupted."""
+    server = _uvicorn(gateway, log_level)
+    server.config.host, server.config.port = gateway.config.host, gateway.config.port
+    try:
+        server.run()
+    finally:
+        gateway.close()
+
+
+@contextmanager
+def running(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> Iterator[str]:
+    """Serve ``gateway`` in a thread on ``host:port`` (0 = a free port); yields the base URL ``http://…/v1``."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    server = _uvicorn(gateway, log_level)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started:
+        if not thread.is_alive() or time.time() > deadline:
+            raise ConfigError("the gateway server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{sock.getsockname()[1]}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -1,0 +1,194 @@
+"""``Gateway``: the engine, the tokenizer and the sessions behind the HTTP routes (no HTTP in here).
+
+One request's path: validate (:mod:`~trajkit.gateway.requests`) -> render and tokenise the prompt once on
+the server (:mod:`~trajkit.gateway.render`) -> check the context -> the scheduler's next engine call
+(:mod:`~trajkit.gateway.scheduler`) -> cut at stop strings -> parse the text into the API message
+(:mod:`~trajkit.gateway.parse`) -> record ids, logprobs, policy version and timing in the session.
+
+Prompt ids reuse the session's own ids: when the rendered prompt text starts with the text of an earlier
+call's prompt + sampled ids (decoded exactly), the prompt is those ids followed by the encoding of the rest
+only. The model then continues from the very tokens it sampled (no decode -> encode drift at turn
+boundaries), and the stitcher finds them as a token prefix. Where the text does not start that way (the
+template rewrote history) the whole prompt is encoded afresh and the stitched chain forks.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from trajkit.engine import SamplingParams
+from trajkit.engine.rng import mix
+from trajkit.gateway.config import GatewayConfig
+from trajkit.gateway.errors import ApiError
+from trajkit.gateway.parse import parse_output
+from trajkit.gateway.render import ChatRenderer
+from trajkit.gateway.requests import Sampling, chat_request, completion_request
+from trajkit.gateway.scheduler import JobResult, Scheduler
+from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Session, SessionStore
+
+
+@dataclass
+class Prepared:
+    session: Session
+    prompt_ids: list[int]
+    params: list[SamplingParams]
+    stop: list[str]
+    received: float
+
+
+class Gateway:
+    """Serves one engine under the names in ``config.model_name`` (comma-separated)."""
+
+    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None):
+        self.engine, self.tokenizer = engine, tokenizer
+        self.config = config or GatewayConfig()
+        self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
+        self.renderer = ChatRenderer.for_tokenizer(tokenizer)
+        self.sessions = SessionStore()
+        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000)
+        limit = getattr(engine.model.config, "max_position_embeddings", None)
+        self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
+        self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
+        self.started = time.time()
+
+    # --- request handling ---------------------------------------------------------------------------
+    async def chat(self, body: Any, sid: str) -> dict[str, Any]:
+        req = chat_request(body, self.config.max_n)
+        self._check_model(req.model)
+        session = self.sessions.get(sid, req.model)
+        tools = None if req.tool_choice == "none" else req.tools
+        text = self.renderer.text(req.messages, tools)
+        prep = self._prepare(session, self._prompt_ids(session, text), req.sampling, "messages")
+        result = await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
+        record = self._record(prep, result, "chat", req.model, messages=req.messages, tools=req.tools)
+        return self._chat_response(record, sid, body.get("return_token_ids") is True)
+
+    async def completion(self, body: Any, sid: str) -> dict[str, Any]:
+        req = completion_request(body, self.config.max_n)
+        self._check_model(req.model)
+        session = self.sessions.get(sid, req.model)
+        if isinstance(req.prompt, str):
+            ids = self._encode(req.prompt)
+        else:
+            bad = next((t for t in req.prompt if t >= self.engine.vocab_size), None)
+            if bad is not None:
+                raise ApiError(f"token id {bad} is outside the vocabulary (size {self.engine.vocab_size})",
+                               param="prompt")
+            ids = list(req.prompt)
+        prep = self._prepare(session, ids, req.sampling, "prompt")
+        result = await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
+        record = self._record(prep, result, "completions", req.model, chat=False)
+        return self._completion_response(record, sid, body.get("return_token_ids") is True)
+
+    def _check_model(self, model: str) -> None:
+        if model not in self.models:
+            raise ApiError(f"model {model!r} is not served here; use one of {', '.join(self.models)}",
+                           param="model", status=404, code="model_not_found")
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def _prompt_ids(self, session: Session, text: str) -> list[int]:
+        """The session's longest earlier token sequence whose text starts ``text``, then the rest encoded."""
+        with session.lock:
+            best = max((p for p in session.texts if text.startswith(p[0])), key=lambda p: len(p[0]), default=None)
+        if best is None or not best[0]:
+            return self._encode(text)
+        return best[1] + self._encode(text[len(best[0]):])
+
+    def _prepare(self, session: Session, prompt_ids: list[int], s: Sampling, prompt_param: str) -> Prepared:
+        room = self.max_context - len(prompt_ids)
+        if room < 1:
+            raise ApiError(f"the prompt is {len(prompt_ids)} tokens; this model's context is {self.max_context} "
+                           "tokens (shorten the conversation)", param=prompt_param, code="context_length_exceeded")
+        if s.max_tokens is not None and s.max_tokens > room:
+            raise ApiError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({s.max_tokens}) exceeds the "
+                           f"context of {self.max_context} tokens; set max_tokens <= {room}",
+                           param="max_tokens", code="context_length_exceeded")
+        max_new = s.max_tokens if s.max_tokens is not None else min(self.config.default_max_tokens, room)
+        params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
+                                 stop_token_ids=self.stop_ids,
+                                 seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
+                  for i in range(s.n)]
+        return Prepared(session, prompt_ids, params, s.stop, time.perf_counter())
+
+    def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
+                messages=None, tools=None) -> CallRecord:
+        choices = [self._choice(c, prep.stop, chat) for c in result.completions]
+        timing = {"queued_s": result.queued_s, "generate_s": result.generate_s,
+                  "total_s": time.perf_counter() - prep.received, "batch_rows": result.batch_rows}
+        record = CallRecord(-1, endpoint, model, prep.prompt_ids, choices, result.policy_version, timing,
+                            messages, tools)
+        prep.session.add(record)
+        with prep.session.lock:
+            for ch in choices:
+                ids = prep.prompt_ids + ch.token_ids
+                prep.session.texts.append((self._decode(ids), ids))
+        return record
+
+    def _choice(self, completion, stop: list[str], chat: bool) -> ChoiceRecord:
+        ids, lps, finish = list(completion.token_ids), list(completion.logprobs), completion.finish_reason
+        body = ids[:-1] if finish == "stop" and ids and ids[-1] in self.stop_ids else ids
+        text = self._decode(body)
+        cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+        if cut >= 0:
+            k = next(k for k in range(1, len(body) + 1) if _has_stop(self._decode(body[:k]), stop))
+            ids, lps, text, finish = ids[:k], lps[:k], text[:cut], "stop"
+        return ChoiceRecord(ids, lps, finish, text)
+
+    # --- responses ----------------------------------------------------------------------------------
+    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool) -> dict[str, Any]:
+        choices = []
+        for k, ch in enumerate(rec.choices):
+            parsed = parse_output(ch.text, f"{sid}:{rec.index}:{k}")
+            ch.message = parsed.message()
+            finish = "tool_calls" if parsed.calls else ch.finish_reason
+            item = {"index": k, "message": ch.message, "finish_reason": finish, "logprobs": None}
+            if with_ids:
+                item["token_ids"] = ch.token_ids
+            choices.append(item)
+        return self._envelope(rec, sid, "chat.completion", choices, with_ids)
+
+    def _completion_response(self, rec: CallRecord, sid: str, with_ids: bool) -> dict[str, Any]:
+        choices = []
+        for k, ch in enumerate(rec.choices):
+            item = {"index": k, "text": ch.text, "finish_reason": ch.finish_reason, "logprobs": None}
+            if with_ids:
+                item["token_ids"] = ch.token_ids
+            choices.append(item)
+        return self._envelope(rec, sid, "text_completion", choices, with_ids)
+
+    def _envelope(self, rec: CallRecord, sid: str, obj: str, choices: list, with_ids: bool) -> dict[str, Any]:
+        out = {"id": f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex[:24]}", "object": obj,
+               "created": int(time.time()), "model": rec.model, "choices": choices,
+               "usage": {"prompt_tokens": len(rec.prompt_ids),
+                         "completion_tokens": sum(len(c.token_ids) for c in rec.choices),
+                         "total_tokens": len(rec.prompt_ids) + sum(len(c.token_ids) for c in rec.choices)},
+               "trajkit": {"session": sid, "call": rec.index, "policy_version": rec.policy_version}}
+        if with_ids:
+            out["prompt_token_ids"] = rec.prompt_ids
+        return out
+
+    # --- admin --------------------------------------------------------------------------------------
+    def update_weights(self, state_dict) -> int:
+        """New policy weights, loaded once the running engine call drains; returns the new version."""
+        return self.scheduler.update_weights(state_dict)
+
+    def models_list(self) -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": m, "object": "model", "created": int(self.started), "owned_by": "trajkit",
+             "context_length": self.config.reported_context_length, "max_model_len": self.max_context}
+            for m in self.models]}
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+
+def _has_stop(text: str, stop: list[str]) -> bool:
+    return any(s in text for s in stop)

@@ -1,0 +1,107 @@
+"""Sessions and per-call records: what the engine consumed and sampled, token for token.
+
+A session is named by the request's ``x-session-id`` header, else its API key (``Authorization: Bearer KEY``);
+a request with neither gets a fresh one-call session ``anon-…``. A session belongs to the first model it
+was used with: the same id with another model is a 409 (two harness runs sharing an id by mistake would
+otherwise interleave their records).
+
+Worked example of a record (a chat call whose prompt rendered to ids ``[257, 117, 10, 104, 105, ...]``, one
+choice that sampled ``"ok"`` then ``<|im_end|>`` = 258 in the byte vocabulary)::
+
+    CallRecord(index=0, endpoint="chat", prompt_ids=[257, 117, ...],
+               choices=[ChoiceRecord(token_ids=[111, 107, 258], logprobs=[-0.1, -0.3, -0.01],
+                                     finish_reason="stop", text="ok", message={...})],
+               policy_version=0, timing={"queued_s": 0.001, "generate_s": 0.02, "total_s": 0.03})
+
+``prompt_ids`` are what the server rendered and tokenised (never a client's text re-tokenised later);
+``token_ids`` what the engine sampled (the stop token included); ``logprobs`` the engine's, one per token.
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trajkit.gateway.errors import ApiError
+
+
+@dataclass
+class ChoiceRecord:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str
+    text: str  # the completion text the client was given (before parsing into message fields)
+    message: dict[str, Any] | None = None  # chat: the assistant message returned
+
+
+@dataclass
+class CallRecord:
+    index: int
+    endpoint: str  # "chat" or "completions"
+    model: str
+    prompt_ids: list[int]
+    choices: list[ChoiceRecord]
+    policy_version: int
+    timing: dict[str, float]
+    messages: list[dict[str, Any]] | None = None  # chat: the request's messages (validated)
+    tools: list[dict[str, Any]] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Session:
+    id: str
+    model: str
+    records: list[CallRecord] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    texts: list[tuple[str, list[int]]] = field(default_factory=list, repr=False)  # (decoded text, ids)
+
+    def add(self, record: CallRecord) -> CallRecord:
+        with self.lock:
+            record.index = len(self.records)
+            self.records.append(record)
+        return record
+
+
+def session_id(headers) -> str:
+    """The session a request belongs to (see the module docstring)."""
+    sid = headers.get("x-session-id")
+    if sid:
+        return sid.strip()
+    auth = headers.get("authorization") or ""
+    if auth.lower().startswith("bearer ") and auth[7:].strip():
+        return auth[7:].strip()
+    return "anon-" + uuid.uuid4().hex[:16]
+
+
+class SessionStore:
+    """All sessions of a server, thread-safe."""
+
+    def __init__(self):
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def get(self, sid: str, model: str) -> Session:
+        with self._lock:
+            s = self._sessions.get(sid)
+            if s is None:
+                s = self._sessions[sid] = Session(sid, model)
+        if s.model != model:
+            raise ApiError(f"session {sid!r} was started with model {s.model!r}; one session serves one model "
+                           "(use a new x-session-id or API key)", param="model", status=409, code="session_model")
+        return s
+
+    def find(self, sid: str) -> Session | None:
+        with self._lock:
+            return self._sessions.get(sid)
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._sessions)
+
+    def all(self) -> list[Session]:
+        with self._lock:
+            return list(self._sessions.values())

@@ -1,0 +1,96 @@
+"""Stitching a session's calls into trainable token sequences, by token-prefix matching only.
+
+Calls are taken in order. For each choice of a call with prompt ``P`` and sampled ids ``S``, the open chain
+whose token sequence ``T`` (its prompt, then everything appended) is the LONGEST prefix of ``P`` is extended
+by ``P[len(T):]`` as *forced* tokens (loss mask 0, logprob 0.0: template glue, tool results, user turns),
+then ``S`` as *sampled* tokens (mask 1, the engine's logprobs). When no chain's sequence is a prefix of
+``P`` (the first call, a harness that edited or summarised its history, a template that rewrites earlier
+turns such as a Qwen3-style one dropping old reasoning), a NEW chain starts with prompt ``P``: the chain
+forks instead of guessing an alignment. A chain that a call extends is replaced by its extension (one per
+choice when ``n > 1``), so a chain never survives beside its own continuation.
+
+Worked example (byte-free ids for brevity)::
+
+    call 0: P=[1, 2]          S=[7, 8]      -> chain A: prompt [1, 2], completion [7, 8], mask [1, 1]
+    call 1: P=[1, 2, 7, 8, 3] S=[9]         -> chain A: completion [7, 8, 3, 9], mask [1, 1, 0, 1]
+    call 2: P=[1, 5]          S=[6]         -> [1, 2, 7, 8, 3, 9] is not a prefix of P: chain B, prompt [1, 5]
+
+Nothing is decoded or re-tokenised: the only input is ids. ``fork_at`` on a chain that began while another
+existed records the call and the token where its prompt first differs from the closest existing chain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajkit.gateway.sessions import CallRecord
+
+
+@dataclass
+class Chain:
+    """One stitched trajectory. ``calls``: (call index, choice index) per sampled span, in order."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    calls: list[tuple[int, int]] = field(default_factory=list)
+    policy_versions: list[int] = field(default_factory=list)
+    fork_at: dict[str, int] | None = None
+
+    @property
+    def ids(self) -> list[int]:
+        return self.prompt_ids + self.completion_ids
+
+    @property
+    def policy_version(self) -> int:
+        """The one version that sampled every span, else -1 (the spans' versions are in ``policy_versions``)."""
+        return self.policy_versions[0] if len(set(self.policy_versions)) == 1 else -1
+
+    def extended(self, forced: list[int], sampled: list[int], logprobs: list[float], call: tuple[int, int],
+                 version: int) -> Chain:
+        return Chain(self.prompt_ids, self.completion_ids + forced + sampled,
+                     self.logprobs + [0.0] * len(forced) + list(logprobs),
+                     self.loss_mask + [0] * len(forced) + [1] * len(sampled),
+                     self.calls + [call], self.policy_versions + [version], self.fork_at)
+
+    def as_sample_dict(self, session: str) -> dict[str, Any]:
+        """The fields of :class:`trajkit.rl.sample.Sample` (``metadata`` holds the provenance)."""
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
+                "loss_mask": self.loss_mask, "policy_version": self.policy_version,
+                "metadata": {"session": session, "calls": [list(c) for c in self.calls],
+                             "policy_versions": self.policy_versions, "fork_at": self.fork_at}}
+
+
+def _is_prefix(a: list[int], b: list[int]) -> bool:
+    return len(a) <= len(b) and b[:len(a)] == a
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def stitch(records: list[CallRecord]) -> list[Chain]:
+    """The session's chains (see the module docstring), in the order they were started."""
+    chains: list[Chain] = []
+    for rec in records:
+        prompt = rec.prompt_ids
+        base = max((c for c in chains if _is_prefix(c.ids, prompt)), key=lambda c: len(c.ids), default=None)
+        new = []
+        for k, choice in enumerate(rec.choices):
+            if base is not None:
+                new.append(base.extended(prompt[len(base.ids):], choice.token_ids, choice.logprobs,
+                                         (rec.index, k), rec.policy_version))
+            else:
+                fork = None
+                if chains:
+                    fork = {"call": rec.index, "token": max(_common(c.ids, prompt) for c in chains)}
+                new.append(Chain(list(prompt), list(choice.token_ids), list(choice.logprobs),
+                                 [1] * len(choice.token_ids), [(rec.index, k)], [rec.policy_version], fork))
+        if base is not None:
+            at = next(i for i, c in enumerate(chains) if c is base)
+            chains[at:at + 1] = new
+        else:
+            chains.extend(new)
+    return chains
