@@ -9,7 +9,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.optim.helpers import dense_grads, summed_loss, tiny, tokens
-from trajkit.optim import SketchSettings, install_sketches, make_projection, projection_seed
+from trajkit.optim import (
+    SketchSettings,
+    install_sketches,
+    make_projection,
+    projection_seed,
+)
 
 DEFAULT_NAMES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

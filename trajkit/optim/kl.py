@@ -14,7 +14,7 @@ formed) and every other parameter carries its own update as a dual tensor (:func
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.autograd.forward_ad as fwAD

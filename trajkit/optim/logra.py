@@ -28,7 +28,7 @@ Where it deviates from the paper's description: see docs/optim.md.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -36,7 +36,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from trajkit.optim.kl import dual_parameters, tangent_kl
 from trajkit.optim.row_adam import UPDATES
-from trajkit.optim.sketch import DEFAULT_TARGETS, SketchSettings, SketchState, install_sketches
+from trajkit.optim.sketch import (
+    DEFAULT_TARGETS,
+    SketchSettings,
+    SketchState,
+    install_sketches,
+)
 
 KLForward = Callable[[], Iterable[tuple[torch.Tensor, torch.Tensor]]]
 
@@ -60,7 +65,7 @@ class LoGRA(torch.optim.Optimizer):
         self.model = model
         self.sketches = install_sketches(model, SketchSettings(rank, distribution, seed, targets))
         targets_ = [s.weight for s in self.sketches.states]
-        defaults = dict(lr=lr, beta2=beta2, eps=eps, weight_decay=weight_decay, update=update, step=0)
+        defaults = {"lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "update": update, "step": 0}
         super().__init__([{"params": targets_}], defaults)
         ids = {id(w) for w in targets_}
         native = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]

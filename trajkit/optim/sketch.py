@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -60,7 +60,7 @@ class SketchState:
 
     name: str
     module: torch.nn.Linear
-    sketches: "Sketches"
+    sketches: Sketches
     sketch: torch.Tensor | None = None
 
     @property

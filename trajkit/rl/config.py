@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, kl_budget
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import yaml
 
 from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
+from trajkit.optim.sketch import DEFAULT_TARGETS
 
 
 @dataclass
@@ -158,8 +159,12 @@ class ShapingConfig(Checked):
 
 @dataclass
 class OptimConfig(Checked):
-    """AdamW on the policy; ``minibatches`` optimiser steps per RL step, each over micro-batches."""
+    """The policy's optimiser (``name``: ``adamw``, or ``logra``: low-rank gradient sketches with RowAdam,
+    see docs/optim.md; its knobs are the ``logra_*`` keys and ``kl_budget``, 0 = off); ``minibatches``
+    optimiser steps per RL step, each over micro-batches. LoGRA's sketched weights have no ``.grad``, so
+    ``grad_clip`` clips only its other parameters."""
 
+    name: Literal["adamw", "logra"] = "adamw"
     lr: float = 1e-3
     weight_decay: float = 0.0
     beta1: float = 0.9
@@ -167,10 +172,18 @@ class OptimConfig(Checked):
     grad_clip: float = 1.0
     micro_batch_size: int = 32
     minibatches: int = 1
+    logra_rank: int = 256
+    logra_distribution: Literal["rademacher", "gaussian", "orthogonal"] = "rademacher"
+    logra_seed: int = 0
+    logra_eps: float = 1e-8
+    logra_targets: str = DEFAULT_TARGETS
+    kl_budget: float = 0.0
 
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
-                  "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)"}
+                  "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
+                  "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
+                  "kl_budget": "[0, inf)"}
 
 
 @dataclass
