@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("traces", "generate", "train", "export")
+BENCHMARKS = ("traces", "generate", "train", "export", "optim")
 
 
 def register(sub) -> None:
