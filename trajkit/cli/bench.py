@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("traces", "generate", "train", "export", "gateway")
+BENCHMARKS = ("traces", "generate", "train", "export", "gateway", "optim")
 
 
 def register(sub) -> None:

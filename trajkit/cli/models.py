@@ -11,14 +11,15 @@ EXAMPLE = """Examples:
 
 def cmd_prepare(args) -> int:
     from trajkit.recipes import smollm2
+    from trajkit.recipes.prepared import PREPARE
 
-    path = smollm2.prepare_tokenizer() if args.tokenizer_only else smollm2.PREPARE[args.name]()
+    path = smollm2.prepare_tokenizer() if args.tokenizer_only else PREPARE[args.name]()
     print(path)
     return 0
 
 
 def register(sub) -> None:
-    from trajkit.recipes.smollm2 import PREPARE
+    from trajkit.recipes.prepared import PREPARE
 
     p = sub.add_parser("models", help="prepare real models offline",
                        description="Prepare real models as local Hugging Face folders, offline.",

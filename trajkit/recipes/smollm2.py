@@ -85,13 +85,3 @@ def _as_plain_checkpoint(model) -> None:
         del model.config.quantization_config
 
 
-def prepare_draft(root: Path | None = None) -> Path:
-    """The distilled shortlist draft for SmolLM2 (:mod:`trajkit.recipes.smollm2_draft`, default recipe)."""
-    from trajkit.recipes.smollm2_draft import DraftRecipe
-    from trajkit.recipes.smollm2_draft import prepare_draft as build
-
-    return build(DraftRecipe(), root)
-
-
-DRAFT_NAME = NAME + "-draft"
-PREPARE = {NAME: prepare_model, DRAFT_NAME: prepare_draft}

@@ -41,7 +41,7 @@ def policy_folder(mc: ModelConfig) -> str | None:
     if mc.source == "path":
         return mc.path
     if mc.source == "prepared":
-        from trajkit.recipes.smollm2 import PREPARE
+        from trajkit.recipes.prepared import PREPARE
 
         return str(PREPARE[mc.path]())
     return None

@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, kl_budget
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import yaml
 
 from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
+from trajkit.optim.sketch import DEFAULT_TARGETS
 
 
 @dataclass
@@ -55,7 +56,7 @@ class ModelConfig(Checked):
         if self.source == "path" and not self.path:
             raise ConfigError("policy.path: source 'path' needs path=DIR (a local Hugging Face model)")
         if self.source == "prepared":
-            from trajkit.recipes.smollm2 import PREPARE
+            from trajkit.recipes.prepared import PREPARE
 
             if self.path not in PREPARE:
                 raise ConfigError(f"policy.path: source 'prepared' needs path= one of {sorted(PREPARE)}, "
@@ -211,10 +212,14 @@ class ShapingConfig(Checked):
 
 @dataclass
 class OptimConfig(Checked):
-    """AdamW on the policy; ``minibatches`` optimiser steps per RL step, each over micro-batches of
-    ``micro_batch_size`` rows (also the logprob stage's forward batch); ``gradient_checkpointing``
-    recomputes each decoder layer's activations in the backward (Hugging Face activation checkpointing)."""
+    """The policy's optimiser (``name``: ``adamw``, or ``logra``: low-rank gradient sketches with RowAdam,
+    see docs/optim.md; its knobs are the ``logra_*`` keys and ``kl_budget``, 0 = off); ``minibatches``
+    optimiser steps per RL step, each over micro-batches of ``micro_batch_size`` rows (also the logprob
+    stage's forward batch); ``gradient_checkpointing`` recomputes each decoder layer's activations in the
+    backward (Hugging Face activation checkpointing). LoGRA's sketched weights have no ``.grad``, so
+    ``grad_clip`` clips only its other parameters."""
 
+    name: Literal["adamw", "logra"] = "adamw"
     lr: float = 1e-3
     weight_decay: float = 0.0
     beta1: float = 0.9
@@ -223,10 +228,18 @@ class OptimConfig(Checked):
     micro_batch_size: int = 32
     minibatches: int = 1
     gradient_checkpointing: bool = False
+    logra_rank: int = 256
+    logra_distribution: Literal["rademacher", "gaussian", "orthogonal"] = "rademacher"
+    logra_seed: int = 0
+    logra_eps: float = 1e-8
+    logra_targets: str = DEFAULT_TARGETS
+    kl_budget: float = 0.0
 
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
-                  "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)"}
+                  "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
+                  "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
+                  "kl_budget": "[0, inf)"}
 
 
 @dataclass

@@ -81,9 +81,9 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
         stream=PromptStream(task), policy=policy,
-        optimizer=make_optimizer(policy.parameters(), cfg), rollout=Rollout(cfg, policy, draft),
+        optimizer=make_optimizer(policy, cfg), rollout=Rollout(cfg, policy, draft),
         alarm=MismatchAlarm(m.abs_threshold, m.jump_factor, m.min_jump), draft=draft,
-        draft_optimizer=make_optimizer(draft.parameters(), cfg, lr=cfg.draft.distill_lr) if distill else None,
+        draft_optimizer=make_optimizer(draft, cfg, lr=cfg.draft.distill_lr, name="adamw") if distill else None,
         reference=frozen_copy(policy) if cfg.loss.kl_coef > 0 else None)
     if cfg.checkpoint.resume_from:
         load_checkpoint(state, cfg.checkpoint.resume_from)

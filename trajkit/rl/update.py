@@ -18,16 +18,43 @@ from __future__ import annotations
 import torch
 
 from trajkit.models.fit import soft_cross_entropy
+from trajkit.optim import LoGRA
 from trajkit.rl.batching import Batch, chunks, forward_logits, gather_logprobs
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
 from trajkit.rl.precision import DTYPES
 
 
-def make_optimizer(params, cfg: TrainConfig, lr: float | None = None) -> torch.optim.Optimizer:
+def _adamw(model, o, lr: float) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
+
+
+def _logra(model, o, lr: float) -> torch.optim.Optimizer:
+    return LoGRA(model, lr=lr, rank=o.logra_rank, distribution=o.logra_distribution, seed=o.logra_seed,
+                 beta2=o.beta2, eps=o.logra_eps, weight_decay=o.weight_decay, kl_budget=o.kl_budget or None,
+                 targets=o.logra_targets, native_betas=(o.beta1, o.beta2))
+
+
+OPTIMIZERS = {"adamw": _adamw, "logra": _logra}
+
+
+def make_optimizer(model, cfg: TrainConfig, lr: float | None = None, name: str | None = None) -> torch.optim.Optimizer:
+    """The ``optim.name`` optimiser (or ``name``) over ``model`` (LoGRA installs its sketch hooks on it)."""
     o = cfg.optim
-    return torch.optim.AdamW(params, lr=o.lr if lr is None else lr, betas=(o.beta1, o.beta2),
-                             weight_decay=o.weight_decay)
+    return OPTIMIZERS[name or o.name](model, o, o.lr if lr is None else lr)
+
+
+def _step(optimizer, policy, batch: Batch, rows: torch.Tensor, cfg: TrainConfig) -> None:
+    """``optimizer.step()``; a KL-budgeted LoGRA also gets the slice's tempered logits to measure KL on."""
+    if getattr(optimizer, "kl_budget", None) is None:
+        optimizer.step()
+        return
+
+    def kl_forward():
+        for part in chunks(len(rows), cfg.optim.micro_batch_size):
+            mb = batch.select(rows[part])
+            yield forward_logits(policy, mb) / cfg.rollout.temperature, mb.mask
+    optimizer.step(kl_forward=kl_forward)
 
 
 def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, weights, cfg: TrainConfig,
@@ -77,7 +104,7 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
             scaler.step(optimizer)  # skipped (and the scale lowered) when a gradient overflowed
             scaler.update()
         else:
-            optimizer.step()
+            _step(optimizer, policy, batch, rows, cfg)
         metrics["loss/pg"] += totals["pg_loss"] / len(slices)
         metrics["loss/grad_norm"] += float(grad_norm) / len(slices)
         metrics["loss/clip_frac"] += totals.get("clip_tokens", totals.get("clip_seqs", 0.0))
@@ -85,6 +112,9 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
         if "kl_ref" in totals:
             metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / len(slices)
         tokens += totals["tokens"]
+        if getattr(optimizer, "kl_budget", None) is not None:
+            metrics["optim/kl_pred"] = metrics.get("optim/kl_pred", 0.0) + optimizer.last["predicted_kl"] / len(slices)
+            metrics["optim/kl_scale"] = metrics.get("optim/kl_scale", 0.0) + optimizer.last["scale"] / len(slices)
     denom = b if cfg.loss.name == "gspo" else max(tokens, 1)
     metrics["loss/clip_frac"] /= denom
     metrics["loss/ratio"] /= denom

@@ -1,0 +1,19 @@
+"""Models trajkit prepares offline, by name: ``trajkit models prepare NAME`` and ``source: prepared`` in
+RL configs (``policy.path`` / ``draft.model.path``)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from trajkit.recipes.smollm2 import NAME, prepare_model
+from trajkit.recipes.smollm2_draft import DraftRecipe, prepare_draft
+
+DRAFT_NAME = NAME + "-draft"
+
+
+def _smollm2_draft(root: Path | None = None) -> Path:
+    """SmolLM2's distilled shortlist draft (:mod:`trajkit.recipes.smollm2_draft`, default recipe)."""
+    return prepare_draft(DraftRecipe(), root)
+
+
+PREPARE: dict[str, Callable[..., Path]] = {NAME: prepare_model, DRAFT_NAME: _smollm2_draft}
