@@ -3,7 +3,6 @@ import re
 import shlex
 from pathlib import Path
 
-
 from trajkit.cli.main import main
 from trajkit.synth import sample_paths
 
@@ -44,12 +43,23 @@ def test_readme_traces_commands_run(tmp_path, monkeypatch, capsys):
     assert "glm-5.1" in capsys.readouterr().out
 
 
-def test_readme_train_commands_run(tmp_path, monkeypatch):
-    """The RL commands, shortened to 2 steps without evaluation, from the repository root."""
+def test_readme_train_commands_run(tmp_path, monkeypatch, capsys, smollm2_folder):
+    """The RL commands, from the repository root: training shortened to 2 steps without evaluation (the
+    SmolLM2 ones also to 1 prompt x 2 completions of 8 tokens), W&B offline."""
     monkeypatch.chdir(README.parent)
+    monkeypatch.setenv("WANDB_MODE", "offline")
     commands = _commands("RL training")
-    assert len(commands) == 2
+    assert len(commands) == 5
     for command in commands:
         argv = [a if not a.startswith("log.out_dir=") else f"log.out_dir={tmp_path / 'run'}"
                 for a in shlex.split(command)[1:]]
-        assert main(argv + ["steps=2", "eval.every=0", "--no-progress"]) == 0, command
+        if argv[:2] == ["models", "prepare"]:
+            assert main(argv) == 0 and capsys.readouterr().out.strip() == smollm2_folder
+            continue
+        if "--print-config" in argv:
+            assert main(argv) == 0 and "policy:" in capsys.readouterr().out
+            continue
+        small = ["rollout.prompts_per_step=1", "rollout.group_size=2", "rollout.max_new_tokens=8", "threads=2"] \
+            if argv[1] == "grpo_smollm2" else []
+        argv += small + ["steps=2", "eval.every=0", f"log.out_dir={tmp_path / 'run'}", "--no-progress"]
+        assert main(argv) == 0, command

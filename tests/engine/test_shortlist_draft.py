@@ -1,6 +1,7 @@
 """A draft over a shortlist of the vocabulary (trajkit.models.shortlist) keeps speculative sampling exact:
 tokens outside the shortlist get draft probability 0 and are still sampled with their target mass."""
 import numpy as np
+import pytest
 import torch
 
 from tests.engine.helpers import (
@@ -15,6 +16,15 @@ from trajkit.engine import DraftModel, Engine, SamplingParams
 from trajkit.engine.drafters.registry import DRAFT_KINDS
 from trajkit.models.shortlist import NEG, ShortlistLM
 from trajkit.models.spec import TinySpec, build_model
+
+
+@pytest.fixture
+def tiny_rl_config(tmp_path):
+    from tests.rl.conftest import TINY
+    from trajkit.rl.config import load_config
+
+    return lambda *o: load_config(None, [*TINY, f"log.out_dir={tmp_path / 'run'}", *o])
+
 
 IDS = [0, 1, 2, 3, 4, 5, 7, 9]  # 6, 8, 10 and 11 are outside the shortlist
 
@@ -59,3 +69,23 @@ def test_speculative_sampling_with_a_shortlist_draft_is_exact():
     assert combined_p_value(parts) > PASS_P, st
     assert 0.05 < st["acceptance_rate"] < 0.95, st
     assert outside > 0  # out-of-shortlist tokens were sampled (from the residual), so the test saw them
+
+
+def test_a_shortlist_draft_is_distilled_online_in_rl(tmp_path, tiny_rl_config):
+    """``draft.kind=model`` with a shortlist draft folder: the trainer loads it, rolls out speculatively and
+    distils it on the restricted cross-entropy (finite, and it moves the draft's weights)."""
+    from trajkit.models.tokenizer import byte_tokenizer
+    from trajkit.rl.trainer import Trainer
+
+    vocab = len(byte_tokenizer())
+    ids = list(range(97, 123)) + [256, 257, 258]  # lowercase letters and the specials
+    inner = build_model(TinySpec(vocab_size=len(ids) + 1, hidden_size=16, num_layers=1, num_heads=2,
+                                 num_kv_heads=1, intermediate_size=32), 0)
+    ShortlistLM(inner, ids, vocab).save_pretrained(tmp_path / "draft")
+    trainer = Trainer(tiny_rl_config("draft.kind=model", "draft.distill=true", "draft.model.source=path",
+                                     f"draft.model.path={tmp_path / 'draft'}", "draft.distill_lr=0.01"), logger=False)
+    assert isinstance(trainer.state.draft, ShortlistLM)
+    before = {k: v.clone() for k, v in trainer.state.draft.state_dict().items()}
+    m = trainer.step_once().metrics
+    assert np.isfinite(m["draft/distill_ce"]) and m["gen/target_calls"] > 0
+    assert any(not torch.equal(before[k], v) for k, v in trainer.state.draft.state_dict().items())

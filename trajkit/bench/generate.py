@@ -42,19 +42,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     parser.add_argument("--cache-dir", default=None, help="tiny-pair cache (default: $TRAJKIT_CACHE or "
                         "~/.cache/trajkit)")
+    parser.add_argument("--pair", choices=("tiny", "smollm2"), default="tiny",
+                        help="tiny: the shipped byte-level pair; smollm2: SmolLM2-135M-Instruct and its distilled "
+                             "shortlist draft (prepared offline and cached; HF assisted generation is skipped: "
+                             "it cannot use a shortlist draft)")
 
 
 def run(args) -> int:
     import torch
 
-    from trajkit.bench.generate_methods import build_methods
+    from trajkit.bench.generate_methods import build_methods, load_smollm2_pair
     from trajkit.recipes.tiny_pair import load_tiny_pair
     from trajkit.traces.atomic import AtomicFile, write_atomic
 
     ks, batch_sizes = _ints(args.ks, "--ks"), _ints(args.batch_sizes, "--batch-sizes")
     torch.set_num_threads(args.threads)
-    pair = load_tiny_pair(cache=args.cache_dir)
-    methods = build_methods(pair.target, pair.draft, ks, args.temperature)
+    pair = load_tiny_pair(cache=args.cache_dir) if args.pair == "tiny" else load_smollm2_pair()
+    methods = build_methods(pair.target, pair.draft, ks, args.temperature, pad_id=pair.pad_id,
+                            assisted=args.pair == "tiny")
     results = {"protocol": _protocol(args, pair), "costs": {}, "rows": []}
     for batch in batch_sizes:
         prompts = _prompt_sets(pair.prompts, batch, args.seeds + 1)

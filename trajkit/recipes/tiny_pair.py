@@ -90,6 +90,7 @@ class TinyPair:
     path: Path
     meta: dict
     prompts: list[list[int]]  # held-out benchmark prompts (token ids)
+    pad_id: int = PAD_ID
 
 
 def load_tiny_pair(config: TinyPairConfig | None = None, cache: str | Path | None = None,
