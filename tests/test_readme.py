@@ -53,6 +53,7 @@ def test_readme_train_commands_run(tmp_path, monkeypatch, capsys, smollm2_folder
     for command in commands:
         argv = [a if not a.startswith("log.out_dir=") else f"log.out_dir={tmp_path / 'run'}"
                 for a in shlex.split(command)[1:]]
+        capsys.readouterr()
         if argv[:2] == ["models", "prepare"]:
             assert main(argv) == 0 and capsys.readouterr().out.strip() == smollm2_folder
             continue
