@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trajkit.engine import SamplingParams
@@ -112,6 +112,8 @@ class Gateway:
                            f"context of {self.max_context} tokens; set max_tokens <= {room}",
                            param="max_tokens", code="context_length_exceeded")
         max_new = s.max_tokens if s.max_tokens is not None else min(self.config.default_max_tokens, room)
+        if self.config.force_temperature is not None:
+            s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
                                  stop_token_ids=self.stop_ids,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
