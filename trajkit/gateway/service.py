@@ -40,15 +40,16 @@ class Prepared:
 
 
 class Gateway:
-    """Serves one engine under the names in ``config.model_name`` (comma-separated)."""
+    """Serves one engine under the names in ``config.model_name`` (comma-separated). ``lock``: held for every
+    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too."""
 
-    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None):
+    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None):
         self.engine, self.tokenizer = engine, tokenizer
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
         self.sessions = SessionStore()
-        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000)
+        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock)
         limit = getattr(engine.model.config, "max_position_embeddings", None)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
         self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
