@@ -2,57 +2,112 @@
 the gateway: its calls land in the session named by its API key, its own saved trajectory agrees with the
 gateway's Hermes export turn for turn, and the stitched chain's sampled tokens are the recorded ones.
 
-The model is a random tiny byte model, so the agent gets text replies (no tool call) and, on
-``finish_reason: length``, asks it to continue: a multi-call session. Missing: a fine-tuned model that makes
-one ``terminal`` call (see docs/gateway.md)."""
+Two runs: a random tiny byte model (text replies; on ``finish_reason: length`` the agent asks it to
+continue: a multi-call session), and a tiny model fine-tuned on what the agent really sends
+(:mod:`.hermes_support`) that makes one ``terminal`` call, which the agent executes, then answers."""
 import json
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
+from trajkit.cli.main import main
 from trajkit.engine import Engine
 from trajkit.gateway import Gateway, GatewayConfig, running
-from trajkit.gateway.export import session_hermes_rows
+from trajkit.gateway.export import session_hermes_rows, write_hermes
 from trajkit.gateway.stitch import stitch
+from trajkit.models.chat import render
+from trajkit.models.load import load_model, load_tokenizer
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
-from trajkit.recipes.cache import cache_dir
+from trajkit.recipes.scripted import ScriptedRecipe, scripted_model
 from trajkit.traces.tools import tools_from_system_prompt
 
-DRIVER = Path(__file__).with_name("hermes_driver.py")
+from . import hermes_support as hs
 
 
-def _agent_python() -> Path:
-    py = cache_dir() / "hermes-agent-0.19.0" / "bin" / "python"
+def _need_agent() -> None:
+    py = hs.agent_python()
     if not py.exists():
         if os.environ.get("TRAJKIT_REQUIRE_FIXTURES"):
             pytest.fail(f"{py} is missing; run `make hermes-venv`")
         pytest.skip(f"the Hermes Agent virtualenv is missing ({py}); run `make hermes-venv`")
-    return py
 
 
-def test_the_hermes_agent_runs_against_the_gateway_and_its_trajectory_matches_the_export(tmp_path):
-    py = _agent_python()
-    model = build_model(TinySpec(vocab_size=259, hidden_size=32, max_positions=32768), seed=0, init_scale=5.0)
-    gw = Gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="tiny", default_max_tokens=12))
-    with running(gw) as url:
-        proc = subprocess.run([str(py), str(DRIVER), url, "agent-session", "tiny", "Run `echo hi`."], cwd=tmp_path,
-                              env={**os.environ, "HERMES_HOME": str(tmp_path)}, capture_output=True, text=True,
-                              timeout=300, check=False)
-    gw.close()
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert gw.sessions.ids() == ["agent-session"]
-    session = gw.sessions.find("agent-session")
-    assert len(session.records) >= 1 and session.records[0].tools
-    saved = [json.loads(line) for line in (tmp_path / "trajectory_samples.jsonl").read_text().splitlines()]
+def _decode(tok, ids):
+    return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _saved_matches_export(saved_path, session) -> list[dict]:
+    """The agent's last saved trajectory equals the gateway's export of the session, turn for turn (system
+    turns compared by their tool lists: the agent saves its own Hermes system prompt); the export."""
+    saved = [json.loads(line) for line in saved_path.read_text().splitlines()]
     ours = session_hermes_rows(session)
     theirs, mine = saved[-1]["conversations"], ours[-1]["conversations"]
     assert [t["from"] for t in theirs] == [t["from"] for t in mine]
     assert tools_from_system_prompt(theirs[0]["value"]) == tools_from_system_prompt(mine[0]["value"])
     assert theirs[1:] == mine[1:]
+    return ours
+
+
+def test_the_hermes_agent_runs_against_the_gateway_and_its_trajectory_matches_the_export(tmp_path):
+    _need_agent()
+    model = build_model(TinySpec(vocab_size=259, hidden_size=32, max_positions=32768), seed=0, init_scale=5.0)
+    gw = Gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="tiny", default_max_tokens=12))
+    with running(gw) as url:
+        proc = hs.run_agent(url, "agent-session", "tiny", "Run `echo hi`.", tmp_path)
+    gw.close()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert gw.sessions.ids() == ["agent-session"]
+    session = gw.sessions.find("agent-session")
+    assert len(session.records) >= 1 and session.records[0].tools
+    _saved_matches_export(tmp_path / "trajectory_samples.jsonl", session)
     chains = stitch(session.records)
     sampled = [t for r in session.records for t in r.choices[0].token_ids]
     assert len(chains) == 1  # the agent's history came back as a token prefix of every next prompt
     assert [t for t, m in zip(chains[0].completion_ids, chains[0].loss_mask) if m] == sampled
+
+
+@pytest.fixture(scope="module")
+def calling_model(tmp_path_factory):
+    """(model, tokenizer) fine-tuned to make the agent's ``terminal`` call and answer (cached; the first
+    build takes about a minute on a loaded 2-core CPU)."""
+    _need_agent()
+    script = hs.capture_script(byte_tokenizer(), tmp_path_factory.mktemp("capture"))
+    folder = scripted_model([script], ScriptedRecipe(perturb_name=hs.PERTURB_NAME), hs.perturb)
+    return load_model(folder / "model"), load_tokenizer(folder / "tokenizer")
+
+
+def test_the_hermes_agent_runs_a_real_tool_call_through_the_gateway(calling_model, tmp_path, capsys):
+    model, tok = calling_model
+    gw = Gateway(Engine(model), tok, GatewayConfig(model_name="tiny", force_temperature=0.0))
+    with running(gw) as url:
+        proc = hs.run_agent(url, "agent-call", "tiny", hs.TASK, tmp_path)
+    gw.close()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["completed"] and result["final_response"] == hs.FINAL["content"]
+    assert (tmp_path / "hello.txt").read_text() == "hello\n"  # the agent ran the command for real
+    [tool] = [m for m in result["messages"] if m["role"] == "tool"]
+    assert json.loads(tool["content"])["output"] == "hello"
+
+    session = gw.sessions.find("agent-call")
+    first, second = session.records
+    assert first.choices[0].message["tool_calls"][0]["function"]["name"] == "terminal"
+    assert json.loads(first.choices[0].message["tool_calls"][0]["function"]["arguments"]) == {"command": hs.COMMAND}
+    assert second.messages[-1]["role"] == "tool" and json.loads(second.messages[-1]["content"])["output"] == "hello"
+
+    ours = _saved_matches_export(tmp_path / "trajectory_samples.jsonl", session)
+    assert [t["from"] for t in ours[-1]["conversations"]] == ["system", "human", "gpt", "tool", "gpt"]
+
+    [chain] = stitch(session.records)  # the reply is what the agent sends back: one chain, no fork
+    sampled = [t for r in session.records for t in r.choices[0].token_ids]
+    assert [t for t, m in zip(chain.completion_ids, chain.loss_mask) if m] == sampled
+    conversation = render(tok, second.messages + [second.choices[0].message], second.tools)
+    assert _decode(tok, chain.ids) == conversation.removesuffix("\n")
+    assert _decode(tok, second.choices[0].token_ids) == hs.FINAL_TEXT + tok.eos_token
+
+    path = tmp_path / "session.jsonl"
+    write_hermes(ours, path)
+    assert main(["traces", "stats", str(path), "--json", "-q"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["traces"] == 1 and stats["tool_calls"] == 1 and stats["malformed_tool_calls"] == 0

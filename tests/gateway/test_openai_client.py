@@ -44,6 +44,22 @@ def test_greedy_through_the_server_equals_engine_generate(random_gateway):
     assert r.choices[0].token_ids == ref[0].token_ids
 
 
+def test_force_temperature_replaces_the_requests_sampling(random_gateway):
+    gw, url = random_gateway
+    gw.config.force_temperature = 0.7
+    try:
+        r = _client(url, "s-forced").chat.completions.create(
+            model="tiny", messages=USER, max_tokens=20, temperature=0, top_p=0.5, seed=3,
+            extra_body={"top_k": 2, "return_token_ids": True})
+    finally:
+        gw.config.force_temperature = None
+    ref = gw.engine.generate([r.prompt_token_ids], SamplingParams(temperature=0.7, max_new_tokens=20, seed=3,
+                                                                  stop_token_ids=[gw.tokenizer.eos_token_id]))
+    assert r.choices[0].token_ids == ref[0].token_ids
+    record = gw.sessions.find("s-forced").records[0]
+    assert record.choices[0].logprobs == pytest.approx(ref[0].logprobs) and min(ref[0].logprobs) < 0.0
+
+
 def test_a_seed_reproduces_and_streaming_sends_the_same_text(random_gateway):
     _, url = random_gateway
     c = _client(url, "s-seed")

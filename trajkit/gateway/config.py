@@ -12,7 +12,9 @@ from trajkit.config import Checked
 class GatewayConfig(Checked):
     """Server settings. ``reported_context_length`` is what ``/v1/models`` says (harnesses such as the Hermes
     Agent refuse a window under 64K); ``max_context`` is what the server enforces (0 = the model's
-    ``max_position_embeddings``): a prompt plus ``max_tokens`` past it is a 400, never a crash."""
+    ``max_position_embeddings``): a prompt plus ``max_tokens`` past it is a 400, never a crash.
+    ``force_temperature`` replaces the request's temperature, top-p and top-k: an RL trainer's loss assumes
+    the rollouts were sampled at its own temperature without truncation, whatever the harness asks for."""
 
     model_name: str = "trajkit"
     host: str = "127.0.0.1"
@@ -23,11 +25,12 @@ class GatewayConfig(Checked):
     max_batch: int = 64
     batch_wait_ms: float = 5.0
     max_n: int = 16
+    force_temperature: float | None = None
 
     __section__ = ""
     __ranges__: ClassVar[dict[str, str]] = {"port": "[0, 65535]", "reported_context_length": "[1, inf)", "max_context": "[0, inf)",
                   "default_max_tokens": "[1, inf)", "max_batch": "[1, inf)", "batch_wait_ms": "[0, inf)",
-                  "max_n": "[1, inf)"}
+                  "max_n": "[1, inf)", "force_temperature": "[0, 2]"}
     __field_docs__: ClassVar[dict[str, str]] = {
         "model_name": "model id the server answers to (/v1/models, the request's model field)",
         "host": "address to bind",
@@ -38,4 +41,6 @@ class GatewayConfig(Checked):
         "max_batch": "most rows one engine call takes",
         "batch_wait_ms": "how long the scheduler waits for more requests before an engine call",
         "max_n": "largest n (choices per request)",
+        "force_temperature": "sample every request at this temperature, top-k/top-p off, whatever it asks "
+                             "(RL: the trainer's rollout temperature; 0 = greedy)",
     }

@@ -46,9 +46,11 @@ class JobResult:
 class Scheduler:
     """Owns ``engine``; :meth:`submit` from any thread, results through ``concurrent.futures.Future``."""
 
-    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005):
+    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None):
         self.engine, self.max_batch, self.batch_wait_s = engine, max_batch, batch_wait_s
-        self.lock = threading.Lock()  # held for every engine call and every weight update
+        # held for every engine call and every weight update; an RL trainer passes the lock its own weight
+        # sync holds, so a sync waits for the running call (trajkit.rl.agent)
+        self.lock = lock if lock is not None else threading.Lock()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._idle = threading.Condition()
         self._pending = 0

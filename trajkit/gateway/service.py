@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trajkit.engine import SamplingParams
@@ -40,15 +40,16 @@ class Prepared:
 
 
 class Gateway:
-    """Serves one engine under the names in ``config.model_name`` (comma-separated)."""
+    """Serves one engine under the names in ``config.model_name`` (comma-separated). ``lock``: held for every
+    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too."""
 
-    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None):
+    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None):
         self.engine, self.tokenizer = engine, tokenizer
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
         self.sessions = SessionStore()
-        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000)
+        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock)
         limit = getattr(engine.model.config, "max_position_embeddings", None)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
         self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
@@ -112,6 +113,8 @@ class Gateway:
                            f"context of {self.max_context} tokens; set max_tokens <= {room}",
                            param="max_tokens", code="context_length_exceeded")
         max_new = s.max_tokens if s.max_tokens is not None else min(self.config.default_max_tokens, room)
+        if self.config.force_temperature is not None:
+            s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
                                  stop_token_ids=self.stop_ids,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))

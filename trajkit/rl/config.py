@@ -117,6 +117,8 @@ class TaskConfig(Checked):
     """Which task: a name in :data:`trajkit.rl.registry.TASKS` or an import path ``pkg.mod:make_task`` (a
     factory ``(TaskConfig, seed, tokenizer) -> Task``). ``dataset`` reads prompts from ``path`` (JSONL or
     Parquet with a ``prompt`` column; held-out ``eval_path`` or the last ``eval_fraction`` of the rows).
+    ``agent`` reads its tasks the same way and runs the harness ``command`` once per group member against a
+    gateway over the policy's engine (:mod:`trajkit.rl.agent`), each run limited to ``harness_timeout_s``.
     The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
@@ -129,10 +131,12 @@ class TaskConfig(Checked):
     alphabet: str = "abcdefgh"
     max_turns: int = 3
     tool_timeout_s: float = 0.5
+    command: str | None = None
+    harness_timeout_s: float = 300.0
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
-                  "eval_fraction": "[0, 1)"}
+                  "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)"}
 
     def validate(self) -> None:
         from trajkit.rl.imports import is_import_path
@@ -141,8 +145,12 @@ class TaskConfig(Checked):
         if self.name not in TASKS and not is_import_path(self.name):
             raise ConfigError(f"task.name must be one of {sorted(TASKS)} or an import path 'pkg.module:factory', "
                               f"got {self.name!r}")
-        if self.name == "dataset" and not self.path:
-            raise ConfigError("task.name=dataset needs task.path=FILE (.jsonl or .parquet with a 'prompt' column)")
+        if self.name in ("dataset", "agent") and not self.path:
+            raise ConfigError(f"task.name={self.name} needs task.path=FILE (.jsonl or .parquet with a 'prompt' "
+                              "column)")
+        if self.name == "agent" and not self.command:
+            raise ConfigError("task.name=agent needs task.command: the harness's shell command, with {base_url}, "
+                              "{api_key}, {model} and {task} filled in per run")
         if self.min_len > self.max_len:
             raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
 

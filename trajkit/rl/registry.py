@@ -29,7 +29,16 @@ TASKS: dict[str, TaskFactory] = {
     "arith": lambda c, seed, tok: ChatArithmeticTask(seed, tok, c.min_len, c.max_len),
     "dataset": lambda c, seed, tok: DatasetTask(c.path, tok, c.eval_path, seed=seed, eval_fraction=c.eval_fraction,
                                                 strict=c.strict),
+    "agent": lambda c, seed, tok: _agent(c, seed, tok),
 }
+
+
+def _agent(c, seed: int, tokenizer) -> Task:
+    # imported here: the gateway (FastAPI, uvicorn) loads only when an agent task runs
+    from trajkit.rl.agent import AgentTask
+
+    return AgentTask(c.path, tokenizer, c.command, c.eval_path, seed=seed, eval_fraction=c.eval_fraction,
+                     timeout_s=c.harness_timeout_s, strict=c.strict)
 
 
 def make_task(cfg, seed: int, tokenizer) -> Task:

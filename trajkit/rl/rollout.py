@@ -8,8 +8,17 @@ environment; every row's random stream is derived by the engine from the step's 
 so a step's rollouts are a pure function of (weights, prompts, seed). The engine's copy of the policy
 is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
 casts the float32 master weights into it.
+
+An environment that serves the engine to outside programs (the gateway of :mod:`trajkit.rl.agent`) has an
+``attach(rollout)`` method, called before each of its episodes: it generates through :meth:`Rollout.generate`
+while holding :attr:`Rollout.lock`, which ``sync`` holds too, so a weight sync waits for a running engine
+call to drain and every record carries the version of the weights that sampled it. Such an environment
+sets each sample's ``policy_version`` from its records; ``run`` fills in the engine's version only where
+an environment left it unknown (-1).
 """
 from __future__ import annotations
+
+import threading
 
 import torch
 
@@ -34,13 +43,21 @@ class Rollout:
         infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype])
         self.engine = Engine(infer, drafter=drafter, num_draft_tokens=k)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
+        self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
-        self.engine.update_weights(policy.state_dict())
+        with self.lock:
+            self.engine.update_weights(policy.state_dict())
         if draft is not None and self.draft_infer is not None:
             with torch.no_grad():
                 self.draft_infer.load_state_dict(draft.state_dict())
+
+    def attach(self, env) -> None:
+        """Let an environment that serves the engine itself (``env.attach``) bind to this rollout."""
+        attach = getattr(env, "attach", None)
+        if attach is not None:
+            attach(self)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
         out = self.engine.generate(prompt_ids, params)
@@ -53,10 +70,12 @@ class Rollout:
         ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
         if not keep_calls:
             self.calls = []
+        self.attach(task.env)
         samples = task.env.rollout(self.generate, rows, params)
         for i, s in enumerate(samples):
             s.group = i // group_size
-            s.policy_version = self.engine.policy_version
+            if s.policy_version < 0:
+                s.policy_version = self.engine.policy_version
         return samples
 
     def metrics(self) -> dict:

@@ -164,6 +164,7 @@ class Trainer:
         dataset task evaluates on at most its eval split's rows."""
         s = self.state
         s.rollout.sync(s.policy, s.draft)
+        s.rollout.attach(s.task.env)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
             count = min(count, s.task.num_prompts("eval"))
@@ -184,6 +185,9 @@ class Trainer:
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
+        close_env = getattr(self.state.task.env, "close", None)  # an agent task's gateway server
+        if close_env is not None:
+            close_env()
 
 
     def train(self, progress=None) -> list[dict]:
