@@ -45,7 +45,7 @@ def test_readme_traces_commands_run(tmp_path, monkeypatch, capsys):
 
 def test_readme_train_commands_run(tmp_path, monkeypatch, capsys, smollm2_folder):
     """The RL commands, from the repository root: training shortened to 2 steps without evaluation (the
-    SmolLM2 ones also to 1 prompt x 2 completions of 8 tokens), W&B offline."""
+    SmolLM2 ones to 1 step of 1 prompt x 2 completions of 6 tokens), W&B offline."""
     monkeypatch.chdir(README.parent)
     monkeypatch.setenv("WANDB_MODE", "offline")
     commands = _commands("RL training")
@@ -60,7 +60,7 @@ def test_readme_train_commands_run(tmp_path, monkeypatch, capsys, smollm2_folder
         if "--print-config" in argv:
             assert main(argv) == 0 and "policy:" in capsys.readouterr().out
             continue
-        small = ["rollout.prompts_per_step=1", "rollout.group_size=2", "rollout.max_new_tokens=8", "threads=2"] \
-            if argv[1] == "grpo_smollm2" else []
-        argv += small + ["steps=2", "eval.every=0", f"log.out_dir={tmp_path / 'run'}", "--no-progress"]
+        small = ["rollout.prompts_per_step=1", "rollout.group_size=2", "rollout.max_new_tokens=6", "threads=2",
+                 "steps=1", "rollout.max_refill_rounds=1"] if argv[1] == "grpo_smollm2" else ["steps=2"]
+        argv += small + ["eval.every=0", f"log.out_dir={tmp_path / 'run'}", "--no-progress"]
         assert main(argv) == 0, command

@@ -10,8 +10,8 @@ import torch
 from scipy import stats as sstats
 
 from trajkit.engine.params import SamplingParams
-from trajkit.models.spec import TinySpec, build_model
 from trajkit.engine.warp import row_params, warp_probs
+from trajkit.models.spec import TinySpec, build_model
 
 SPEC = TinySpec(vocab_size=12, hidden_size=16, num_layers=2, num_heads=2, num_kv_heads=1,
                 intermediate_size=32)

@@ -5,11 +5,11 @@ import argparse
 import pytest
 import torch
 
+from tests.engine.helpers import perturbed_copy, target_model
 from trajkit.bench import generate
 from trajkit.bench.generate_methods import build_methods
 from trajkit.cli.main import main
 from trajkit.models.spec import TinySpec
-from tests.engine.helpers import perturbed_copy, target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
 

@@ -12,10 +12,16 @@ import pytest
 import torch
 
 import trajkit.engine.speculative as speculative
+from tests.engine.helpers import (
+    cell_index,
+    chi_square,
+    combined_p_value,
+    exact_distribution,
+    perturbed_copy,
+    target_model,
+)
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
 from trajkit.engine.warp import sample
-from tests.engine.helpers import (cell_index, chi_square, combined_p_value, exact_distribution,
-                                  perturbed_copy, target_model)
 
 PROMPTS = [[1, 2, 3, 1, 2], [4, 5, 4], [7, 1, 7, 1, 9, 7, 1]]  # repeats give the n-gram drafter matches
 PASS_P = 1e-3  # a correct sampler fails this with probability 1e-3 per config; seeds are fixed

@@ -6,14 +6,21 @@ import math
 import pytest
 import torch
 
-from trajkit.engine import DraftModel, Engine, EngineConfig, GenerationStats, NgramDrafter, SamplingParams
+from tests.engine.helpers import perturbed_copy, target_model
+from trajkit.engine import (
+    DraftModel,
+    Engine,
+    EngineConfig,
+    GenerationStats,
+    NgramDrafter,
+    SamplingParams,
+)
 from trajkit.engine.auto_k import AutoK
 from trajkit.engine.choose_k import choose_k, predicted_speedup
 from trajkit.engine.drafters.ngram import NgramIndex
 from trajkit.engine.types import validate_completion
 from trajkit.errors import ConfigError
 from trajkit.models.spec import TinySpec
-from tests.engine.helpers import perturbed_copy, target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
 PROMPTS = [[3, 4], [1, 2, 3, 4, 5, 6], [7]]

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
+from tests.engine.helpers import perturbed_copy, target_model
 from trajkit.engine import DraftModel, Engine, SamplingParams
 from trajkit.engine.params import MIN_TEMPERATURE
 from trajkit.errors import ConfigError, InputError, ModelError
 from trajkit.models.spec import TinySpec
-from tests.engine.helpers import perturbed_copy, target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64,
                 max_positions=32)

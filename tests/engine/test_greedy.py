@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.engine.helpers import perturbed_copy, target_model
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
 from trajkit.models.spec import TinySpec
-from tests.engine.helpers import perturbed_copy, target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
 PROMPTS = [[3], [1, 2, 3, 4, 5, 6, 7, 8, 9], [5, 5, 6], [9, 8, 9, 8, 9, 8, 2, 11, 4, 7, 9, 8], [14, 0]]

@@ -13,8 +13,8 @@ import torch
 
 import trajkit.engine.plain as plain
 import trajkit.engine.speculative as speculative
-from trajkit.engine import Engine, Proposal, SamplingParams
 from tests.engine.helpers import target_model
+from trajkit.engine import Engine, Proposal, SamplingParams
 
 ENGINE_DIR = Path(speculative.__file__).parent
 SAMPLER_FILES = {str(ENGINE_DIR / f"{name}.py") for name in ("speculative", "plain", "active", "kvstate", "cache",

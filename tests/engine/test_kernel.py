@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.engine.helpers import chi_square, combined_p_value
 from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.warp import sample
-from tests.engine.helpers import chi_square, combined_p_value
 
 V = 6
 N = 60_000

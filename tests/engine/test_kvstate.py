@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from tests.engine.helpers import target_model
 from trajkit.engine.kvstate import KVState
 from trajkit.models.spec import TinySpec
-from tests.engine.helpers import target_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
 

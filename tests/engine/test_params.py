@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
-from trajkit.models.spec import TinySpec, build_model
 from trajkit.errors import ConfigError, InputError
+from trajkit.models.spec import TinySpec, build_model
 
 SPEC = TinySpec(vocab_size=16, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=32)
 

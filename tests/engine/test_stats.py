@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 import torch
 
+from tests.engine.helpers import perturbed_copy, target_model
 from trajkit.engine import DraftModel, Engine, GenerationStats, SamplingParams
 from trajkit.engine.types import _SUMMED
-from tests.engine.helpers import perturbed_copy, target_model
 
 PROMPTS = [[3, 4], [1, 2, 3, 4, 5, 6], [7]]
 

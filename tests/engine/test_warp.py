@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from trajkit.engine.warp import row_params, sample, warp_probs
 from tests.engine.helpers import chi_square, combined_p_value
+from trajkit.engine.warp import row_params, sample, warp_probs
 
 LOGITS = torch.log(torch.tensor([[0.1, 0.4, 0.2, 0.3]]))  # probabilities 0.1 0.4 0.2 0.3
 

@@ -2,8 +2,8 @@
 import torch
 
 from trajkit.engine import Engine, SamplingParams
+from trajkit.engine.drafters.window import WindowDrafter, WindowDraftNet
 from trajkit.models.spec import TinySpec, build_model
-from trajkit.engine.drafters.window import WindowDraftNet, WindowDrafter
 
 
 def test_forward_matches_next_logits_at_every_position():

@@ -2,7 +2,6 @@
 plain ChatML template has no tool support, so the tools go inline as the Hermes ``<tools>`` system block; the
 recorded ids decode to the text the openai client got, and a second turn stitches onto the first's tokens."""
 import json
-import os
 import re
 
 import openai
@@ -10,7 +9,6 @@ import pytest
 import torch
 
 from trajkit.engine import Engine
-from trajkit.errors import ConfigError
 from trajkit.gateway import Gateway, GatewayConfig, running
 from trajkit.gateway.stitch import stitch
 from trajkit.models.load import load_model, load_tokenizer
@@ -22,16 +20,8 @@ USER = "List the files in the current folder."
 
 
 @pytest.fixture(scope="module")
-def smollm2_gateway():
-    from trajkit.recipes import smollm2
-
-    try:
-        smollm2.gguf_path()
-    except ConfigError as exc:
-        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
-            raise
-        pytest.skip(f"SmolLM2 unavailable: {exc}")
-    path = smollm2.prepare_model()
+def smollm2_gateway(smollm2_folder):
+    path = smollm2_folder
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     gateway = Gateway(Engine(load_model(path)), load_tokenizer(path), GatewayConfig(model_name="smollm2"))

@@ -7,8 +7,16 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from trajkit.models.tokenizer import (BYTE_VOCAB_SIZE, IM_END_ID, IM_START_ID, PAD_ID, SPECIAL_TOKENS,
-                                      bpe_tokenizer, byte_tokenizer, save_tokenizer)
+from trajkit.models.tokenizer import (
+    BYTE_VOCAB_SIZE,
+    IM_END_ID,
+    IM_START_ID,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    bpe_tokenizer,
+    byte_tokenizer,
+    save_tokenizer,
+)
 
 
 def random_texts(n: int, seed: int = 0) -> list[str]:

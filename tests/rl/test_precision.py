@@ -5,7 +5,6 @@ compared with float32 ones on the real SmolLM2 (measured on this machine: mean |
 over 37 completion tokens; bfloat16 keeps 8 significant bits, ~0.2% relative error per rounding, and a
 30-layer model accumulates that into a few hundredths of a nat), with a stated 2x margin.
 """
-import os
 
 import pytest
 import torch
@@ -102,18 +101,10 @@ def test_bf16_gradient_is_close_to_the_float32_gradient():
 
 
 @pytest.fixture(scope="module")
-def smollm2():
+def smollm2(smollm2_folder):
     from trajkit.models.load import load_model, load_tokenizer
-    from trajkit.recipes import smollm2
 
-    try:
-        smollm2.gguf_path()
-    except ConfigError as exc:
-        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
-            raise
-        pytest.skip(f"SmolLM2 unavailable: {exc}")
-    path = smollm2.prepare_model()
-    return load_model(path), load_tokenizer(path)
+    return load_model(smollm2_folder), load_tokenizer(smollm2_folder)
 
 
 def test_bf16_logprobs_of_the_real_model_are_close_to_float32(smollm2):

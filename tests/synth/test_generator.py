@@ -8,8 +8,8 @@ counts. Quirk presence is detected with string checks only (``quirks_of``).
 from __future__ import annotations
 
 import gzip
-import lzma
 import json
+import lzma
 import re
 import uuid
 from collections import Counter
@@ -17,7 +17,14 @@ from collections import Counter
 import pytest
 
 from trajkit.errors import ConfigError
-from trajkit.synth import STYLES, SynthConfig, Truth, generate, generate_with_truth, make_row
+from trajkit.synth import (
+    STYLES,
+    SynthConfig,
+    Truth,
+    generate,
+    generate_with_truth,
+    make_row,
+)
 from trajkit.synth import generator as synth
 
 ALL_RATES = [f for f in SynthConfig.__dataclass_fields__ if f.endswith("_rate")]

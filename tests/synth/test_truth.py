@@ -9,9 +9,15 @@ import json
 import pytest
 
 from trajkit.cli.main import main
+from trajkit.synth import (
+    SynthConfig,
+    Truth,
+    generate_with_truth,
+    sample_paths,
+    sample_with_truth,
+)
 from trajkit.traces.hermes import parse_row
 from trajkit.traces.metrics import trace_metrics
-from trajkit.synth import SynthConfig, Truth, generate_with_truth, sample_paths, sample_with_truth
 
 INT_KEYS = [f.name for f in dataclasses.fields(Truth) if f.name != "tool_call_counts"]
 

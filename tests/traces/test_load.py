@@ -143,8 +143,8 @@ def test_openai_rows_are_detected(tmp_path):
 
 
 def test_parallel_equals_sequential(messy_jsonl):
-    from trajkit.traces.parallel import parallel_file_stats, plan_chunks
     from trajkit.traces.aggregate import CorpusStats
+    from trajkit.traces.parallel import parallel_file_stats, plan_chunks
 
     seq_errors, par_errors = [], []
     seq = compute_stats([messy_jsonl], progress=False, workers=1, on_error=seq_errors.append)

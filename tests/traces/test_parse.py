@@ -4,11 +4,11 @@ import json
 import pytest
 
 from trajkit.errors import InputError
+from trajkit.traces.aggregate import Aggregate
 from trajkit.traces.hermes import parse_row, render_row
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.model import validate_trace
 from trajkit.traces.openai import from_openai, to_openai
-from trajkit.traces.aggregate import Aggregate
 
 from .conftest import quirky_row
 

@@ -9,7 +9,8 @@ of examples per test, a deadline, and a fixed seed (``derandomize``).
 import datetime
 import json
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trajkit.errors import InputError
 from trajkit.traces.filters import FilterConfig, filter_corpus

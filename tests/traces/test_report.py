@@ -19,7 +19,13 @@ from matplotlib.figure import Figure
 
 from trajkit.cli.main import main
 from trajkit.errors import ConfigError, InputError
-from trajkit.traces.plots import CHARTS, parallel_width, think_words_per_turn, tool_failure_rate, tool_usage
+from trajkit.traces.plots import (
+    CHARTS,
+    parallel_width,
+    think_words_per_turn,
+    tool_failure_rate,
+    tool_usage,
+)
 from trajkit.traces.report import ReportConfig, write_report
 from trajkit.traces.stats import compute_stats
 
@@ -334,10 +340,10 @@ def test_real_row(tmp_path, real_row):
 
 def test_charts_take_untrusted_names(tmp_path):
     """Names go into the PNGs as plain text: no mathtext parsing (a lone $ or \\frac{ would raise)."""
-    from trajkit.traces.metrics import trace_metrics
-    from trajkit.traces.hermes import parse_row
-    from trajkit.traces.plots import write_plots
     from trajkit.traces.aggregate import CorpusStats
+    from trajkit.traces.hermes import parse_row
+    from trajkit.traces.metrics import trace_metrics
+    from trajkit.traces.plots import write_plots
 
     row = _row("m-1", "cost $\\frac{ " * 20, "t", [
         ("human", "go"), ("gpt", call("$\\frac{x", {}) + call("a" * 300, {})),

@@ -15,8 +15,16 @@ from trajkit.config import from_dict
 from trajkit.errors import ConfigError, InputError
 from trajkit.models.tokenizer import build_tokenizer
 from trajkit.traces.token_export import export_tokens
-from trajkit.traces.tokenize import (IGNORE_INDEX, MaskCheckError, PrefixError, TokenizeConfig, Window,
-                                     _Conversation, check_example, tokenize_conversation)
+from trajkit.traces.tokenize import (
+    IGNORE_INDEX,
+    MaskCheckError,
+    PrefixError,
+    TokenizeConfig,
+    Window,
+    _Conversation,
+    check_example,
+    tokenize_conversation,
+)
 
 TOOLS = [
     {"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {

@@ -47,6 +47,7 @@ from trajkit.engine.drafters.registry import draft_kind
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model
 from trajkit.rl.state import TrainState
+from trajkit.traces.atomic import fsync_path
 
 FORMAT = 2
 POLICY, DRAFT, TRAINER_STATE = "policy", "draft", "trainer_state.pt"
@@ -180,7 +181,7 @@ def _publishing(path: Path):
         if old is not None:
             os.rename(path, old)
         os.rename(tmp, path)
-        _fsync(path.parent, directory=True)
+        fsync_path(path.parent, directory=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     finally:
@@ -190,22 +191,7 @@ def _publishing(path: Path):
 def _fsync_tree(root: Path) -> None:
     for folder, _, files in os.walk(root):
         for name in files:
-            _fsync(Path(folder) / name)
-        _fsync(Path(folder), directory=True)
+            fsync_path(Path(folder) / name)
+        fsync_path(Path(folder), directory=True)
 
 
-def _fsync(path: Path, directory: bool = False) -> None:
-    """fsync a file (errors raise) or a folder (best effort: some file systems cannot)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        if directory:
-            return
-        raise
-    try:
-        os.fsync(fd)
-    except OSError:
-        if not directory:
-            raise
-    finally:
-        os.close(fd)

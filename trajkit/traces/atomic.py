@@ -33,7 +33,7 @@ def _umask() -> int:
     return mask
 
 
-def _fsync_path(path: str | Path, directory: bool = False) -> None:
+def fsync_path(path: str | Path, directory: bool = False) -> None:
     flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
     try:
         fd = os.open(path, flags)
@@ -88,9 +88,9 @@ class AtomicFile:
         if self.done:
             return self.path
         os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes it private; give the usual mode
-        _fsync_path(self.tmp)
+        fsync_path(self.tmp)
         os.replace(self.tmp, self.path)
-        _fsync_path(self.path.parent, directory=True)
+        fsync_path(self.path.parent, directory=True)
         self.done = True
         return self.path
 
