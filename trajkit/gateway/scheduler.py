@@ -2,15 +2,17 @@
 
 A request is a job of ``n`` rows (one prompt, ``n`` sets of sampling parameters). The scheduler thread
 keeps one running batch (:class:`trajkit.engine.session.DecodeSession`): between two decode steps it
-admits every waiting job (up to ``max_batch`` active rows) — a request joins the running batch at the
+admits the waiting jobs (up to ``max_batch`` active rows) — a request joins the running batch at the
 next step rather than waiting for it to end — and after each step it hands every row's new token to the
 job's ``on_tokens`` callback (streaming) and resolves a job's future once all its rows finished (they
-leave the batch at once). When idle it waits for a first job, then ``batch_wait_s`` for others to join the
-same first prefill. Each row has its own random stream, stop tokens and budget, so its tokens do not
-depend on the rows around it.
+leave the batch at once). Admission is coalesced so that prefills are not one request each: into an empty
+batch at once (an idle scheduler first waits ``batch_wait_s`` for others to share the prefill), into a
+running one once the oldest waiting job has waited ``batch_wait_s`` or the batch would fill. Each row has
+its own random stream, stop tokens and budget, so its tokens do not depend on the rows around it.
 
-With a drafter the engine's speculative decoding runs whole ``Engine.generate`` calls, so with one the
-scheduler keeps collect-and-batch instead (a request that arrives during a call waits for it to end).
+With a drafter the engine's speculative decoding runs whole ``Engine.generate`` calls, so with one (or with
+``continuous=False``) the scheduler keeps collect-and-batch instead (a request that arrives during a call
+waits for it to end).
 
 Weight updates: the scheduler holds the engine lock from the moment an idle batch admits rows until the
 batch is empty again, so a weight load (:meth:`Scheduler.update_weights`, or a trainer holding the same
@@ -59,7 +61,7 @@ class JobResult:
 class Scheduler:
     """Owns ``engine``; :meth:`submit` from any thread, results through ``concurrent.futures.Future``."""
 
-    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None):
+    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None, continuous: bool = True):
         self.engine, self.max_batch, self.batch_wait_s = engine, max_batch, batch_wait_s
         # held for every engine call and every weight update; an RL trainer passes the lock its own weight
         # sync holds, so a sync waits for the running call (trajkit.rl.agent)
@@ -67,10 +69,12 @@ class Scheduler:
         self._queue: queue.Queue[Job | None] = queue.Queue()
         # continuous batching needs the engine's step-wise session; with a drafter (or an engine stand-in
         # with only ``generate``) the scheduler runs whole generate calls
-        self.continuous = callable(getattr(engine, "session", None)) and getattr(engine, "drafter", None) is None
+        self.continuous = continuous and callable(getattr(engine, "session", None)) \
+            and getattr(engine, "drafter", None) is None
         self.steps = 0  # decode steps of the continuous batch
         self._updates_waiting = 0  # weight updates waiting for the lock: admit nothing meanwhile
         self._session = None
+        self._held: list[Job] = []  # taken from the queue, not yet admitted
         self._by_row: dict[int, tuple[Job, int]] = {}  # session row id -> (job, choice index)
         self._idle = threading.Condition()
         self._pending = 0
@@ -165,74 +169,87 @@ class Scheduler:
 
     # --- continuous batching (no drafter) ---------------------------------------------------------------
     def _continuous(self) -> None:
-        while True:
-            first = self._queue.get()  # idle: wait for work
-            if first is None:
-                return
+        closed = False
+        while self._held or not closed:
+            if not self._held:  # idle: wait for work, then batch_wait_s for others to share its prefill
+                first = self._queue.get()
+                if first is None:
+                    return
+                self._held.append(first)
+                closed = self._gather(first.submitted + self.batch_wait_s)
             with self._idle:  # a waiting weight update goes first (threading.Lock is not fair)
                 self._idle.wait_for(lambda: not self._updates_waiting)
             with self.lock:  # held while any row is in flight (module docstring)
                 self._session = self.engine.session()
-                self._admit(self._collect(first))
-                closed = self._busy()
-            if closed:
-                return
+                closed = self._busy(closed)
 
-    def _busy(self) -> bool:
-        """Step until the batch is empty, admitting waiting jobs between steps; True once closed."""
-        closed = False
-        while self._by_row:
+    def _busy(self, closed: bool) -> bool:
+        """Admit held jobs and step until the batch is empty; whether ``close()`` has come."""
+        while True:
             if not closed:
-                jobs, closed = self._waiting()
-                self._admit(jobs)
+                closed = self._gather()
+            if self._held and self._ready():
+                self._admit(self._take_held())
+            if not self._by_row:
+                return closed
             try:
                 updates = self._session.step()
             except Exception as exc:  # noqa: BLE001 - fails the batch's jobs, never kills the loop
                 self._fail_all(exc)
-                break
+                return closed
             self.steps += 1
             for u in updates:
                 self._deliver(u)
-        return closed
 
-    def _waiting(self) -> tuple[list[Job], bool]:
-        """Jobs queued now that fit in the batch (none while a weight update waits); whether close() came."""
+    def _gather(self, until: float | None = None) -> bool:
+        """Move queued jobs to ``_held`` (waiting until ``until`` for more while rows fit); True on close()."""
+        while sum(len(j.params) for j in self._held) < self.max_batch:
+            try:
+                wait = None if until is None else until - time.perf_counter()
+                job = self._queue.get_nowait() if wait is None or wait <= 0 else self._queue.get(timeout=wait)
+            except queue.Empty:
+                return False
+            if job is None:
+                return True
+            self._held.append(job)
+        return False
+
+    def _ready(self) -> bool:
+        """Admit now? Never while a weight update waits; at once into an empty batch or when the batch would
+        fill; else once the oldest held job has waited ``batch_wait_s`` (fewer, larger prefills)."""
         with self._idle:
             if self._updates_waiting:
-                return [], False
+                return False
+        rows = len(self._by_row) + sum(len(j.params) for j in self._held)
+        return not self._by_row or rows >= self.max_batch or \
+            time.perf_counter() - self._held[0].submitted >= self.batch_wait_s
+
+    def _take_held(self) -> list[Job]:
+        """Held jobs, oldest first, while they fit in ``max_batch`` (at least one into an empty batch)."""
         jobs, rows = [], len(self._by_row)
-        while rows < self.max_batch:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is None:
-                return jobs, True
-            jobs.append(job)
-            rows += len(job.params)
-        return jobs, False
+        while self._held and (rows + len(self._held[0].params) <= self.max_batch or not (jobs or self._by_row)):
+            jobs.append(self._held.pop(0))
+            rows += len(jobs[-1].params)
+        return jobs
 
     def _admit(self, jobs: list[Job]) -> None:
-        """Prefill ``jobs`` into the running batch; a job the engine refuses fails alone."""
-        ok = []
-        for job in jobs:
-            try:
-                self.engine.check_request([job.prompt_ids] * len(job.params), job.params)
-                ok.append(job)
-            except Exception as exc:  # noqa: BLE001 - handed to the waiting request
-                self._finish(job, exc)
-        if not ok:
+        """Prefill ``jobs`` into the running batch together; when the engine refuses the group (a bad
+        request), each job alone, so that only the bad one fails."""
+        if not jobs:
             return
-        prompts = [j.prompt_ids for j in ok for _ in j.params]
         try:
-            rows = self._session.admit(prompts, [p for j in ok for p in j.params])
-        except Exception as exc:  # noqa: BLE001
-            for job in ok:
-                self._finish(job, exc)
+            rows = self._session.admit([j.prompt_ids for j in jobs for _ in j.params],
+                                       [p for j in jobs for p in j.params])
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting request(s)
+            if len(jobs) == 1:
+                self._finish(jobs[0], exc)
+            else:
+                for job in jobs:
+                    self._admit([job])
             return
         self.calls += 1  # in continuous mode a "call" is one admission (one prefill of the jobs that joined)
         now, at = time.perf_counter(), 0
-        for job in ok:
+        for job in jobs:
             job.rows, job.admitted = rows[at:at + len(job.params)], now
             at += len(job.params)
             job.batch_rows = len(self._session.rows)

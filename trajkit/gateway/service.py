@@ -58,7 +58,8 @@ class Gateway:
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
         self.sessions = SessionStore()
-        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock)
+        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
+                                   continuous=self.config.continuous)
         limit = getattr(engine.model.config, "max_position_embeddings", None)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
         self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
