@@ -1,10 +1,12 @@
-"""Benchmark: the gateway under concurrent multi-turn clients, batched vs one row per engine call.
+"""Benchmark: the gateway under concurrent multi-turn clients: continuous batching, per-call batching, serial.
 
 ``--sessions`` client threads each run ``--turns`` chat calls (the conversation carried forward, the
 session bound by its API key) against a real uvicorn server on a loopback port, over a tiny random
-byte-vocabulary model (or ``--model DIR``). Two arms in one process, each on a fresh server: ``batched``
-(the scheduler collects waiting requests into one engine call, ``max_batch`` rows) and ``serial``
-(``max_batch=1``: one request per engine call, the no-batching baseline). Reported per arm: requests/s,
+byte-vocabulary model (or ``--model DIR``). Three arms in one process, each on a fresh server:
+``continuous`` (requests join the running batch between decode steps, ``max_batch`` rows), ``per-call``
+(the scheduler collects the requests waiting together into one ``Engine.generate`` call; a request that
+arrives during a call waits for it) and ``serial`` (``max_batch=1``, one request at a time: the
+no-batching baseline). "Engine calls" are prefills: admissions for ``continuous``, generate calls else. Reported per arm: requests/s,
 p50/p95 latency, engine calls, mean rows per call; and every session is checked to hold ``turns``
 records stitched into one chain (so the numbers are for traffic that was recorded correctly).
 """
@@ -28,11 +30,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON results instead of the table")
 
 
-def _gateway(args, max_batch: int):
+def _gateway(args, max_batch: int, continuous: bool):
     from trajkit.engine import Engine
     from trajkit.gateway import Gateway, GatewayConfig, load_gateway
 
-    config = GatewayConfig(model_name="bench", max_batch=max_batch, default_max_tokens=args.max_tokens)
+    config = GatewayConfig(model_name="bench", max_batch=max_batch, default_max_tokens=args.max_tokens,
+                           continuous=continuous)
     if args.model:
         return load_gateway(args.model, config)
     from trajkit.models.spec import TinySpec, build_model
@@ -43,12 +46,12 @@ def _gateway(args, max_batch: int):
     return Gateway(Engine(model), byte_tokenizer(), config)
 
 
-def _arm(args, max_batch: int) -> dict:
+def _arm(args, max_batch: int, continuous: bool = True) -> dict:
     from trajkit.gateway import running
     from trajkit.gateway.load import run_load
     from trajkit.gateway.stitch import stitch
 
-    gateway = _gateway(args, max_batch)
+    gateway = _gateway(args, max_batch, continuous)
     try:
         with running(gateway) as url:
             out = run_load(url, args.sessions, args.turns, args.max_tokens, "bench")
@@ -56,7 +59,7 @@ def _arm(args, max_batch: int) -> dict:
         gateway.close()
     lat = sorted(out["latencies"])
     ok = all(len(s.records) == args.turns and len(stitch(s.records)) == 1 for s in gateway.sessions.all())
-    return {"max_batch": max_batch, "requests": out["requests"], "seconds": out["seconds"],
+    return {"max_batch": max_batch, "continuous": gateway.scheduler.continuous, "requests": out["requests"], "seconds": out["seconds"],
             "requests_per_s": out["requests"] / out["seconds"], "p50_s": statistics.median(lat),
             "p95_s": lat[min(len(lat) - 1, int(0.95 * len(lat)))], "engine_calls": gateway.scheduler.calls,
             "rows_per_call": out["requests"] / max(1, gateway.scheduler.calls), "sessions_ok": ok}
@@ -66,18 +69,21 @@ def run(args) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    arms = {"batched": _arm(args, 64), "serial": _arm(args, 1)}
+    arms = {"continuous": _arm(args, 64), "per-call": _arm(args, 64, continuous=False),
+            "serial": _arm(args, 1, continuous=False)}
     results = {"sessions": args.sessions, "turns": args.turns, "max_tokens": args.max_tokens,
                "model": args.model or "tiny random byte model (d=64, 2 layers)", "threads": args.threads,
-               "arms": arms, "speedup": arms["batched"]["requests_per_s"] / arms["serial"]["requests_per_s"]}
+               "arms": arms, "speedup": arms["continuous"]["requests_per_s"] / arms["serial"]["requests_per_s"],
+               "speedup_over_per_call": arms["continuous"]["requests_per_s"] / arms["per-call"]["requests_per_s"]}
     emit(args, results, _table)
     return 0 if all(a["sessions_ok"] for a in arms.values()) else 1
 
 
 def _table(r: dict) -> None:
     print(f"{r['sessions']} sessions x {r['turns']} turns, max_tokens {r['max_tokens']}, {r['model']}")
-    print(f"{'arm':<8} {'req/s':>8} {'p50 s':>8} {'p95 s':>8} {'calls':>6} {'rows/call':>9} {'records ok':>10}")
+    print(f"{'arm':<10} {'req/s':>8} {'p50 s':>8} {'p95 s':>8} {'calls':>6} {'rows/call':>9} {'records ok':>10}")
     for name, a in r["arms"].items():
-        print(f"{name:<8} {a['requests_per_s']:8.1f} {a['p50_s']:8.3f} {a['p95_s']:8.3f} {a['engine_calls']:6d} "
+        print(f"{name:<10} {a['requests_per_s']:8.1f} {a['p50_s']:8.3f} {a['p95_s']:8.3f} {a['engine_calls']:6d} "
               f"{a['rows_per_call']:9.1f} {a['sessions_ok']!s:>10}")
-    print(f"batched / serial requests/s: {r['speedup']:.2f}x")
+    print(f"continuous / serial requests/s: {r['speedup']:.2f}x; continuous / per-call: "
+          f"{r['speedup_over_per_call']:.2f}x")

@@ -21,6 +21,7 @@ _EXPORTS = {
     "draft_kind": "trajkit.engine.drafters",
     "Engine": "trajkit.engine.engine",
     "EngineConfig": "trajkit.engine.engine",
+    "DecodeSession": "trajkit.engine.session",
     "SamplingParams": "trajkit.engine.params",
     "Completion": "trajkit.engine.types",
     "Completions": "trajkit.engine.types",

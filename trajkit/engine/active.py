@@ -44,6 +44,7 @@ class ActiveBatch:
     def __init__(self, prompts: list[list[int]], params: list[SamplingParams], shared: bool, device,
                  followers: Sequence[Follower] = ()):
         assert len(prompts) == len(params)
+        self.params = list(params)
         self.seqs = [list(p) for p in prompts]
         self.generated: list[list[int]] = [[] for _ in prompts]
         self.logprobs: list[list[float]] = [[] for _ in prompts]
@@ -63,6 +64,42 @@ class ActiveBatch:
         self.last: torch.Tensor | None = None  # [B] long, set by the sampler
         self.followers = list(followers)
         self._repeated: dict[int, tuple] = {}  # t -> warping parameters repeated t times (cache)
+
+    def admit(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[int]:
+        """Add rows (each its own request: stream index 0) after the active ones; returns their row ids.
+        The caller merges their state into every follower (:meth:`trajkit.engine.kvstate.KVState.admit`)."""
+        assert len(prompts) == len(params)
+        new = list(range(len(self.seqs), len(self.seqs) + len(prompts)))
+        self.params += params
+        self.seqs += [list(p) for p in prompts]
+        self.generated += [[] for _ in prompts]
+        self.logprobs += [[] for _ in prompts]
+        self.budget += [p.max_new_tokens for p in params]
+        self.stops += [frozenset(p.stop_token_ids) for p in params]
+        self.finish += [None] * len(prompts)
+        self.proposed += [0] * len(prompts)
+        self.accepted += [0] * len(prompts)
+        self.streams.add([p.seed for p in params], [0] * len(params))
+        self.rows += new
+        active = [self.params[r] for r in self.rows]
+        self.temperature, self.top_k, self.top_p = row_params(
+            [p.temperature for p in active], [p.top_k for p in active], [p.top_p for p in active], self.device)
+        self.filtered = any(p.top_k > 0 or p.top_p < 1.0 for p in active)
+        self.any_greedy = any(p.greedy for p in active)
+        self._repeated = {}
+        self.last = None
+        return new
+
+    def completion(self, r: int) -> Completion:
+        """Row ``r``'s record so far (``finish_reason`` "length" while it is unfinished)."""
+        return Completion(token_ids=self.generated[r], logprobs=self.logprobs[r],
+                          finish_reason=self.finish[r] or "length", draft_proposed=self.proposed[r], draft_accepted=self.accepted[r])
+
+    def release(self, r: int) -> None:
+        """Forget finished row ``r``'s sequences (a long-lived session keeps only its active rows' data)."""
+        assert r not in self.rows, r
+        self.seqs[r], self.generated[r], self.logprobs[r] = [], [], []
+        self.streams.generators[r] = None
 
     # --- per-step inputs -------------------------------------------------------------------------
     def active_seqs(self) -> list[list[int]]:
@@ -149,10 +186,7 @@ class ActiveBatch:
             follower.retain(keep)
 
     def completions(self) -> list[Completion]:
-        return [Completion(token_ids=g, logprobs=lp, finish_reason=f or "length",
-                           draft_proposed=p, draft_accepted=a)
-                for g, lp, f, p, a in zip(self.generated, self.logprobs, self.finish, self.proposed,
-                                          self.accepted)]
+        return [self.completion(r) for r in range(len(self.seqs))]
 
     @property
     def new_tokens(self) -> int:

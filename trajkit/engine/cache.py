@@ -76,6 +76,20 @@ class SlotLayer(DynamicLayer):
         self._expose()
 
 
+def stack_rows(top: SlotLayer, bottom: SlotLayer, width: int) -> None:
+    """Put ``bottom``'s rows under ``top``'s (batch axis), each right-aligned in ``width`` slots; the
+    slots left of a row's states are zeros (holes the caller masks; zeros, not garbage, so that a masked
+    slot's weight of 0 never meets a NaN)."""
+    a, b = top.keys.shape, bottom.keys.shape  # [B, H, S, D]
+    assert a[1:2] + a[3:] == b[1:2] + b[3:] and max(a[2], b[2]) <= width, (a, b, width)
+    k = top.keys.new_zeros(a[0] + b[0], a[1], width + 64, a[3])
+    v = top.values.new_zeros(a[0] + b[0], a[1], width + 64, top.values.shape[3])
+    k[:a[0], :, width - a[2]:width], v[:a[0], :, width - a[2]:width] = top.keys, top.values
+    k[a[0]:, :, width - b[2]:width], v[a[0]:, :, width - b[2]:width] = bottom.keys, bottom.values
+    top._k, top._v, top._len = k, v, width
+    top._expose()
+
+
 def new_cache(model) -> DynamicCache:
     """A cache for ``model`` made of ``SlotLayer``s; ConfigError unless every layer is full attention."""
     cache = DynamicCache(config=model.config)

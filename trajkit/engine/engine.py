@@ -28,6 +28,7 @@ from trajkit.engine.drafters import Drafter, check_vocab
 from trajkit.engine.params import SamplingParams, check_vocab as check_stop_vocab, per_row
 from trajkit.engine.plain import generate_plain
 from trajkit.engine.score import token_logprobs
+from trajkit.engine.session import DecodeSession
 from trajkit.engine.speculative import generate_speculative
 from trajkit.engine.types import Completions
 from trajkit.errors import ConfigError, InputError
@@ -89,11 +90,8 @@ class Engine:
 
         ``prompt_ids``: a list of prompts, each a list of token ids (lists, tuples, torch tensors or numpy
         arrays of integers); ``params``: one ``SamplingParams``, one per prompt, or None for the defaults."""
-        prompts = self._check_prompts(prompt_ids)
         params = SamplingParams() if params is None else params
-        rows = per_row(params, len(prompts))
-        check_stop_vocab(rows, self.vocab_size)
-        self._check_positions([len(p) + r.max_new_tokens for p, r in zip(prompts, rows)], "prompt + max_new_tokens")
+        prompts, rows = self.check_request(prompt_ids, params)
         shared = isinstance(params, SamplingParams)
         k = self._num_draft_tokens(prompts, rows, shared)
         if k == 0:
@@ -103,6 +101,20 @@ class Engine:
                                                       self.config.sync_timing)
             self.auto_k.observe(stats)
         return Completions(completions, stats)
+
+    def session(self) -> DecodeSession:
+        """A step-wise session for continuous batching: ``admit(prompts, params)`` between steps, ``step()``
+        for one token per active row (:mod:`trajkit.engine.session`; plain decoding, even with a drafter)."""
+        return DecodeSession(self.model, self.config.sync_timing, check=self.check_request)
+
+    def check_request(self, prompt_ids, params) -> tuple[list[list[int]], list[SamplingParams]]:
+        """Validated prompts and one ``SamplingParams`` per prompt (stop tokens in the vocabulary, rows
+        within the model's positions)."""
+        prompts = self._check_prompts(prompt_ids)
+        rows = per_row(params, len(prompts))
+        check_stop_vocab(rows, self.vocab_size)
+        self._check_positions([len(p) + r.max_new_tokens for p, r in zip(prompts, rows)], "prompt + max_new_tokens")
+        return prompts, rows
 
     def token_logprobs(self, prompt_ids: list[list[int]], completion_ids: list[list[int]],
                        params: SamplingParams | None = None) -> list[list[float]]:

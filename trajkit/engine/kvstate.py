@@ -14,7 +14,8 @@ bookkeeping rather than by moving tensors:
   crops the trailing columns no row uses any more (so at batch size 1 a rollback is an exact crop).
   ``keep_appended(appended, kept)`` is the same rollback of the last ``extend`` when the caller already
   holds the kept counts on the host (the speculative sampler): it needs no host synchronisation.
-- ``retain(rows)`` drops finished rows; ``compact()`` squeezes the holes out when they exceed half the
+- ``retain(rows)`` drops finished rows; ``admit(other)`` appends the rows of another state (new rows
+  prefilled on their own) between decode steps, for continuous batching; ``compact()`` squeezes the holes out when they exceed half the
   cache (one gather per layer).
 
 Only full-attention caches are supported (``cache.new_cache`` checks): a sliding window or a recurrent
@@ -32,7 +33,7 @@ import time
 
 import torch
 
-from trajkit.engine.cache import new_cache
+from trajkit.engine.cache import new_cache, stack_rows
 from trajkit.engine.host import to_device
 
 
@@ -135,6 +136,19 @@ class KVState:
             self.cache.crop(keep - self.width)
             self.slots = self.slots[:, :keep]
 
+    def admit(self, other: KVState) -> None:
+        """Append ``other``'s rows (a fresh prefill of new rows) to this batch, between decode steps. Both
+        caches are right-aligned to the wider one; the narrower rows get holes on the left, exactly like
+        left padding, and keep their own ``lengths`` (so their position ids do not change)."""
+        width = max(self.width, other.width)
+        for top, bottom in zip(self.cache.layers, other.cache.layers):
+            stack_rows(top, bottom, width)
+        self.dense = self.dense and other.dense and self.width == other.width
+        self.slots = torch.cat([_pad_left(self.slots, width), _pad_left(other.slots, width)], dim=0)
+        self.lengths = torch.cat([self.lengths, other.lengths])
+        self.calls += other.calls
+        self.seconds += other.seconds
+
     def retain(self, rows: torch.Tensor) -> None:
         """Keep only ``rows: [B']`` (indices into the current batch), then compact if worthwhile."""
         self.cache.batch_select_indices(rows)
@@ -156,6 +170,11 @@ class KVState:
         self.slots = self.slots.gather(1, order)
         self.dense = bool(self.slots.all())
         return True
+
+
+def _pad_left(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``mask: [B, S]`` -> ``[B, width]`` with False (holes) on the left."""
+    return torch.cat([mask.new_zeros(mask.shape[0], width - mask.shape[1]), mask], dim=1)
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:

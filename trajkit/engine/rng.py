@@ -49,6 +49,11 @@ class RowStreams:
         self.generators = [row_generator(s, i) for s, i in zip(seeds, indices)]
         self.device = device
 
+    def add(self, seeds: list[int | None], indices: list[int]) -> None:
+        """Streams for rows appended to the batch (they get the next row ids)."""
+        assert len(seeds) == len(indices)
+        self.generators += [row_generator(s, i) for s, i in zip(seeds, indices)]
+
     def uniform(self, rows: list[int], n: int) -> torch.Tensor:
         """``rows``: original row ids of the active batch, in batch order -> ``[len(rows), n]`` float64."""
         out = torch.empty(len(rows), n, dtype=torch.float64)

@@ -6,19 +6,23 @@ first), and read-only ``/trajkit/sessions…`` routes for the records, stitched 
 
 ``stream: true`` is served as Server-Sent Events in OpenAI's chunk format (``delta.role``, then
 ``delta.reasoning_content``, ``delta.content``, ``delta.tool_calls``, a chunk with ``finish_reason``, the
-usage chunk when ``stream_options.include_usage``, then ``data: [DONE]``). The chunks are sent once the
-choice is complete (the engine hands back whole completions): a streaming client gets the same bytes as
-from a token-by-token server, later.
+usage chunk when ``stream_options.include_usage``, then ``data: [DONE]``). Text is streamed as it is
+sampled: the scheduler hands each choice's new tokens to :class:`~trajkit.gateway.live.LiveText`, which sends
+every delta that is sure to be a prefix of the final ``content`` (chat: the text before any ``<think>`` /
+``<tool_call>`` block). What it held back, the reasoning and the ``tool_calls`` are parsed once the choice
+ends and follow in the final chunks; the concatenated deltas equal the non-streaming message.
 
 Every error is an OpenAI-style body ``{"error": {"message", "type", "param", "code"}}``: 4xx for the
 client's mistakes (naming the field), 500 for the server's own, and the server keeps serving either way.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -27,6 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from trajkit.errors import TrajkitError
 from trajkit.gateway.errors import ApiError
 from trajkit.gateway.export import session_hermes_rows, session_samples
+from trajkit.gateway.live import rest
 from trajkit.gateway.service import Gateway
 from trajkit.gateway.sessions import session_id
 
@@ -52,14 +57,17 @@ def create_app(gateway: Gateway) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         body = await _json(request)
-        out = await gateway.chat(body, session_id(request.headers))
-        return _reply(out, body, _chat_chunks)
+        if _streaming(body):
+            return await _stream(gateway.chat, body, session_id(request.headers), "chat.completion.chunk", _chat_chunks)
+        return await gateway.chat(body, session_id(request.headers))
 
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await _json(request)
-        out = await gateway.completion(body, session_id(request.headers))
-        return _reply(out, body, _completion_chunks)
+        if _streaming(body):
+            return await _stream(gateway.completion, body, session_id(request.headers), "text_completion",
+                                 _completion_chunks)
+        return await gateway.completion(body, session_id(request.headers))
 
     @app.get("/v1/models")
     async def models():
@@ -99,15 +107,75 @@ async def _json(request: Request) -> Any:
         raise ApiError("the request body is not valid JSON", param="body") from None
 
 
-def _reply(out: dict[str, Any], body: dict[str, Any], chunks) -> Any:
-    if not body.get("stream"):
-        return out
+def _streaming(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+class _Live:
+    """The SSE side of a streaming request: deltas queued on the event loop, sent in order."""
+
+    def __init__(self):
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.started = asyncio.Event()
+        self.sent: dict[int, str] = {}
+
+    def start(self) -> None:
+        self.started.set()
+
+    def text(self, choice: int, delta: str) -> None:
+        self.queue.put_nowait((choice, delta))
+
+
+async def _stream(handler, body: dict[str, Any], sid: str, obj: str, final_chunks) -> StreamingResponse:
+    """Start ``handler`` with a live listener; a request that fails before it is queued raises here (4xx)."""
+    live = _Live()
+    task = asyncio.ensure_future(handler(body, sid, live))
+    started = asyncio.ensure_future(live.started.wait())
+    await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        started.cancel()
+        task.result()  # raises the request's error
     usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    return StreamingResponse(_sse(chunks(out, usage)), media_type="text/event-stream")
+    head = {"id": f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex[:24]}",
+            "model": body.get("model")}
+    return StreamingResponse(_sse(_events(live, task, head, obj, final_chunks, usage)),
+                             media_type="text/event-stream")
 
 
-def _sse(chunks: Iterator[dict[str, Any]]) -> Iterator[str]:
-    for chunk in chunks:
+async def _events(live: _Live, task, head: dict, obj: str, final_chunks, usage: bool) -> AsyncIterator[dict]:
+    chat = obj.startswith("chat")
+    opened: set[int] = set()
+    while True:
+        getter = asyncio.ensure_future(live.queue.get())
+        await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+        if not getter.done():
+            getter.cancel()
+            break
+        k, delta = getter.result()
+        if chat and k not in opened:
+            opened.add(k)
+            yield _chunk(head, obj, [_delta(k, {"role": "assistant", "content": ""})])
+        live.sent[k] = live.sent.get(k, "") + delta
+        yield _chunk(head, obj, [_delta(k, {"content": delta}) if chat else _text(k, delta)])
+    while not live.queue.empty():  # deltas queued just before the end
+        k, delta = live.queue.get_nowait()
+        live.sent[k] = live.sent.get(k, "") + delta
+        yield _chunk(head, obj, [_delta(k, {"content": delta}) if chat else _text(k, delta)])
+    out = {**task.result(), "id": head["id"]}
+    for chunk in final_chunks(out, usage, live.sent, opened):
+        yield chunk
+
+
+def _delta(k: int, delta: dict) -> dict[str, Any]:
+    return {"index": k, "delta": delta, "finish_reason": None, "logprobs": None}
+
+
+def _text(k: int, text: str) -> dict[str, Any]:
+    return {"index": k, "text": text, "finish_reason": None, "logprobs": None}
+
+
+async def _sse(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    async for chunk in chunks:
         yield "data: " + json.dumps(chunk, ensure_ascii=False) + "\n\n"
     yield "data: [DONE]\n\n"
 
@@ -117,15 +185,17 @@ def _chunk(out: dict[str, Any], obj: str, choices: list, **extra) -> dict[str, A
             "choices": choices, **extra}
 
 
-def _chat_chunks(out: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]:
+def _chat_chunks(out: dict[str, Any], usage: bool, sent: dict[int, str], opened: set[int]) -> Iterator[dict[str, Any]]:
+    """The end of a streamed chat response: per choice the rest of the content, reasoning, tool calls, finish."""
     obj = "chat.completion.chunk"
     for choice in out["choices"]:
         k, msg = choice["index"], choice["message"]
-        deltas = [{"role": "assistant", "content": ""}]
+        deltas = [] if k in opened else [{"role": "assistant", "content": ""}]
         if msg.get("reasoning_content") is not None:
             deltas.append({"reasoning_content": msg["reasoning_content"]})
-        if msg.get("content"):
-            deltas.append({"content": msg["content"]})
+        more = rest(msg.get("content"), sent.get(k, ""))
+        if more:
+            deltas.append({"content": more})
         for i, call in enumerate(msg.get("tool_calls") or []):
             deltas.append({"tool_calls": [{"index": i, **call}]})
         for delta in deltas:
@@ -138,10 +208,11 @@ def _chat_chunks(out: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]:
         yield _chunk(out, obj, [], usage=out["usage"])
 
 
-def _completion_chunks(out: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]:
+def _completion_chunks(out: dict[str, Any], usage: bool, sent: dict[int, str], _opened) -> Iterator[dict[str, Any]]:
     for choice in out["choices"]:
-        yield _chunk(out, "text_completion", [{"index": choice["index"], "text": choice["text"],
-                                              "finish_reason": None, "logprobs": None}])
+        more = rest(choice["text"], sent.get(choice["index"], ""))
+        if more:
+            yield _chunk(out, "text_completion", [_text(choice["index"], more)])
         yield _chunk(out, "text_completion", [{"index": choice["index"], "text": "",
                                               "finish_reason": choice["finish_reason"], "logprobs": None}])
     if usage:

@@ -24,6 +24,7 @@ class GatewayConfig(Checked):
     default_max_tokens: int = 256
     max_batch: int = 64
     batch_wait_ms: float = 5.0
+    continuous: bool = True
     max_n: int = 16
     force_temperature: float | None = None
 
@@ -38,8 +39,10 @@ class GatewayConfig(Checked):
         "reported_context_length": "context window reported in /v1/models (harness checks)",
         "max_context": "tokens a prompt + max_tokens may use (0 = the model's max_position_embeddings)",
         "default_max_tokens": "max_tokens when a request gives none",
-        "max_batch": "most rows one engine call takes",
-        "batch_wait_ms": "how long the scheduler waits for more requests before an engine call",
+        "max_batch": "most rows in the running batch (or in one engine call)",
+        "batch_wait_ms": "how long an idle scheduler waits for more requests before it starts a batch",
+        "continuous": "continuous batching: requests join the running batch between decode steps (plain "
+                      "decoding); false, or a drafter: whole engine calls of the requests that waited together",
         "max_n": "largest n (choices per request)",
         "force_temperature": "sample every request at this temperature, top-k/top-p off, whatever it asks "
                              "(RL: the trainer's rollout temperature; 0 = greedy)",

@@ -1,37 +1,52 @@
-"""The batching scheduler: one thread owns the engine; requests that wait together run together.
+"""The batching scheduler: one thread owns the engine and runs continuous batching over it.
 
-A request is a job of ``n`` rows (one prompt, ``n`` sets of sampling parameters). The scheduler thread takes
-the first waiting job, keeps collecting jobs for up to ``batch_wait_ms`` (or until ``max_batch`` rows), and
-runs them all in ONE ``Engine.generate`` call with one ``SamplingParams`` per row: each row has its own
-random stream, stop tokens and budget, and a finished row leaves the batch (``ActiveBatch.drop``).
+A request is a job of ``n`` rows (one prompt, ``n`` sets of sampling parameters). The scheduler thread
+keeps one running batch (:class:`trajkit.engine.session.DecodeSession`): between two decode steps it
+admits the waiting jobs (up to ``max_batch`` active rows) — a request joins the running batch at the
+next step rather than waiting for it to end — and after each step it hands every row's new token to the
+job's ``on_tokens`` callback (streaming) and resolves a job's future once all its rows finished (they
+leave the batch at once). Admission is coalesced so that prefills are not one request each: into an empty
+batch at once (an idle scheduler first waits ``batch_wait_s`` for others to share the prefill), into a
+running one once the oldest waiting job has waited ``batch_wait_s`` or the batch would fill. Each row has
+its own random stream, stop tokens and budget, so its tokens do not depend on the rows around it.
 
-Deviation from continuous batching as vLLM does it: a request that arrives while a call is running waits for
-that call to end, rather than joining the running batch (the engine's ``ActiveBatch`` can drop rows but not
-add them). Under steady load this costs up to one call's latency per request; the gateway benchmark
-(``trajkit bench gateway``) measures what it gives.
+With a drafter the engine's speculative decoding runs whole ``Engine.generate`` calls, so with one (or with
+``continuous=False``) the scheduler keeps collect-and-batch instead (a request that arrives during a call
+waits for it to end).
 
-Weight updates go through :meth:`Scheduler.update_weights`, which takes the engine lock: it waits for the
-running call to finish (in-flight rows drain) and every later call samples with the new weights, so each
-record's ``policy_version`` is the version of the weights that sampled all of its tokens.
+Weight updates: the scheduler holds the engine lock from the moment an idle batch admits rows until the
+batch is empty again, so a weight load (:meth:`Scheduler.update_weights`, or a trainer holding the same
+lock) happens only when no row is in flight, and each record's ``policy_version`` is the version of the
+weights that sampled all of its tokens. ``update_weights`` also stops admission while it waits, so the
+running rows drain and a steady stream of requests cannot starve it.
 """
 from __future__ import annotations
 
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from trajkit.engine import SamplingParams
 from trajkit.engine.types import Completion
 
+OnTokens = Callable[[int, list[int]], None]  # (choice index, new token ids), called on the scheduler thread
+
 
 @dataclass
 class Job:
     prompt_ids: list[int]
     params: list[SamplingParams]  # one per row (choice)
+    on_tokens: OnTokens | None = None
     future: Future = field(default_factory=Future)
     submitted: float = field(default_factory=time.perf_counter)
+    # continuous batching: the session's row id of each choice, finished choices, admission time and rows
+    rows: list[int] = field(default_factory=list)
+    done: dict[int, Completion] = field(default_factory=dict)
+    admitted: float = 0.0
+    batch_rows: int = 0
 
 
 @dataclass
@@ -46,20 +61,31 @@ class JobResult:
 class Scheduler:
     """Owns ``engine``; :meth:`submit` from any thread, results through ``concurrent.futures.Future``."""
 
-    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None):
+    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None, continuous: bool = True):
         self.engine, self.max_batch, self.batch_wait_s = engine, max_batch, batch_wait_s
         # held for every engine call and every weight update; an RL trainer passes the lock its own weight
         # sync holds, so a sync waits for the running call (trajkit.rl.agent)
         self.lock = lock if lock is not None else threading.Lock()
         self._queue: queue.Queue[Job | None] = queue.Queue()
+        # continuous batching needs the engine's step-wise session; with a drafter (or an engine stand-in
+        # with only ``generate``) the scheduler runs whole generate calls
+        self.continuous = continuous and callable(getattr(engine, "session", None)) \
+            and getattr(engine, "drafter", None) is None
+        self.steps = 0  # decode steps of the continuous batch
+        self._updates_waiting = 0  # weight updates waiting for the lock: admit nothing meanwhile
+        self._session = None
+        self._held: list[Job] = []  # taken from the queue, not yet admitted
+        self._by_row: dict[int, tuple[Job, int]] = {}  # session row id -> (job, choice index)
         self._idle = threading.Condition()
         self._pending = 0
         self.calls = 0
         self._thread = threading.Thread(target=self._loop, name="trajkit-gateway-scheduler", daemon=True)
         self._thread.start()
 
-    def submit(self, prompt_ids: list[int], params: list[SamplingParams]) -> Future:
-        job = Job(list(prompt_ids), list(params))
+    def submit(self, prompt_ids: list[int], params: list[SamplingParams], on_tokens: OnTokens | None = None) -> Future:
+        """Queue one job; its future gets a :class:`JobResult`. ``on_tokens(choice, ids)`` (optional) is called
+        on the scheduler thread with each choice's new tokens as they are sampled."""
+        job = Job(list(prompt_ids), list(params), on_tokens)
         with self._idle:
             self._pending += 1
         self._queue.put(job)
@@ -67,8 +93,15 @@ class Scheduler:
 
     def update_weights(self, state_dict) -> int:
         """Load new weights between engine calls (the running call drains first); the new version."""
-        with self.lock:
-            return self.engine.update_weights(state_dict)
+        with self._idle:
+            self._updates_waiting += 1
+        try:
+            with self.lock:
+                return self.engine.update_weights(state_dict)
+        finally:
+            with self._idle:
+                self._updates_waiting -= 1
+                self._idle.notify_all()
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until no job is queued or running; False on timeout."""
@@ -95,6 +128,8 @@ class Scheduler:
         return jobs
 
     def _loop(self) -> None:
+        if self.continuous:
+            return self._continuous()
         while True:
             first = self._queue.get()
             if first is None:
@@ -131,3 +166,124 @@ class Scheduler:
             rows = list(out[at:at + len(j.params)])
             at += len(j.params)
             j.future.set_result(JobResult(rows, version, start - j.submitted, seconds, len(prompts)))
+
+    # --- continuous batching (no drafter) ---------------------------------------------------------------
+    def _continuous(self) -> None:
+        closed = False
+        while self._held or not closed:
+            if not self._held:  # idle: wait for work, then batch_wait_s for others to share its prefill
+                first = self._queue.get()
+                if first is None:
+                    return
+                self._held.append(first)
+                closed = self._gather(first.submitted + self.batch_wait_s)
+            with self._idle:  # a waiting weight update goes first (threading.Lock is not fair)
+                self._idle.wait_for(lambda: not self._updates_waiting)
+            with self.lock:  # held while any row is in flight (module docstring)
+                self._session = self.engine.session()
+                closed = self._busy(closed)
+
+    def _busy(self, closed: bool) -> bool:
+        """Admit held jobs and step until the batch is empty; whether ``close()`` has come."""
+        while True:
+            if not closed:
+                closed = self._gather()
+            if self._held and self._ready():
+                self._admit(self._take_held())
+            if not self._by_row:
+                return closed
+            try:
+                updates = self._session.step()
+            except Exception as exc:  # noqa: BLE001 - fails the batch's jobs, never kills the loop
+                self._fail_all(exc)
+                return closed
+            self.steps += 1
+            for u in updates:
+                self._deliver(u)
+
+    def _gather(self, until: float | None = None) -> bool:
+        """Move queued jobs to ``_held`` (waiting until ``until`` for more while rows fit); True on close()."""
+        while sum(len(j.params) for j in self._held) < self.max_batch:
+            try:
+                wait = None if until is None else until - time.perf_counter()
+                job = self._queue.get_nowait() if wait is None or wait <= 0 else self._queue.get(timeout=wait)
+            except queue.Empty:
+                return False
+            if job is None:
+                return True
+            self._held.append(job)
+        return False
+
+    def _ready(self) -> bool:
+        """Admit now? Never while a weight update waits; at once into an empty batch or when the batch would
+        fill; else once the oldest held job has waited ``batch_wait_s`` (fewer, larger prefills)."""
+        with self._idle:
+            if self._updates_waiting:
+                return False
+        rows = len(self._by_row) + sum(len(j.params) for j in self._held)
+        return not self._by_row or rows >= self.max_batch or \
+            time.perf_counter() - self._held[0].submitted >= self.batch_wait_s
+
+    def _take_held(self) -> list[Job]:
+        """Held jobs, oldest first, while they fit in ``max_batch`` (at least one into an empty batch)."""
+        jobs, rows = [], len(self._by_row)
+        while self._held and (rows + len(self._held[0].params) <= self.max_batch or not (jobs or self._by_row)):
+            jobs.append(self._held.pop(0))
+            rows += len(jobs[-1].params)
+        return jobs
+
+    def _admit(self, jobs: list[Job]) -> None:
+        """Prefill ``jobs`` into the running batch together; when the engine refuses the group (a bad
+        request), each job alone, so that only the bad one fails."""
+        if not jobs:
+            return
+        try:
+            rows = self._session.admit([j.prompt_ids for j in jobs for _ in j.params],
+                                       [p for j in jobs for p in j.params])
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting request(s)
+            if len(jobs) == 1:
+                self._finish(jobs[0], exc)
+            else:
+                for job in jobs:
+                    self._admit([job])
+            return
+        self.calls += 1  # in continuous mode a "call" is one admission (one prefill of the jobs that joined)
+        now, at = time.perf_counter(), 0
+        for job in jobs:
+            job.rows, job.admitted = rows[at:at + len(job.params)], now
+            at += len(job.params)
+            job.batch_rows = len(self._session.rows)
+            for k, r in enumerate(job.rows):
+                self._by_row[r] = (job, k)
+
+    def _deliver(self, update) -> None:
+        job, k = self._by_row[update.row]
+        if job.on_tokens is not None:
+            try:
+                job.on_tokens(k, update.token_ids)
+            except Exception:  # noqa: BLE001 - a broken listener must not stop the batch
+                job.on_tokens = None
+        if update.done is None:
+            return
+        del self._by_row[update.row]
+        job.done[k] = update.done
+        if len(job.done) == len(job.params):
+            now = time.perf_counter()
+            result = JobResult([job.done[i] for i in range(len(job.params))], self.engine.policy_version,
+                               job.admitted - job.submitted, now - job.admitted, job.batch_rows)
+            self._finish(job, result=result)
+
+    def _fail_all(self, exc: Exception) -> None:
+        jobs = {id(job): job for job, _ in self._by_row.values()}
+        self._by_row.clear()
+        for job in jobs.values():
+            self._finish(job, exc)
+
+    def _finish(self, job: Job, exc: Exception | None = None, result: JobResult | None = None) -> None:
+        if exc is not None:
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
+        with self._idle:
+            self._pending -= 1
+            self._idle.notify_all()

@@ -17,17 +17,26 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from trajkit.engine import SamplingParams
 from trajkit.engine.rng import mix
 from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError
+from trajkit.gateway.live import LiveText
 from trajkit.gateway.parse import parse_output
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
 from trajkit.gateway.scheduler import JobResult, Scheduler
 from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Session, SessionStore
+
+
+class Live(Protocol):
+    """A streaming response's listener (the HTTP layer's SSE queue)."""
+
+    def start(self) -> None: ...
+
+    def text(self, choice: int, delta: str) -> None: ...
 
 
 @dataclass
@@ -49,25 +58,28 @@ class Gateway:
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
         self.sessions = SessionStore()
-        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock)
+        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
+                                   continuous=self.config.continuous)
         limit = getattr(engine.model.config, "max_position_embeddings", None)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
         self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
         self.started = time.time()
 
     # --- request handling ---------------------------------------------------------------------------
-    async def chat(self, body: Any, sid: str) -> dict[str, Any]:
+    async def chat(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
+        """One chat completion. ``live`` (streaming): told ``start()`` once the request is valid and queued,
+        then ``text(choice, delta)`` with each safe text delta as tokens are sampled (:mod:`.live`)."""
         req = chat_request(body, self.config.max_n)
         self._check_model(req.model)
         session = self.sessions.get(sid, req.model)
         tools = None if req.tool_choice == "none" else req.tools
         text = self.renderer.text(req.messages, tools)
         prep = self._prepare(session, self._prompt_ids(session, text), req.sampling, "messages")
-        result = await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
+        result = await self._generate(prep, live, blocks=True)
         record = self._record(prep, result, "chat", req.model, messages=req.messages, tools=req.tools)
         return self._chat_response(record, sid, body.get("return_token_ids") is True)
 
-    async def completion(self, body: Any, sid: str) -> dict[str, Any]:
+    async def completion(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
         req = completion_request(body, self.config.max_n)
         self._check_model(req.model)
         session = self.sessions.get(sid, req.model)
@@ -80,9 +92,26 @@ class Gateway:
                                param="prompt")
             ids = list(req.prompt)
         prep = self._prepare(session, ids, req.sampling, "prompt")
-        result = await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
+        result = await self._generate(prep, live, blocks=False)
         record = self._record(prep, result, "completions", req.model, chat=False)
         return self._completion_response(record, sid, body.get("return_token_ids") is True)
+
+    async def _generate(self, prep: Prepared, live: Live | None, blocks: bool) -> JobResult:
+        """Queue the job; with ``live``, hand it each choice's safe text as the tokens arrive."""
+        if live is None:
+            return await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
+        loop = asyncio.get_running_loop()
+        texts = [LiveText(self._decode, prep.stop, self.stop_ids, blocks) for _ in prep.params]
+
+        def push(k: int, ids: list[int]) -> None:  # on the event loop
+            delta = texts[k].push(ids)
+            if delta:
+                live.text(k, delta)
+
+        future = self.scheduler.submit(prep.prompt_ids, prep.params,
+                                       lambda k, ids: loop.call_soon_threadsafe(push, k, ids))
+        live.start()
+        return await asyncio.wrap_future(future)
 
     def _check_model(self, model: str) -> None:
         if model not in self.models:

@@ -120,6 +120,12 @@ class _RolloutEngine:
     def generate(self, prompt_ids, params):
         return self.rollout.generate(prompt_ids, params)
 
+    def session(self):
+        """A continuous-batching session whose counters join the step's (``rollout.calls``)."""
+        session = self.rollout.engine.session()
+        self.rollout.calls.append(session.stats)
+        return session
+
     def __getattr__(self, name: str):
         return getattr(self.rollout.engine, name)
 
