@@ -138,6 +138,22 @@ def test_auto_k_alpha_is_smoothed_over_speculative_calls():
         auto.calibrate([[1]], SamplingParams())
 
 
+def test_auto_k_falls_back_to_plain_after_a_speculative_call_slower_than_plain():
+    from trajkit.engine.choose_k import CostProfile
+
+    auto = AutoK(model=None, drafter=None)
+    auto.alpha = 0.9  # the model predicts a large gain at both batch sizes
+    cheap = {k: 1.0 + 0.1 * k for k in range(1, 5)}
+    auto.costs = {4: CostProfile(4, t1=0.01, c=0.05, v=cheap), 8: CostProfile(8, t1=0.02, c=0.05, v=cheap)}
+    assert auto.choice(4)["k"] > 0 and auto.choice(8)["k"] > 0
+    # plain decoding at batch 4 makes 4 / 0.01 = 400 tokens/s; this call made 100 tokens in 0.5 s = 200/s
+    auto.observe(GenerationStats(position_tried=[4], overlap_sum=3.6, new_tokens=100, seconds=0.5), batch=4)
+    assert auto.plain_only == {4: pytest.approx(0.5)} and auto.choice(4)["k"] == 0
+    # faster than plain (500 tokens/s at batch 8 against 400): batch 8 keeps speculating
+    auto.observe(GenerationStats(position_tried=[4], overlap_sum=3.6, new_tokens=250, seconds=0.5), batch=8)
+    assert 8 not in auto.plain_only and auto.choice(8)["k"] > 0
+
+
 def test_sync_timing_changes_no_output(models):
     target, draft = models
     params = SamplingParams(temperature=1.0, max_new_tokens=15, seed=4)

@@ -280,5 +280,5 @@ def plot(results: dict, path: Path) -> None:
     ax.set_ylabel("measured speedup (o: B=1, s: B>1)")
     ax.set_title("speculative: measured vs predicted")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)

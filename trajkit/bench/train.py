@@ -146,7 +146,7 @@ def plot(summary: dict, path: str) -> None:
     for ax in axes:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")  # the atomic writer's temporary name has no .png suffix
     plt.close(fig)
 
 

@@ -7,6 +7,12 @@ measures it the first time, then every speculative call updates it by exponentia
 For a call it picks the ``k <= max_k`` that maximises the predicted speedup, or 0 (plain decoding) when
 none beats plain decoding. ``last_choice`` records the last decision and its inputs
 (``engine.auto_k.last_choice``).
+
+The prediction can be wrong (``c`` and ``v(k)`` measured once on a busy CPU, an ``alpha`` that drifts), so
+every speculative call is also *checked*: its realised tokens per second against plain decoding's,
+``batch / t1`` from the same cost profile. A call that came out slower than plain switches that batch
+size to plain decoding for the rest of the run (``plain_only``), so a wrong prediction costs one call,
+not every step.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ class AutoK:
         self.alpha: float | None = None
         self.costs: dict[int, CostProfile] = {}
         self.last_choice: dict | None = None
+        self.plain_only: dict[int, float] = {}  # batch size -> the realised speedup that ruled k out
 
     def pick(self, prompts: list[list[int]], rows: list[SamplingParams], shared: bool) -> int:
         """``k`` for a call on ``prompts`` (0 = plain decoding); measures what it does not know yet."""
@@ -56,14 +63,22 @@ class AutoK:
         """The best ``k`` for ``batch`` rows from the current ``alpha`` and costs (also ``last_choice``)."""
         cost = self.costs[batch]
         k, speedup = choose_k(self.alpha, cost.c, cost.v)
+        if batch in self.plain_only:
+            k, speedup = 0, 1.0
         self.last_choice = {"k": k, "predicted_speedup": speedup, "alpha": self.alpha, **cost.to_dict(),
                             "predicted_by_k": {kk: predicted_speedup(self.alpha, kk, cost.c, vv)
                                                for kk, vv in cost.v.items()}}
         return self.last_choice
 
-    def observe(self, stats: GenerationStats) -> None:
-        """Fold a speculative call's measured ``alpha`` into the running estimate."""
+    def observe(self, stats: GenerationStats, batch: int | None = None) -> None:
+        """Fold a speculative call's measured ``alpha`` into the running estimate, and check the call's
+        realised speed against plain decoding at its batch size (see the module docstring)."""
         if sum(stats.position_tried) == 0:
             return
         w = self.smoothing
         self.alpha = stats.alpha if self.alpha is None else (1 - w) * self.alpha + w * stats.alpha
+        cost = self.costs.get(batch) if batch is not None else None
+        if cost is not None and cost.t1 > 0 and stats.seconds > 0:
+            realised = (stats.new_tokens / stats.seconds) / (batch / cost.t1)
+            if realised < 1.0:
+                self.plain_only[batch] = realised

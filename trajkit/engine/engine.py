@@ -99,7 +99,7 @@ class Engine:
         else:
             completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared,
                                                       self.config.sync_timing)
-            self.auto_k.observe(stats)
+            self.auto_k.observe(stats, len(prompts))
         return Completions(completions, stats)
 
     def session(self) -> DecodeSession:
