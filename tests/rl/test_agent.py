@@ -50,7 +50,7 @@ def test_a_trainer_step_through_the_gateway_trains_exactly_the_sampled_tokens(ti
     finally:
         trainer.close()
     for result in (first, second):
-        assert len(result.samples) == 8 and result.metrics["gen/calls"] >= 2
+        assert len(result.samples) == 8 and result.metrics["gen/calls"] >= 1  # one continuous-batching session may serve both turns
         assert result.metrics["mismatch/max_abs"] < 1e-4  # sampled at the trainer's temperature, not 0.3
         for s in result.samples:
             validate_sample(s)
