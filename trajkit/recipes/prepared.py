@@ -6,13 +6,15 @@ from pathlib import Path
 from typing import Callable
 
 from trajkit.recipes.smollm2 import NAME, prepare_model
-from trajkit.recipes.smollm2_draft import DraftRecipe, prepare_draft
 
 DRAFT_NAME = NAME + "-draft"
 
 
 def _smollm2_draft(root: Path | None = None) -> Path:
-    """SmolLM2's distilled shortlist draft (:mod:`trajkit.recipes.smollm2_draft`, default recipe)."""
+    """SmolLM2's distilled shortlist draft (:mod:`trajkit.recipes.smollm2_draft`, default recipe; imported
+    here, not at start-up: the CLI lists these names without loading torch)."""
+    from trajkit.recipes.smollm2_draft import DraftRecipe, prepare_draft
+
     return prepare_draft(DraftRecipe(), root)
 
 
