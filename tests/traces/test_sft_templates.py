@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import lzma
-import os
 import re
 
 import pyarrow.parquet as pq
@@ -28,16 +27,8 @@ THINK_RE = re.compile(r"<think>(.*?)</think>", re.S)
 
 
 @pytest.fixture(scope="module")
-def smollm2_dir():
-    from trajkit.recipes import smollm2
-
-    try:
-        smollm2.gguf_path()
-    except ConfigError as exc:
-        if os.environ.get("TRAJKIT_REQUIRE_FIXTURES") == "1":
-            raise
-        pytest.skip(f"SmolLM2 tokenizer unavailable: {exc}")
-    return str(smollm2.prepare_tokenizer())
+def smollm2_dir(smollm2_tokenizer_folder):
+    return smollm2_tokenizer_folder
 
 
 @pytest.fixture(scope="module")
