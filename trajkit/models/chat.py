@@ -40,8 +40,10 @@ def stop_token_ids(tokenizer) -> tuple[int, ...]:
     ids: list[int] = []
     if tokenizer.eos_token_id is not None:
         ids.append(int(tokenizer.eos_token_id))
-    vocab = tokenizer.get_vocab()
-    ids += [vocab[t] for t in END_OF_TURN_TOKENS if t in vocab and vocab[t] not in ids]
+    for token in END_OF_TURN_TOKENS:  # per-token lookups: get_vocab() would copy the whole vocabulary
+        i = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(i, int) and i not in ids and tokenizer.convert_ids_to_tokens(i) == token:
+            ids.append(i)  # (an unknown token maps to the unk id, whose token differs)
     if not ids:
         raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', '')!r} has no eos token and none of "
                           f"the end-of-turn tokens {list(END_OF_TURN_TOKENS)}: generation could not stop")
