@@ -24,6 +24,8 @@ from trajkit.traces.tools import tools_from_system_prompt
 
 from . import hermes_support as hs
 
+EMPTY_THINK = "<think>\n</think>\n"  # how the agent saves a reply with no reasoning
+
 
 def _need_agent() -> None:
     py = hs.agent_python()
@@ -40,8 +42,9 @@ def _decode(tok, ids):
 def _saved_matches_export(saved_path, session, newlines: bool = False) -> list[dict]:
     """The agent's last saved trajectory equals the gateway's export of the session, turn for turn (system
     turns compared by their tool lists: the agent saves its own Hermes system prompt); the export.
-    ``newlines``: compare with ``\r`` read as ``\n`` (the agent's saved file turns a bare carriage return
-    into a newline; only a random byte model writes one)."""
+    ``newlines``: compare as the agent stores a reply, which only a random byte model's replies show: a
+    bare carriage return read as a newline, and the content stripped of surrounding whitespace (its
+    ``build_assistant_message`` keeps ``content.strip()``; the export keeps the sampled text)."""
     saved = [json.loads(line) for line in saved_path.read_text().splitlines()]
     ours = session_hermes_rows(session)
     theirs, mine = saved[-1]["conversations"], ours[-1]["conversations"]
@@ -49,8 +52,15 @@ def _saved_matches_export(saved_path, session, newlines: bool = False) -> list[d
     assert tools_from_system_prompt(theirs[0]["value"]) == tools_from_system_prompt(mine[0]["value"])
 
     def norm(turns):
-        return [{**t, "value": t["value"].replace("\r\n", "\n").replace("\r", "\n")} if newlines else t
-                for t in turns]
+        if not newlines:
+            return turns
+        out = []
+        for t in turns:
+            value = t["value"].replace("\r\n", "\n").replace("\r", "\n")
+            if t["from"] == "gpt" and value.startswith(EMPTY_THINK):
+                value = EMPTY_THINK + value[len(EMPTY_THINK):].strip()
+            out.append({**t, "value": value})
+        return out
     assert norm(theirs[1:]) == norm(mine[1:])
     return ours
 
@@ -68,9 +78,10 @@ def test_the_hermes_agent_runs_against_the_gateway_and_its_trajectory_matches_th
     assert len(session.records) >= 1 and session.records[0].tools
     _saved_matches_export(tmp_path / "trajectory_samples.jsonl", session, newlines=True)
     chains = stitch(session.records)
-    if not all(_utf8(r.choices[0].token_ids) for r in session.records[:-1]):
-        # A random byte model can sample bytes that are not UTF-8: the agent gets U+FFFD back and may send
-        # text that is no longer a token extension of the sampled ids; the stitcher then forks instead of
+    if not all(_sent_back_verbatim(r.choices[0].token_ids) for r in session.records[:-1]):
+        # A random byte model can sample bytes that are not UTF-8 (the agent gets U+FFFD back), a carriage
+        # return or surrounding whitespace (the agent stores the reply normalised): the text it sends back
+        # is then no longer a token extension of the sampled ids, and the stitcher forks instead of
         # guessing (it may also not need to). Either way every chain trains exactly its own sampled tokens.
         assert len(chains) >= 1
         for chain in chains:
@@ -82,13 +93,14 @@ def test_the_hermes_agent_runs_against_the_gateway_and_its_trajectory_matches_th
     assert [t for t, m in zip(chains[0].completion_ids, chains[0].loss_mask) if m] == sampled
 
 
-def _utf8(ids) -> bool:
-    """Whether byte-vocabulary ids (specials >= 256 dropped) decode as strict UTF-8."""
+def _sent_back_verbatim(ids) -> bool:
+    """Whether the agent sends byte-vocabulary ids (specials >= 256 dropped) back as they were sampled:
+    strict UTF-8, no carriage return, nothing for its ``content.strip()`` to remove."""
     try:
-        bytes(t for t in ids if t < 256).decode("utf-8")
+        text = bytes(t for t in ids if t < 256).decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return True
+    return "\r" not in text and text == text.strip()
 
 
 @pytest.fixture(scope="module")
