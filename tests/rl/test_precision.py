@@ -183,3 +183,35 @@ def test_a_step_on_cuda(tiny, dtype):
     assert torch.isfinite(torch.tensor(result.metrics["loss/pg"]))
     limit = 1e-4 if dtype == "float32" else 0.02
     assert result.metrics["mismatch/mean_abs"] < limit
+
+
+def test_chunked_logits_give_the_dense_logprobs_and_gradients():
+    """``optim.logits_chunk``: the same log-probs (logprob stage) and gradients (update) as the dense
+    ``[B, L, V]`` path, with the output layer run on at most ``chunk`` positions at a time."""
+    cfg = load_config(None, TINY + ["optim.grad_clip=1e9", "optim.micro_batch_size=2", "optim.logits_chunk=2"])
+    batch = _batch()
+    reference, chunked = _sharp(cfg), _sharp(cfg)
+    widths = []
+    chunked.lm_head.register_forward_hook(lambda _m, args, _out: widths.append(args[0].shape[1]))
+    old_ref, _ = batch_logprobs(reference, batch, 0.7, 2)
+    old_chunk, _ = batch_logprobs(chunked, batch, 0.7, 2, logits_chunk=2)
+    assert torch.allclose(old_chunk, old_ref, atol=1e-5)
+    assert max(widths) == 2 and len(widths) > 3  # 3 micro-batches (trimmed to their rows' width), 2 at a time
+    g_ref = _grads(reference, batch, load_config(None, TINY + ["optim.grad_clip=1e9", "optim.micro_batch_size=2"]))
+    old, _ = batch_logprobs(chunked, batch, 1.0, 8)
+    widths.clear()
+    update_policy(chunked, torch.optim.SGD(chunked.parameters(), lr=0.0), batch, old, None, cfg)
+    g_chunk = torch.cat([p.grad.flatten() for p in chunked.parameters()])
+    assert max(widths) == 2  # the update's forward (and its recompute in backward) is chunked too
+    assert torch.allclose(g_chunk, g_ref, rtol=1e-4, atol=1e-7)
+
+
+def test_logits_chunk_refuses_a_model_whose_logits_are_not_its_head():
+    cfg = load_config(None, TINY + ["optim.logits_chunk=8"])
+    from trajkit.models.logprobs import check_chunkable
+
+    policy = random_model(cfg.policy, vocab_size=259)
+    check_chunkable(policy)
+    policy.config.final_logit_softcapping = 30.0
+    with pytest.raises(ConfigError, match="final_logit_softcapping=30.0.*logits_chunk=0"):
+        check_chunkable(policy)

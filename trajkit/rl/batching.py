@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trajkit.models.logprobs import chunked_logprobs
 from trajkit.rl.precision import autocast, model_device
 from trajkit.rl.sample import Sample
 
@@ -71,6 +72,16 @@ def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32) -> t
     return out.logits[:, :-1].float()
 
 
+def token_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype = torch.float32,
+                   logits_chunk: int = 0) -> torch.Tensor:
+    """``[B, L-1]`` log-probs of each next token of ``batch`` at ``temperature``; ``logits_chunk`` > 0 applies
+    the output layer that many positions at a time (:func:`trajkit.models.logprobs.chunked_logprobs`)."""
+    if not logits_chunk:
+        return gather_logprobs(forward_logits(model, batch, dtype), batch.input_ids, temperature)
+    with autocast(model_device(model), dtype):
+        return chunked_logprobs(model, batch.input_ids, batch.attention, temperature, logits_chunk)
+
+
 def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
     """``logits: [B, L-1, V]``, ``input_ids: [B, L]`` -> ``log p(next token)`` ``[B, L-1]`` at ``temperature``."""
     assert logits.shape[:2] == (input_ids.shape[0], input_ids.shape[1] - 1)
@@ -85,11 +96,19 @@ def chunks(n: int, size: int) -> list[torch.Tensor]:
 
 @torch.no_grad()
 def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: int,
-                   keep_dists: bool = False, dtype: torch.dtype = torch.float32
+                   keep_dists: bool = False, dtype: torch.dtype = torch.float32, logits_chunk: int = 0
                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Policy log-probs ``[B, L-1]`` (zeros past each row's end) and, with ``keep_dists``, the full
     log-distributions ``[B, L-1, V]`` at ``temperature`` (targets for draft distillation); one forward
-    per ``micro_batch_size`` rows, autocast to ``dtype``."""
+    per ``micro_batch_size`` rows, autocast to ``dtype``; ``logits_chunk``: see :func:`token_logprobs`
+    (not with ``keep_dists``, which needs every distribution)."""
+    if not keep_dists and logits_chunk:
+        out = torch.zeros(batch.input_ids.shape[0], batch.input_ids.shape[1] - 1, device=batch.input_ids.device)
+        for rows in chunks(batch.input_ids.shape[0], micro_batch_size):
+            mb = batch.select(rows)
+            lp = token_logprobs(model, mb, temperature, dtype, logits_chunk)
+            out[rows, :lp.shape[1]] = lp
+        return out, None
     b, width = batch.input_ids.shape
     device = batch.input_ids.device
     out = torch.zeros(b, width - 1, device=device)

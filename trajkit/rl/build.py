@@ -25,6 +25,7 @@ from trajkit.engine.drafters.registry import DraftShape, draft_kind
 from trajkit.errors import ConfigError
 from trajkit.models.fit import Schedule
 from trajkit.models.load import load_model, load_tokenizer
+from trajkit.models.logprobs import check_chunkable
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.batching import collate
@@ -96,6 +97,8 @@ def build_models(cfg: TrainConfig, tokenizer, policy=None):
     policy = policy.to(device=device, dtype=torch.float32)
     if cfg.optim.gradient_checkpointing:
         enable_activation_checkpointing(policy)
+    if cfg.optim.logits_chunk:
+        check_chunkable(policy)  # a model whose logits are not lm_head(hidden) fails here, not at step 1
     if draft is not None:
         draft = draft.to(device).train()
     return policy.train(), draft

@@ -224,7 +224,9 @@ class OptimConfig(Checked):
     see docs/optim.md; its knobs are the ``logra_*`` keys and ``kl_budget``, 0 = off); ``minibatches``
     optimiser steps per RL step, each over micro-batches of ``micro_batch_size`` rows (also the logprob
     stage's forward batch); ``gradient_checkpointing`` recomputes each decoder layer's activations in the
-    backward (Hugging Face activation checkpointing). LoGRA's sketched weights have no ``.grad``, so
+    backward (Hugging Face activation checkpointing); ``logits_chunk`` > 0 computes the policy's token
+    log-probs ``logits_chunk`` positions at a time (:mod:`trajkit.models.logprobs`: the ``[B, L, V]``
+    logits never exist at once; same values). LoGRA's sketched weights have no ``.grad``, so
     ``grad_clip`` clips only its other parameters."""
 
     name: Literal["adamw", "logra"] = "adamw"
@@ -236,6 +238,7 @@ class OptimConfig(Checked):
     micro_batch_size: int = 32
     minibatches: int = 1
     gradient_checkpointing: bool = False
+    logits_chunk: int = 0
     logra_rank: int = 256
     logra_distribution: Literal["rademacher", "gaussian", "orthogonal"] = "rademacher"
     logra_seed: int = 0
@@ -246,7 +249,7 @@ class OptimConfig(Checked):
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
                   "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
-                  "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
+                  "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
                   "kl_budget": "[0, inf)"}
 
 

@@ -120,11 +120,11 @@ def rl_step(t: TrainState) -> StepResult:
         batch = collate(samples, advantages, t.tokenizer.pad_token_id).to(model_device(t.policy))
         distill = t.draft_optimizer is not None and (t.step + 1) % cfg.draft.distill_every == 0
         old_logp, dists = batch_logprobs(t.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         keep_dists=distill, dtype=dtype)
+                                         keep_dists=distill, dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
         ref_logp = None
         if t.reference is not None:
             ref_logp, _ = batch_logprobs(t.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         dtype=dtype)
+                                         dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
         gap = mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
         metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
         metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1))

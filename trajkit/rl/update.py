@@ -19,7 +19,7 @@ import torch
 
 from trajkit.models.fit import soft_cross_entropy
 from trajkit.optim import LoGRA
-from trajkit.rl.batching import Batch, chunks, forward_logits, gather_logprobs
+from trajkit.rl.batching import Batch, chunks, forward_logits, token_logprobs
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
 from trajkit.rl.precision import DTYPES
@@ -68,7 +68,7 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
         idx = rows[part]
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
-        logp = gather_logprobs(forward_logits(policy, mb, dtype), mb.input_ids, cfg.rollout.temperature)
+        logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
         ref = ref_logp[idx, :width] if ref_logp is not None else None
         w = weights[idx, :width] if weights is not None else None
         loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
