@@ -7,6 +7,22 @@ step; ``--steps`` such steps, the last one timed. Each arm runs in its own fresh
 memory is its own: on CPU the peak resident set size of that process (``ru_maxrss``, which includes
 PyTorch itself and the loaded model: the ``after load`` column), on CUDA ``torch.cuda.max_memory_allocated``
 over the steps. LoRA and LoGRA use the same rank (``--rank``) on the same seven projections per layer.
+
+The ``runtime`` column is the process's RSS once Python, PyTorch, transformers (and peft or trajkit.optim)
+are imported, before the model loads: the same in every arm and no part of training, so the table also
+reports ``peak - runtime`` (the CPU analogue of CUDA's ``max_memory_allocated``, which excludes the CUDA
+context) and its ratio. ``--checkpointing`` (activation checkpointing) and ``--logits-chunk N``
+(:mod:`trajkit.models.logprobs`) shrink the activations that every arm pays alike, which is where an
+optimiser's share of the peak shows.
+
+``--allocator`` (CPU, glibc): ``mmap`` (default) makes every allocation of 128 KiB or more its own
+mapping, returned to the system when freed, so the peak RSS follows the live tensors (what CUDA's
+``max_memory_allocated`` counts) instead of the heap's high-water mark after fragmentation; ``default``
+leaves glibc's adaptive threshold on (measured both ways in docs/optim.md).
+
+``--model smollm2-360m-shape``: SmolLM2-360M's architecture (960 hidden, 32 layers, the same 49,152-token
+tied embedding) with random weights built locally, to see how the ratios move with size (memory and time
+do not depend on the weights' values).
 """
 from __future__ import annotations
 
@@ -20,6 +36,41 @@ DESCRIPTION = "peak memory and step time of AdamW vs LoRA (peft) vs LoGRA on Smo
 EXAMPLE = "trajkit bench optim --rows 8 --length 256 --rank 256 --out bench-out/optim.json"
 ARMS = ("adamw", "lora", "logra")
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# architectures with random weights (SmolLM2-360M-Instruct's config.json; the tokenizer is SmolLM2's)
+MODELS = {"smollm2-135m": None,
+          "smollm2-360m-shape": {"hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32,
+                                 "num_attention_heads": 15, "num_key_value_heads": 5, "head_dim": 64}}
+M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+
+
+def _mmap_large_allocations() -> bool:
+    """glibc: allocations >= 128 KiB are mmapped (and unmapped when freed); False where unavailable."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, 128 * 1024))
+    except (OSError, AttributeError):
+        return False
+
+
+def _load(name: str, device):
+    """The benchmark's model in float32, train mode."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trajkit.recipes.smollm2 import prepare_model
+
+    folder = str(prepare_model())
+    if MODELS[name] is None:
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).train()
+    config = AutoConfig.from_pretrained(folder)
+    for key, value in MODELS[name].items():
+        setattr(config, key, value)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device).train()
 
 
 def add_arguments(p) -> None:
@@ -29,6 +80,13 @@ def add_arguments(p) -> None:
     p.add_argument("--rank", type=int, default=256, help="LoRA and LoGRA rank")
     p.add_argument("--steps", type=int, default=2, help="optimiser steps per arm (the last one is timed)")
     p.add_argument("--lr", type=float, default=1e-5, help="learning rate of every arm")
+    p.add_argument("--checkpointing", action="store_true", help="activation checkpointing in every arm")
+    p.add_argument("--logits-chunk", type=int, default=0,
+                   help="log-probs N positions at a time (0 = the full [B, L, V] logits)")
+    p.add_argument("--model", default="smollm2-135m", choices=sorted(MODELS),
+                   help="the real SmolLM2-135M-Instruct, or a larger architecture with random weights")
+    p.add_argument("--allocator", default="mmap", choices=("mmap", "default"),
+                   help="CPU: mmap = large allocations returned when freed (peak RSS follows live tensors)")
     p.add_argument("--threads", type=int, default=0, help="torch threads in each child (0 = torch's default)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
@@ -57,26 +115,43 @@ def _optimizer(arm: str, model, rank: int, lr: float):
     return model, LoGRA(model, lr=lr, rank=rank)
 
 
-def _loss(model, ids, adv):
+def _loss(model, ids, adv, logits_chunk: int = 0):
     """Token-level policy-gradient loss, summed (the caller divides by the step's token count)."""
     import torch
 
-    logits = model(input_ids=ids).logits[:, :-1].float()
-    logp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+    if logits_chunk:
+        from trajkit.models.logprobs import chunked_logprobs
+
+        logp = chunked_logprobs(model, ids, None, 1.0, logits_chunk)
+    else:
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        logp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
     return -(adv[:, None] * logp).sum()
 
 
 def run_arm(arm: str, settings: dict) -> dict:
     """One arm in this (fresh) process -> its memory and timings."""
     import torch
-    from transformers import AutoModelForCausalLM
+    import transformers.models.llama.modeling_llama  # noqa: F401  (counted in the runtime)
+    from transformers import AutoModelForCausalLM  # noqa: F401
 
     from trajkit.recipes.smollm2 import prepare_model
+
+    mmapped = settings["allocator"] == "mmap" and _mmap_large_allocations()
+    if arm == "lora":
+        import peft  # noqa: F401  (counted in the runtime, as transformers is)
+    else:
+        import trajkit.optim  # noqa: F401
+    from trajkit.rl.build import enable_activation_checkpointing
 
     if settings["threads"]:
         torch.set_num_threads(settings["threads"])
     device = torch.device(settings["device"])
-    model = AutoModelForCausalLM.from_pretrained(str(prepare_model()), dtype=torch.float32).to(device).train()
+    prepare_model()
+    runtime = _rss_mib()
+    model = _load(settings["model"], device)
+    if settings["checkpointing"]:
+        enable_activation_checkpointing(model)
     model, opt = _optimizer(arm, model, settings["rank"], settings["lr"])
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     g = torch.Generator().manual_seed(0)
@@ -94,13 +169,15 @@ def run_arm(arm: str, settings: dict) -> dict:
         opt.zero_grad(set_to_none=True)
         for lo in range(0, settings["rows"], settings["micro_batch"]):
             part = slice(lo, lo + settings["micro_batch"])
-            (_loss(model, ids[part], adv[part]) / tokens).backward()
+            (_loss(model, ids[part], adv[part], settings["logits_chunk"]) / tokens).backward()
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-    out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "peak_rss_mib": _rss_mib(),
-           "after_load_rss_mib": after_load}
+    peak = _rss_mib()
+    out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "peak_rss_mib": peak,
+           "after_load_rss_mib": after_load, "runtime_rss_mib": runtime, "training_rss_mib": peak - runtime,
+           "large_allocations_mmapped": mmapped}
     if device.type == "cuda":
         out["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
         out["cuda_before_step_mib"] = base_cuda
@@ -111,22 +188,32 @@ def _results(args, rows: list[dict]) -> dict:
     key = "cuda_peak_mib" if args.device == "cuda" else "peak_rss_mib"
     by_arm = {r["arm"]: r for r in rows}
     ref = by_arm.get("adamw", {}).get(key)
+    ref_training = by_arm.get("adamw", {}).get("training_rss_mib")
     for r in rows:
         r["peak_vs_adamw"] = r[key] / ref if ref else None
-    return {"model": "SmolLM2-135M-Instruct (float32)", "device": args.device, "memory": key,
+        r["training_vs_adamw"] = r["training_rss_mib"] / ref_training if ref_training else None
+    model = "SmolLM2-135M-Instruct" if MODELS[args.model] is None else f"{args.model} (random weights)"
+    return {"model": f"{model} (float32)", "device": args.device, "memory": key, "allocator": args.allocator,
             "rows": args.rows, "length": args.length, "micro_batch": args.micro_batch, "rank": args.rank,
-            "steps": args.steps, "arms": rows}
+            "steps": args.steps, "checkpointing": args.checkpointing, "logits_chunk": args.logits_chunk,
+            "arms": rows}
 
 
 def _print_table(res: dict) -> None:
     key = res["memory"]
     print(f"{res['model']} on {res['device']}: {res['rows']} x {res['length']} tokens, micro-batch "
-          f"{res['micro_batch']}, rank {res['rank']}; memory = {key}")
-    print(f"{'arm':<7} {'trainable':>11} {'after load MiB':>15} {'peak MiB':>9} {'x AdamW':>8} {'step s':>7}")
+          f"{res['micro_batch']}, rank {res['rank']}, activation checkpointing "
+          f"{'on' if res['checkpointing'] else 'off'}, logits chunk {res['logits_chunk'] or 'off'}; "
+          f"memory = {key}, allocator {res['allocator']}")
+    print(f"{'arm':<7} {'trainable':>11} {'runtime':>8} {'after load':>11} {'peak MiB':>9} {'x AdamW':>8} "
+          f"{'peak-runtime':>13} {'x AdamW':>8} {'step s':>7}")
+
+    def ratio(x):
+        return f"{x:.2f}" if x else "-"
     for r in res["arms"]:
-        ratio = f"{r['peak_vs_adamw']:.2f}" if r["peak_vs_adamw"] else "-"
-        print(f"{r['arm']:<7} {r['trainable_params']:>11,} {r['after_load_rss_mib']:>15.0f} {r[key]:>9.0f} "
-              f"{ratio:>8} {r['step_s']:>7.2f}")
+        print(f"{r['arm']:<7} {r['trainable_params']:>11,} {r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} "
+              f"{r[key]:>9.0f} {ratio(r['peak_vs_adamw']):>8} {r['training_rss_mib']:>13.0f} "
+              f"{ratio(r['training_vs_adamw']):>8} {r['step_s']:>7.2f}")
 
 
 def run(args) -> int:
@@ -142,8 +229,10 @@ def run(args) -> int:
         raise SystemExit("--rows, --micro-batch, --rank, --steps must be >= 1 and --length >= 2")
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.logits_chunk < 0:
+        raise SystemExit("--logits-chunk must be >= 0")
     settings = {k: getattr(args, k) for k in ("rows", "length", "micro_batch", "rank", "steps", "lr", "threads",
-                                                 "device")}
+                                                 "device", "checkpointing", "logits_chunk", "model", "allocator")}
     rows = []
     for arm in arms:  # a fresh process per arm: its peak memory is its own
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:

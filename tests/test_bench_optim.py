@@ -1,0 +1,47 @@
+"""``trajkit bench optim`` end to end on SmolLM2 with a tiny step (2 x 8 tokens, rank 4): every arm runs in
+its own process, trains the parameters it should (counts derived by hand from the model's config) and
+reports its memory columns. Memory and speed are never asserted (docs/optim.md has the measured table)."""
+import json
+from pathlib import Path
+
+from trajkit.cli.main import build_parser
+
+PROJ = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def _shapes(cfg: dict) -> dict[str, tuple[int, int]]:
+    """(in, out) of each projection of one decoder layer."""
+    h, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    kv = cfg["num_key_value_heads"] * cfg["head_dim"]
+    q = cfg["num_attention_heads"] * cfg["head_dim"]
+    return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, inter), "up": (h, inter),
+            "down": (inter, h)}
+
+
+def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp_path, capsys):
+    cfg = json.loads((Path(smollm2_folder) / "config.json").read_text())
+    assert cfg["tie_word_embeddings"] and not cfg["attention_bias"] and not cfg["mlp_bias"]
+    shapes, layers, h = _shapes(cfg), cfg["num_hidden_layers"], cfg["hidden_size"]
+    projections = layers * sum(i * o for i, o in shapes.values())
+    rest = cfg["vocab_size"] * h + layers * 2 * h + h  # tied embedding, two norms per layer, final norm
+    rank = 4
+    out = tmp_path / "optim.json"
+    args = build_parser().parse_args(["bench", "optim", "--rows", "2", "--length", "8", "--micro-batch", "1",
+                                      "--rank", str(rank), "--steps", "1", "--threads", "1", "--checkpointing",
+                                      "--logits-chunk", "3", "--out", str(out)])
+    assert args.handler(args) == 0
+    res = json.loads(out.read_text())
+    arms = {a["arm"]: a for a in res["arms"]}
+    assert list(arms) == ["adamw", "lora", "logra"]
+    assert arms["adamw"]["trainable_params"] == projections + rest == 134_515_008
+    assert arms["lora"]["trainable_params"] == layers * rank * sum(i + o for i, o in shapes.values())
+    assert arms["logra"]["trainable_params"] == rest  # projections are sketched: no .grad, no AdamW state
+    for a in arms.values():
+        assert 0 < a["runtime_rss_mib"] <= a["after_load_rss_mib"] <= a["peak_rss_mib"]
+        assert a["training_rss_mib"] == a["peak_rss_mib"] - a["runtime_rss_mib"]
+        assert a["step_s"] > 0
+    assert arms["adamw"]["peak_vs_adamw"] == arms["adamw"]["training_vs_adamw"] == 1.0
+    assert res["checkpointing"] is True and res["logits_chunk"] == 3 and res["micro_batch"] == 1
+    assert res["allocator"] == "mmap" and all(a["large_allocations_mmapped"] for a in arms.values())  # glibc
+    table = capsys.readouterr().out
+    assert "activation checkpointing on, logits chunk 3" in table and "peak-runtime" in table
