@@ -7,6 +7,9 @@ alike and the ratios stay fair:
 - ``plain``: no drafter; ``spec``: speculative rollouts with the config's drafter (``draft.kind``),
   distilled online on the fresh rollouts (draft refresh); ``spec_fixed``: the same draft, never refreshed.
 
+``--arm NAME="key=value ..."`` (repeatable) replaces those three with arms of your own, e.g. the optimiser
+comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.logra_rank=256"``.
+
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
 the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
 and, per seed, the held-out reward at the start and the end (``eval.every`` must be set) so the reward
@@ -34,21 +37,48 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=int, default=20, help="steps per arm (0 = the config's steps)")
     p.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (reward table needs >= 3)")
     p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
+    p.add_argument("--arm", action="append", default=[], metavar='NAME="key=value ..."',
+                   help="an arm of your own (repeatable; replaces plain/spec/spec_fixed): its name and the "
+                        "overrides it adds to the shared ones, e.g. logra=\"optim.name=logra optim.logra_rank=256\"")
     p.add_argument("--out", default="bench-out/train.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rollout.group_size=4")
     p.epilog = ("Examples: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json\n"
-                "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram")
+                "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram\n"
+                "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
+                "              --arm logra=\"optim.name=logra optim.logra_rank=256\"")
+
+
+def parse_arms(specs: list[str], no_fixed: bool = False) -> dict[str, list[str]]:
+    """``--arm`` values (``NAME=key=value key=value``) -> {name: overrides}; none given -> the default arms."""
+    import shlex
+
+    if not specs:
+        return {a: list(o) for a, o in ARMS.items() if not (no_fixed and a == "spec_fixed")}
+    out = {}
+    for spec in specs:
+        name, sep, rest = spec.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise SystemExit(f"--arm {spec!r}: expected NAME=\"key=value ...\" with NAME a plain word, "
+                             "e.g. --arm logra=\"optim.name=logra\"")
+        if name in out:
+            raise SystemExit(f"--arm {spec!r}: arm {name!r} given twice")
+        overrides = shlex.split(rest)
+        bad = [o for o in overrides if "=" not in o]
+        if bad:
+            raise SystemExit(f"--arm {name}: {bad[0]!r} is not a key=value override")
+        out[name] = overrides
+    return out
 
 
 def _trainers(args, seed: int, steps: int):
     from trajkit.rl.trainer import Trainer
 
-    arms = [a for a in ARMS if not (args.no_fixed and a == "spec_fixed")]
     out = {}
-    for arm in arms:
-        cfg = load_config(args.config, list(args.overrides) + ARMS[arm] +
+    for arm, overrides in parse_arms(args.arm, args.no_fixed).items():
+        cfg = load_config(args.config, list(args.overrides) + overrides +
                           [f"seed={seed}", f"steps={steps}", "checkpoint.every=0"])
         out[arm] = Trainer(cfg, logger=False)
     return out
@@ -96,7 +126,9 @@ def summarize(seeds: list[dict]) -> dict:
                                   "final_mean": _mean(last),
                                   "initial_std": statistics.stdev(first) if len(first) > 1 else 0.0,
                                   "final_std": statistics.stdev(last) if len(last) > 1 else 0.0,
-                                  "curve": [[e[0], _mean([x[i][1] for x in evals])] for i, e in enumerate(evals[0])]}
+                                  "curve": [[e[0], _mean([x[i][1] for x in evals]),
+                                             statistics.stdev([x[i][1] for x in evals]) if len(evals) > 1 else 0.0]
+                                            for i, e in enumerate(evals[0])]}
     if "plain" in out["arms"] and "spec" in out["arms"]:
         p, s = out["arms"]["plain"], out["arms"]["spec"]
         out["step_speedup"] = p["step_seconds"] / s["step_seconds"]
@@ -129,7 +161,7 @@ def plot(summary: dict, path: str) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for arm, ys in summary["acceptance_length"].items():
-        if arm != "plain":
+        if summary["arms"][arm]["acceptance_length"] > 1.0:  # arms that draft
             axes[0].plot(range(1, len(ys) + 1), ys, label=arm)
     axes[0].set(title="acceptance length per step", xlabel="step", ylabel="tokens per target call")
     arms = list(summary["arms"])
@@ -140,9 +172,11 @@ def plot(summary: dict, path: str) -> None:
         bottom = [b + v for b, v in zip(bottom, vals)]
     axes[1].set(title="seconds per step by stage")
     for arm, r in summary["reward"].items():
-        xs, ys = zip(*r["curve"])
-        axes[2].plot(xs, ys, marker="o", label=arm)
-    axes[2].set(title="held-out reward (mean over seeds)", xlabel="step")
+        xs, ys, sd = zip(*r["curve"])
+        line, = axes[2].plot(xs, ys, marker="o", label=f"{arm} (n={len(r['final'])})")
+        axes[2].fill_between(xs, [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)],
+                             color=line.get_color(), alpha=0.2)
+    axes[2].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
     for ax in axes:
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -154,6 +188,7 @@ def run(args) -> int:
     from trajkit.progress import progress_bar, quiet_transformers
 
     quiet_transformers()
+    parse_arms(args.arm, args.no_fixed)  # a malformed --arm fails before any model loads
     steps = args.steps or load_config(args.config, list(args.overrides)).steps
     start = time.perf_counter()
     seeds = []
