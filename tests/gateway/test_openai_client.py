@@ -181,3 +181,69 @@ def test_a_session_is_bound_to_one_model(random_gateway):
                    headers={"x-session-id": "s-header", "Authorization": "Bearer s-bound"})
     assert r.status_code == 200 and len(gw.sessions.find("s-bound").records) == 1
     assert gw.sessions.find("s-header").model == "other"
+
+
+@pytest.mark.parametrize("choice, forced", [
+    ("required", '<tool_call>\n{"name": "'),
+    ({"type": "function", "function": {"name": "terminal"}}, '<tool_call>\n{"name": "terminal", "arguments": ')])
+def test_tool_choice_required_or_named_forces_the_call_to_start(random_gateway, choice, forced):
+    """The forced text ends the prompt ids (mask 0 when stitched); the model continues from it (greedy ==
+    ``Engine.generate`` on those ids); the reply is parsed from forced + sampled text. A random model then
+    writes no valid call: the raw block stays in ``content`` with a diagnostic, streamed or not."""
+    gw, url = random_gateway
+    sid = f"s-choice-{'named' if isinstance(choice, dict) else choice}"
+    c = _client(url, sid)
+    r = c.chat.completions.create(model="tiny", messages=USER, tools=TOOLS, tool_choice=choice, max_tokens=20,
+                                  temperature=0, extra_body={"return_token_ids": True})
+    plain = gw.tokenizer.encode(gw.renderer.text(USER, TOOLS), add_special_tokens=False)
+    assert r.prompt_token_ids == plain + gw.tokenizer.encode(forced, add_special_tokens=False)
+    rec = gw.sessions.find(sid).records[0]
+    assert rec.forced_text == forced and rec.prompt_ids == r.prompt_token_ids
+    ref = gw.engine.generate([r.prompt_token_ids], SamplingParams(temperature=0, max_new_tokens=20,
+                                                                  stop_token_ids=[gw.tokenizer.eos_token_id]))
+    assert r.choices[0].token_ids == ref[0].token_ids
+    body = [t for t in ref[0].token_ids if t != gw.tokenizer.eos_token_id]
+    assert rec.choices[0].text == forced + _decode(gw.tokenizer, body)
+    message = r.choices[0].message
+    assert message.content == rec.choices[0].text.strip() and not message.tool_calls
+    assert message.model_extra["trajkit_diagnostics"][0]["code"] in ("malformed_tool_call", "unclosed_tool_call")
+    chunks = list(c.chat.completions.create(model="tiny", messages=USER, tools=TOOLS, tool_choice=choice,
+                                            max_tokens=20, temperature=0, stream=True))
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == message.content
+    [chain] = stitch(gw.sessions.find(sid).records[:1])
+    assert [t for t, m in zip(chain.completion_ids, chain.loss_mask) if m] == r.choices[0].token_ids
+    assert chain.prompt_ids == r.prompt_token_ids  # the forced ids are prompt: never trained
+
+
+def test_logprobs_are_the_recorded_engine_logprobs(random_gateway):
+    """``logprobs=true`` returns every sampled token's log-prob, equal to the record and to an independent
+    scoring forward of the same ids under the same temperature; streamed, in the finishing chunk."""
+    gw, url = random_gateway
+    c = _client(url, "s-logprobs")
+    r = c.chat.completions.create(model="tiny", messages=USER, max_tokens=16, temperature=0.8, seed=4, logprobs=True,
+                                  extra_body={"return_token_ids": True})
+    rec = gw.sessions.find("s-logprobs").records[0]
+    content = r.choices[0].logprobs.content
+    assert [e.logprob for e in content] == rec.choices[0].logprobs
+    assert [e.token for e in content] == [_decode(gw.tokenizer, [t]) for t in rec.choices[0].token_ids]
+    scored = gw.engine.token_logprobs([rec.prompt_ids], [rec.choices[0].token_ids],
+                                      SamplingParams(temperature=0.8, max_new_tokens=16))[0]
+    assert [e.logprob for e in content] == pytest.approx(scored, abs=1e-4) and min(scored) < -0.01
+    assert all(e.top_logprobs == [] and bytes(e.bytes).decode("utf-8") == e.token for e in content)
+    chunks = list(c.chat.completions.create(model="tiny", messages=USER, max_tokens=16, temperature=0.8, seed=4,
+                                            logprobs=True, stream=True))
+    streamed = [e for ch in chunks if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    assert [e.logprob for e in streamed] == [e.logprob for e in content]
+    legacy = c.completions.create(model="tiny", prompt="hello", max_tokens=8, seed=2, logprobs=0)
+    crec = gw.sessions.find("s-logprobs").records[-1]
+    assert legacy.choices[0].logprobs.token_logprobs == crec.choices[0].logprobs
+    assert "".join(legacy.choices[0].logprobs.tokens).startswith(legacy.choices[0].text)
+    assert c.chat.completions.create(model="tiny", messages=USER, max_tokens=4).choices[0].logprobs is None
+
+
+@pytest.mark.parametrize("body, param", [({"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
+                                         ({"logprobs": "yes"}, "logprobs")])
+def test_unsupported_or_bad_logprobs_are_a_400_naming_the_field(random_gateway, body, param):
+    _, url = random_gateway
+    r = httpx.post(f"{url}/chat/completions", json={"model": "tiny", "messages": USER, **body})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param

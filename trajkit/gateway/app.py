@@ -200,7 +200,8 @@ def _chat_chunks(out: dict[str, Any], usage: bool, sent: dict[int, str], opened:
             deltas.append({"tool_calls": [{"index": i, **call}]})
         for delta in deltas:
             yield _chunk(out, obj, [{"index": k, "delta": delta, "finish_reason": None, "logprobs": None}])
-        last = {"index": k, "delta": {}, "finish_reason": choice["finish_reason"], "logprobs": None}
+        last = {"index": k, "delta": {}, "finish_reason": choice["finish_reason"],
+                "logprobs": choice["logprobs"]}  # logprobs=true: every token's, in the finishing chunk
         if msg.get("trajkit_diagnostics"):
             last["trajkit_diagnostics"] = msg["trajkit_diagnostics"]
         yield _chunk(out, obj, [last], trajkit=out["trajkit"])
@@ -214,6 +215,7 @@ def _completion_chunks(out: dict[str, Any], usage: bool, sent: dict[int, str], _
         if more:
             yield _chunk(out, "text_completion", [_text(choice["index"], more)])
         yield _chunk(out, "text_completion", [{"index": choice["index"], "text": "",
-                                              "finish_reason": choice["finish_reason"], "logprobs": None}])
+                                              "finish_reason": choice["finish_reason"],
+                                              "logprobs": choice["logprobs"]}])
     if usage:
         yield _chunk(out, "text_completion", [], usage=out["usage"])

@@ -10,8 +10,9 @@ as the SFT export chooses it (:func:`~trajkit.traces.template_probe.choose_rende
   ``<think>\\n…\\n</think>\\n\\n`` + content + ``\\n<tool_call>\\n{json}\\n</tool_call>`` per call, tool results as
   ``<tool_response>`` text in the role the template keeps).
 
-``tool_choice="none"`` renders no tools; ``auto``, ``required`` and a named function render them all
-(nothing constrains decoding: ``required`` is not enforced).
+``tool_choice="none"`` renders no tools; ``auto``, ``required`` and a named function render them all;
+``required`` and a named function also force the start of the call after the prompt
+(:func:`trajkit.gateway.service.forced_call_text`).
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ class Sampling:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     n: int = 1
+    logprobs: bool = False  # return each sampled token's log-prob (chat: logprobs=true; completions: logprobs=0)
 
 
 @dataclass
@@ -123,7 +124,12 @@ def chat_request(body: Any, max_n: int) -> ChatRequest:
     tools = _tools(body.get("tools"))
     choice = _tool_choice(body.get("tool_choice"), tools)
     stream, usage = _stream(body)
-    return ChatRequest(model, norm, tools, choice, sampling(body, max_n), stream, usage)
+    s = sampling(body, max_n)
+    lp = body.get("logprobs")
+    _need(lp is None or isinstance(lp, bool), f"logprobs must be true or false, got {lp!r}", "logprobs")
+    s.logprobs = bool(lp)
+    _no_top_logprobs(body.get("top_logprobs"), "top_logprobs")
+    return ChatRequest(model, norm, tools, choice, s, stream, usage)
 
 
 def completion_request(body: Any, max_n: int) -> CompletionRequest:
@@ -137,7 +143,20 @@ def completion_request(body: Any, max_n: int) -> CompletionRequest:
     _need(ok, "prompt must be a non-empty string or a non-empty list of token ids (one prompt per request)",
           "prompt")
     stream, usage = _stream(body)
-    return CompletionRequest(model, prompt, sampling(body, max_n), stream, usage)
+    s = sampling(body, max_n)
+    lp = body.get("logprobs")
+    _need(lp is None or (_is_int(lp) and 0 <= lp <= 5), f"logprobs must be an integer in [0, 5], got {lp!r}",
+          "logprobs")
+    _no_top_logprobs(lp, "logprobs")
+    s.logprobs = lp is not None
+    return CompletionRequest(model, prompt, s, stream, usage)
+
+
+def _no_top_logprobs(k: Any, param: str) -> None:
+    """Alternatives per position are not returned (the engine keeps the sampled token's log-prob only)."""
+    _need(k is None or (_is_int(k) and 0 <= k <= 20), f"{param} must be an integer in [0, 20], got {k!r}", param)
+    _need(not k, f"{param}={k}: the gateway returns the sampled token's log-prob only (the value an RL loss "
+                 f"uses), not the top alternatives; set {param} to 0 or leave it out", param)
 
 
 def _text(content: Any, where: str) -> str:

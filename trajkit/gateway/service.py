@@ -14,6 +14,7 @@ template rewrote history) the whole prompt is encoded afresh and the stitched ch
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -46,6 +47,7 @@ class Prepared:
     params: list[SamplingParams]
     stop: list[str]
     received: float
+    forced: str = ""  # text forced after the prompt by tool_choice (its ids end prompt_ids)
 
 
 class Gateway:
@@ -74,10 +76,13 @@ class Gateway:
         session = self.sessions.get(sid, req.model)
         tools = None if req.tool_choice == "none" else req.tools
         text = self.renderer.text(req.messages, tools)
-        prep = self._prepare(session, self._prompt_ids(session, text), req.sampling, "messages")
+        forced = forced_call_text(req.tool_choice)
+        prompt_ids = self._prompt_ids(session, text) + (self._encode(forced) if forced else [])
+        prep = self._prepare(session, prompt_ids, req.sampling, "messages")
+        prep.forced = forced
         result = await self._generate(prep, live, blocks=True)
         record = self._record(prep, result, "chat", req.model, messages=req.messages, tools=req.tools)
-        return self._chat_response(record, sid, body.get("return_token_ids") is True)
+        return self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
 
     async def completion(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
         req = completion_request(body, self.config.max_n)
@@ -94,14 +99,16 @@ class Gateway:
         prep = self._prepare(session, ids, req.sampling, "prompt")
         result = await self._generate(prep, live, blocks=False)
         record = self._record(prep, result, "completions", req.model, chat=False)
-        return self._completion_response(record, sid, body.get("return_token_ids") is True)
+        return self._completion_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
 
     async def _generate(self, prep: Prepared, live: Live | None, blocks: bool) -> JobResult:
         """Queue the job; with ``live``, hand it each choice's safe text as the tokens arrive."""
         if live is None:
             return await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
         loop = asyncio.get_running_loop()
-        texts = [LiveText(self._decode, prep.stop, self.stop_ids, blocks) for _ in prep.params]
+        def decode(ids: list[int]) -> str:
+            return prep.forced + self._decode(ids)
+        texts = [LiveText(decode, prep.stop, self.stop_ids, blocks) for _ in prep.params]
 
         def push(k: int, ids: list[int]) -> None:  # on the event loop
             delta = texts[k].push(ids)
@@ -152,11 +159,11 @@ class Gateway:
 
     def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
                 messages=None, tools=None) -> CallRecord:
-        choices = [self._choice(c, prep.stop, chat) for c in result.completions]
+        choices = [self._choice(c, prep.stop, chat, prep.forced) for c in result.completions]
         timing = {"queued_s": result.queued_s, "generate_s": result.generate_s,
                   "total_s": time.perf_counter() - prep.received, "batch_rows": result.batch_rows}
         record = CallRecord(-1, endpoint, model, prep.prompt_ids, choices, result.policy_version, timing,
-                            messages, tools)
+                            messages, tools, forced_text=prep.forced)
         prep.session.add(record)
         with prep.session.lock:
             for ch in choices:
@@ -164,7 +171,8 @@ class Gateway:
                 prep.session.texts.append((self._decode(ids), ids))
         return record
 
-    def _choice(self, completion, stop: list[str], chat: bool) -> ChoiceRecord:
+    def _choice(self, completion, stop: list[str], chat: bool, forced: str = "") -> ChoiceRecord:
+        """``forced``: the text tool_choice put after the prompt; the choice's text starts with it."""
         ids, lps, finish = list(completion.token_ids), list(completion.logprobs), completion.finish_reason
         body = ids[:-1] if finish == "stop" and ids and ids[-1] in self.stop_ids else ids
         text = self._decode(body)
@@ -172,29 +180,50 @@ class Gateway:
         if cut >= 0:
             k = next(k for k in range(1, len(body) + 1) if _has_stop(self._decode(body[:k]), stop))
             ids, lps, text, finish = ids[:k], lps[:k], text[:cut], "stop"
-        return ChoiceRecord(ids, lps, finish, text)
+        return ChoiceRecord(ids, lps, finish, forced + text)
 
     # --- responses ----------------------------------------------------------------------------------
-    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool) -> dict[str, Any]:
+    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False) -> dict[str, Any]:
         choices = []
         for k, ch in enumerate(rec.choices):
             parsed = parse_output(ch.text, f"{sid}:{rec.index}:{k}")
             ch.message = parsed.message()
             finish = "tool_calls" if parsed.calls else ch.finish_reason
-            item = {"index": k, "message": ch.message, "finish_reason": finish, "logprobs": None}
+            item = {"index": k, "message": ch.message, "finish_reason": finish,
+                    "logprobs": {"content": self._token_logprobs(ch)} if logprobs else None}
             if with_ids:
                 item["token_ids"] = ch.token_ids
             choices.append(item)
         return self._envelope(rec, sid, "chat.completion", choices, with_ids)
 
-    def _completion_response(self, rec: CallRecord, sid: str, with_ids: bool) -> dict[str, Any]:
+    def _completion_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False
+                             ) -> dict[str, Any]:
         choices = []
         for k, ch in enumerate(rec.choices):
             item = {"index": k, "text": ch.text, "finish_reason": ch.finish_reason, "logprobs": None}
+            if logprobs:
+                entries = self._token_logprobs(ch)
+                offsets = [0]
+                for e in entries[:-1]:
+                    offsets.append(offsets[-1] + len(e["token"]))
+                item["logprobs"] = {"tokens": [e["token"] for e in entries],
+                                    "token_logprobs": [e["logprob"] for e in entries],
+                                    "top_logprobs": None, "text_offset": offsets}
             if with_ids:
                 item["token_ids"] = ch.token_ids
             choices.append(item)
         return self._envelope(rec, sid, "text_completion", choices, with_ids)
+
+    def _token_logprobs(self, ch: ChoiceRecord) -> list[dict[str, Any]]:
+        """OpenAI ``logprobs.content`` of one choice: every sampled token (the stop token included, so the
+        values sum to the sequence log-prob a loss uses), its log-prob as recorded (under the distribution
+        it was sampled from: temperature, top-k, top-p applied), its text and the UTF-8 bytes of that text
+        (a token holding part of a character decodes to U+FFFD), no alternatives."""
+        out = []
+        for t, lp in zip(ch.token_ids, ch.logprobs):
+            text = self._decode([t])
+            out.append({"token": text, "logprob": lp, "bytes": list(text.encode("utf-8")), "top_logprobs": []})
+        return out
 
     def _envelope(self, rec: CallRecord, sid: str, obj: str, choices: list, with_ids: bool) -> dict[str, Any]:
         out = {"id": f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex[:24]}", "object": obj,
@@ -220,6 +249,19 @@ class Gateway:
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def forced_call_text(tool_choice) -> str:
+    """The Hermes text that starts the reply when ``tool_choice`` demands a call: ``required`` -> the model
+    must open a ``<tool_call>`` and name a function; a named function -> the call's name is written for it
+    and the model writes the arguments. ``auto`` / ``none`` -> nothing. Forced tokens are prompt tokens (the
+    model did not sample them: mask 0 when stitched); a prefix, not a grammar: what the model writes after
+    it is parsed like any reply (a malformed call stays in ``content`` with a diagnostic)."""
+    if tool_choice == "required":
+        return '<tool_call>\n{"name": "'
+    if isinstance(tool_choice, dict):
+        return '<tool_call>\n{"name": ' + json.dumps(tool_choice["function"]["name"]) + ', "arguments": '
+    return ""
 
 
 def _has_stop(text: str, stop: list[str]) -> bool:

@@ -46,6 +46,7 @@ class CallRecord:
     timing: dict[str, float]
     messages: list[dict[str, Any]] | None = None  # chat: the request's messages (validated)
     tools: list[dict[str, Any]] | None = None
+    forced_text: str = ""  # tool_choice required / named: text forced after the prompt (its ids end prompt_ids)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
