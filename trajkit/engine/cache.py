@@ -76,10 +76,23 @@ class SlotLayer(DynamicLayer):
         self._expose()
 
 
-def stack_rows(top: SlotLayer, bottom: SlotLayer, width: int) -> None:
+def stack_rows(top: SlotLayer, bottom: SlotLayer, width: int, rows: tuple[int, int] | None = None) -> None:
     """Put ``bottom``'s rows under ``top``'s (batch axis), each right-aligned in ``width`` slots; the
     slots left of a row's states are zeros (holes the caller masks; zeros, not garbage, so that a masked
-    slot's weight of 0 never meets a NaN)."""
+    slot's weight of 0 never meets a NaN). ``rows``: (top's, bottom's) row counts, needed when a side has
+    run no forward yet (every prompt of a speculative prefill was one token: nothing cached)."""
+    ready = [x for x in (top, bottom) if x.is_initialized and x._k is not None]
+    if len(ready) < 2:
+        if not ready:
+            return  # neither side holds a state: the merged rows are all holes so far
+        assert rows is not None, "stack_rows: a side without states needs the row counts"
+        ref = ready[0].keys
+        for layer, n in ((top, rows[0]), (bottom, rows[1])):
+            if layer not in ready:
+                empty = ref.new_zeros(n, ref.shape[1], 0, ref.shape[3])
+                layer.lazy_initialization(empty, empty)
+                layer._k, layer._v, layer._len = empty, empty.clone(), 0
+                layer._expose()
     a, b = top.keys.shape, bottom.keys.shape  # [B, H, S, D]
     assert a[1:2] + a[3:] == b[1:2] + b[3:] and max(a[2], b[2]) <= width, (a, b, width)
     k = top.keys.new_zeros(a[0] + b[0], a[1], width + 64, a[3])

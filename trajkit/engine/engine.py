@@ -25,10 +25,11 @@ import torch
 
 from trajkit.engine.auto_k import AutoK
 from trajkit.engine.drafters import Drafter, check_vocab
+from trajkit.engine.drafters.base import can_admit
 from trajkit.engine.params import SamplingParams, check_vocab as check_stop_vocab, per_row
 from trajkit.engine.plain import generate_plain
 from trajkit.engine.score import token_logprobs
-from trajkit.engine.session import DecodeSession
+from trajkit.engine.session import DecodeSession, SpeculativeSession
 from trajkit.engine.speculative import generate_speculative
 from trajkit.engine.types import Completions
 from trajkit.errors import ConfigError, InputError
@@ -102,10 +103,20 @@ class Engine:
             self.auto_k.observe(stats, len(prompts))
         return Completions(completions, stats)
 
-    def session(self) -> DecodeSession:
+    def session(self) -> DecodeSession | SpeculativeSession:
         """A step-wise session for continuous batching: ``admit(prompts, params)`` between steps, ``step()``
-        for one token per active row (:mod:`trajkit.engine.session`; plain decoding, even with a drafter)."""
-        return DecodeSession(self.model, self.config.sync_timing, check=self.check_request)
+        for the next tokens of every active row (:mod:`trajkit.engine.session`): plain decoding, or
+        speculative rounds when the engine has a drafter that can admit rows (``Drafter.admit``; every
+        built-in drafter can). With ``num_draft_tokens="auto"`` k is chosen for each busy period's first
+        batch (``auto_k``), and each period's acceptance updates the running alpha."""
+        sync = self.config.sync_timing
+        if self.drafter is None or not can_admit(self.drafter):
+            return DecodeSession(self.model, sync, check=self.check_request)
+        k = self.config.num_draft_tokens
+        if k != "auto":
+            return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request)
+        return SpeculativeSession(self.model, self.drafter, lambda prompts, rows: self.auto_k.pick(prompts, rows, False),
+                                  sync, check=self.check_request, on_idle=self.auto_k.observe)
 
     def check_request(self, prompt_ids, params) -> tuple[list[list[int]], list[SamplingParams]]:
         """Validated prompts and one ``SamplingParams`` per prompt (stop tokens in the vocabulary, rows

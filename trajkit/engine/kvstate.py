@@ -141,8 +141,9 @@ class KVState:
         caches are right-aligned to the wider one; the narrower rows get holes on the left, exactly like
         left padding, and keep their own ``lengths`` (so their position ids do not change)."""
         width = max(self.width, other.width)
+        rows = (self.slots.shape[0], other.slots.shape[0])
         for top, bottom in zip(self.cache.layers, other.cache.layers):
-            stack_rows(top, bottom, width)
+            stack_rows(top, bottom, width, rows)
         self.dense = self.dense and other.dense and self.width == other.width
         self.slots = torch.cat([_pad_left(self.slots, width), _pad_left(other.slots, width)], dim=0)
         self.lengths = torch.cat([self.lengths, other.lengths])

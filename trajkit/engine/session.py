@@ -14,8 +14,15 @@ exactly its own tokens through the attention mask. So a row that joins a running
 ``Engine.generate([prompt], params)`` samples alone (tested token for token, greedy and seeded), up to
 the floating-point differences between batched and unbatched matmuls that the engine has everywhere.
 
-Deviation: the session decodes plainly (one target forward per token) even when the engine has a
-drafter; speculative rounds over a batch whose rows join at different times are not implemented.
+With a drafter, :class:`SpeculativeSession` does the same with speculative rounds
+(:mod:`trajkit.engine.speculative`): ``step`` is one round (the drafter proposes up to ``k`` tokens per
+row, one target forward verifies them all, each row keeps its accepted drafts plus one token), so a row
+gets 1 to ``k + 1`` tokens per step. ``admit`` prefills the new prompts but their last token (scored with
+the row's first drafts, as in ``Engine.generate``), merges them under the running target cache and hands
+them to the drafter (``Drafter.admit``). Each row draws ``2k + 1`` uniforms per round from its own stream,
+so a row that joins a running batch samples what ``Engine.generate([prompt], params)`` samples alone with
+the same drafter and ``k`` (tested, greedy and seeded), and its tokens follow the target's distribution
+exactly, whatever the drafter proposes.
 """
 from __future__ import annotations
 
@@ -25,10 +32,11 @@ from dataclasses import dataclass
 import torch
 
 from trajkit.engine.active import ActiveBatch
-from trajkit.engine.host import to_host
+from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
+from trajkit.engine.speculative import Drafts, RoundUniforms, commit, draft, verify
 from trajkit.engine.warp import nonfinite_rows, sample, token_logprobs
 
 
@@ -116,3 +124,105 @@ class DecodeSession:
         self.stats.target_calls += calls
         self.stats.target_seconds += target_seconds
         self.stats.seconds += seconds
+
+
+class SpeculativeSession:
+    """A running batch decoded in speculative rounds (module docstring). ``k``: drafts per round, or a
+    callable ``k(prompts, params)`` asked whenever rows are admitted into an idle session (the engine's
+    ``"auto"`` choice for that batch; 0 = rounds without drafts, i.e. plain decoding steps). ``on_idle``:
+    called with a busy period's ``GenerationStats`` when its last row finishes.
+
+    Use through :meth:`trajkit.engine.Engine.session`."""
+
+    def __init__(self, model, drafter, k, sync_timing: bool = False, check=None, on_idle=None):
+        self.model, self.drafter, self.sync_timing = model, drafter, sync_timing
+        self._k, self._check, self._on_idle = k, check, on_idle
+        self.k = k if isinstance(k, int) else 0
+        self.device = next(model.parameters()).device
+        self.state = KVState(model, sync_timing)
+        self.batch = ActiveBatch([], [], False, self.device, followers=[self.state, drafter])
+        self.period = GenerationStats()  # the busy period running now (idle admission -> last row done)
+        self._finished = GenerationStats()  # every earlier busy period, merged
+        self.stats = GenerationStats()  # the whole session: _finished + period, updated in place
+        self._draft_totals = (drafter.calls, drafter.seconds)
+
+    @property
+    def rows(self) -> list[int]:
+        """Ids of the active rows, in batch order."""
+        return list(self.batch.rows)
+
+    @torch.inference_mode()
+    def admit(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[int]:
+        """Prefill ``prompts`` (all but their last token) and add them to the batch; their row ids."""
+        if self._check is not None:
+            prompts, params = self._check(prompts, params)
+        start = time.perf_counter()
+        if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
+            if not isinstance(self._k, int):
+                self.k = int(self._k(prompts, params))
+            self.period = GenerationStats(num_draft_tokens=self.k, position_tried=[0] * self.k,
+                                          position_accepted=[0] * self.k)
+            self._draft_totals = (self.drafter.calls, self.drafter.seconds)
+        lasts = to_device([p[-1] for p in prompts], self.device)
+        fresh = KVState(self.model, self.sync_timing)
+        fresh.prefill([p[:-1] for p in prompts])
+        if not self.batch.rows:
+            self.state = fresh
+            self.batch.followers = [fresh, self.drafter]
+            self.drafter.begin(prompts)
+            last = lasts
+        else:
+            self.state.admit(fresh)
+            self.drafter.admit(prompts)
+            last = torch.cat([self.batch.last, lasts])
+        new = self.batch.admit(prompts, params)
+        self.batch.last = last
+        self._count(fresh.calls, fresh.seconds, time.perf_counter() - start, rows=len(prompts))
+        return new
+
+    @torch.inference_mode()
+    def step(self) -> list[RowUpdate]:
+        """One speculative round for every active row (batch order): each gets 1 to k + 1 tokens; finished
+        rows leave. [] when no row is active."""
+        batch = self.batch
+        if not batch.rows:
+            return []
+        start, calls, seconds = time.perf_counter(), self.state.calls, self.state.seconds
+        rows = list(batch.rows)
+        before = [len(batch.generated[r]) for r in rows]
+        u = RoundUniforms.draw(batch, self.k)
+        if self.k:
+            drafts = draft(self.drafter, batch, self.k, u.draft)
+        else:
+            none = torch.zeros(len(rows), 0, dtype=torch.long, device=self.device)
+            drafts = Drafts(none, None, torch.zeros(len(rows), dtype=torch.long, device=self.device), [0] * len(rows))
+        done = commit(self.state, batch, drafts, verify(self.state, batch, drafts, u), self.period)
+        updates = [RowUpdate(r, batch.generated[r][n:], batch.logprobs[r][n:], batch.completion(r) if d else None)
+                   for r, n, d in zip(rows, before, done)]
+        for update in updates:
+            if update.done is not None:
+                batch.release(update.row)
+        self._count(self.state.calls - calls, self.state.seconds - seconds, time.perf_counter() - start,
+                    tokens=sum(len(update.token_ids) for update in updates))
+        if not batch.rows:
+            self._finished = GenerationStats.merge(self._finished, self.period)
+            self._sync_stats()
+            if self._on_idle is not None:
+                self._on_idle(self.period)
+        return updates
+
+    def _sync_stats(self) -> None:
+        """``stats`` (one object for the session's life: callers may hold it) = earlier periods + this one."""
+        merged = GenerationStats.merge(self._finished, self.period) if self.batch.rows else self._finished
+        self.stats.__dict__.update(GenerationStats.merge(merged).__dict__)
+
+    def _count(self, calls: int, target_seconds: float, seconds: float, rows: int = 0, tokens: int = 0) -> None:
+        p = self.period
+        p.target_calls += calls
+        p.target_seconds += target_seconds
+        p.draft_calls = self.drafter.calls - self._draft_totals[0]
+        p.draft_seconds = self.drafter.seconds - self._draft_totals[1]
+        p.seconds += seconds
+        p.rows += rows
+        p.new_tokens += tokens
+        self._sync_stats()

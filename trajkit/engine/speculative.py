@@ -141,9 +141,9 @@ def verify(state: KVState, batch: ActiveBatch, drafts: Drafts, u: RoundUniforms)
 
 
 def commit(state: KVState, batch: ActiveBatch, drafts: Drafts, verdict: Verdict,
-           stats: GenerationStats) -> None:
+           stats: GenerationStats) -> list[bool]:
     """Keep the accepted drafts in the cache, append the new tokens to the rows, count the round and
-    drop the finished rows."""
+    drop the finished rows; returns which of the round's rows (batch order) finished."""
     counts, emitted, logprobs, overlap, bad = to_host(verdict.accepted, verdict.emitted, verdict.logprobs,
                                                       verdict.overlap, verdict.nonfinite)  # second host sync
     batch.check_finite(bad, [n + 1 for n in drafts.counts])
@@ -151,5 +151,6 @@ def commit(state: KVState, batch: ActiveBatch, drafts: Drafts, verdict: Verdict,
     stats.add_round(drafts.counts, counts, overlap)
     batch.count_drafts(drafts.counts, counts)
     batch.last = verdict.next_token  # rows that go on emitted all their tokens: next_token is their last
-    batch.drop(batch.emit([t[:m + 1] for t, m in zip(emitted, counts)],
-                          [x[:m + 1] for x, m in zip(logprobs, counts)]))
+    done = batch.emit([t[:m + 1] for t, m in zip(emitted, counts)], [x[:m + 1] for x, m in zip(logprobs, counts)])
+    batch.drop(done)
+    return done

@@ -41,8 +41,9 @@ class GatewayConfig(Checked):
         "default_max_tokens": "max_tokens when a request gives none",
         "max_batch": "most rows in the running batch (or in one engine call)",
         "batch_wait_ms": "how long an idle scheduler waits for more requests before it starts a batch",
-        "continuous": "continuous batching: requests join the running batch between decode steps (plain "
-                      "decoding); false, or a drafter: whole engine calls of the requests that waited together",
+        "continuous": "continuous batching: requests join the running batch between decode steps (plain, "
+                      "or speculative rounds with a drafter); false: whole engine calls of the requests that "
+                      "waited together",
         "max_n": "largest n (choices per request)",
         "force_temperature": "sample every request at this temperature, top-k/top-p off, whatever it asks "
                              "(RL: the trainer's rollout temperature; 0 = greedy)",

@@ -10,9 +10,10 @@ batch at once (an idle scheduler first waits ``batch_wait_s`` for others to shar
 running one once the oldest waiting job has waited ``batch_wait_s`` or the batch would fill. Each row has
 its own random stream, stop tokens and budget, so its tokens do not depend on the rows around it.
 
-With a drafter the engine's speculative decoding runs whole ``Engine.generate`` calls, so with one (or with
-``continuous=False``) the scheduler keeps collect-and-batch instead (a request that arrives during a call
-waits for it to end).
+With a drafter the session decodes in speculative rounds (:class:`trajkit.engine.session.SpeculativeSession`:
+each step gives a row 1 to k + 1 tokens), so requests join and leave a speculative batch the same way.
+With ``continuous=False``, or an engine stand-in with only ``generate``, the scheduler collects and
+batches whole ``Engine.generate`` calls instead (a request that arrives during a call waits for it to end).
 
 Weight updates: the scheduler holds the engine lock from the moment an idle batch admits rows until the
 batch is empty again, so a weight load (:meth:`Scheduler.update_weights`, or a trainer holding the same
@@ -67,10 +68,9 @@ class Scheduler:
         # sync holds, so a sync waits for the running call (trajkit.rl.agent)
         self.lock = lock if lock is not None else threading.Lock()
         self._queue: queue.Queue[Job | None] = queue.Queue()
-        # continuous batching needs the engine's step-wise session; with a drafter (or an engine stand-in
-        # with only ``generate``) the scheduler runs whole generate calls
-        self.continuous = continuous and callable(getattr(engine, "session", None)) \
-            and getattr(engine, "drafter", None) is None
+        # continuous batching needs the engine's step-wise session (plain or speculative); an engine
+        # stand-in with only ``generate`` gets whole generate calls
+        self.continuous = continuous and callable(getattr(engine, "session", None))
         self.steps = 0  # decode steps of the continuous batch
         self._updates_waiting = 0  # weight updates waiting for the lock: admit nothing meanwhile
         self._session = None
@@ -167,7 +167,7 @@ class Scheduler:
             at += len(j.params)
             j.future.set_result(JobResult(rows, version, start - j.submitted, seconds, len(prompts)))
 
-    # --- continuous batching (no drafter) ---------------------------------------------------------------
+    # --- continuous batching (plain or speculative rounds) ---------------------------------------------------------------
     def _continuous(self) -> None:
         closed = False
         while self._held or not closed:

@@ -50,6 +50,12 @@ class Drafter(Protocol):
         """Keep only batch positions ``keep: [B']``."""
 
 
+def can_admit(drafter) -> bool:
+    """Whether ``drafter`` also has ``admit(prompts)``: add rows after the active ones between rounds (what
+    a continuous-batching session needs; optional, so drafters written before it keep working)."""
+    return callable(getattr(drafter, "admit", None))
+
+
 def check_vocab(drafter: Drafter, target_vocab: int) -> None:
     """ConfigError when the drafter's logit width differs from the target's."""
     size = drafter.vocab_size()

@@ -35,6 +35,17 @@ class DraftModel:
         self.state.prefill(self.cached)
         self._account()
 
+    def admit(self, prompts: list[list[int]]) -> None:
+        """Add rows after the active ones between rounds (continuous batching): their prompts but the
+        last token are prefilled on their own and merged under the running cache."""
+        assert self.state is not None
+        fresh = KVState(self.model)
+        cached = [list(p[:-1]) for p in prompts]
+        fresh.prefill(cached)
+        self.state.admit(fresh)  # also adds the fresh state's forward counters
+        self.cached += cached
+        self._account()
+
     def propose(self, seqs: list[list[int]], k: int, warp: Warp, u: torch.Tensor) -> Proposal:
         assert self.state is not None and len(seqs) == len(self.cached) and u.shape == (len(seqs), k)
         pending = self._rollback(seqs)

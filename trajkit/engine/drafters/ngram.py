@@ -76,6 +76,10 @@ class NgramDrafter:
     def begin(self, prompts: list[list[int]]) -> None:
         self.indexes = [NgramIndex(self.min_ngram, self.max_ngram) for _ in prompts]
 
+    def admit(self, prompts: list[list[int]]) -> None:
+        """Add rows after the active ones (continuous batching)."""
+        self.indexes += [NgramIndex(self.min_ngram, self.max_ngram) for _ in prompts]
+
     def propose(self, seqs: list[list[int]], k: int, warp: Warp, u: torch.Tensor) -> Proposal:
         start = time.perf_counter()
         found = [index.lookup(seq, k) for index, seq in zip(self.indexes, seqs)]

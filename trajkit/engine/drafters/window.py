@@ -101,6 +101,9 @@ class WindowDrafter:
     def retain(self, keep: torch.Tensor) -> None:
         """Stateless: nothing to drop."""
 
+    def admit(self, prompts: list[list[int]]) -> None:
+        """Stateless: nothing to add."""
+
     @torch.inference_mode()
     def propose(self, seqs: list[list[int]], k: int, warp: Warp, u: torch.Tensor) -> Proposal:
         start = time.perf_counter()
