@@ -26,10 +26,17 @@ def run_session(url: str, sid: str, turns: int, max_tokens: int, model: str) -> 
     return latencies
 
 
-def run_load(url: str, sessions: int, turns: int, max_tokens: int, model: str, prefix: str = "load") -> dict:
-    """All sessions at once; ``{"seconds", "requests", "latencies"}``."""
+def run_load(url: str, sessions: int, turns: int, max_tokens: int, model: str, prefix: str = "load",
+             long_tokens: int = 0) -> dict:
+    """All sessions at once; ``{"seconds", "requests", "latencies", "short_latencies"}``. ``long_tokens`` > 0:
+    every other session (the even ones) asks for ``long_tokens`` per call instead of ``max_tokens`` (mixed
+    lengths; ``short_latencies`` are the other sessions' calls)."""
     start = time.perf_counter()
+    budget = [long_tokens if long_tokens and i % 2 == 0 else max_tokens for i in range(sessions)]
     with ThreadPoolExecutor(sessions) as pool:
-        futures = [pool.submit(run_session, url, f"{prefix}-{i}", turns, max_tokens, model) for i in range(sessions)]
-        latencies = [x for f in futures for x in f.result()]
-    return {"seconds": time.perf_counter() - start, "requests": len(latencies), "latencies": latencies}
+        futures = [pool.submit(run_session, url, f"{prefix}-{i}", turns, budget[i], model) for i in range(sessions)]
+        per_session = [f.result() for f in futures]
+    latencies = [x for lat in per_session for x in lat]
+    short = [x for i, lat in enumerate(per_session) if budget[i] == max_tokens for x in lat]
+    return {"seconds": time.perf_counter() - start, "requests": len(latencies), "latencies": latencies,
+            "short_latencies": short}
