@@ -4,7 +4,7 @@ One RL/SFT-like step on SmolLM2-135M-Instruct (prepared offline, :mod:`trajkit.r
 and backward of a token-level policy-gradient loss ``-sum_t A_b log p(x_t) / N`` over ``--rows`` sequences
 of ``--length`` random token ids (``--micro-batch`` rows per backward, accumulated), then the optimiser
 step; ``--steps`` such steps, the last one timed. Each arm runs in its own fresh child process, so its
-memory is its own: on CPU the peak resident set size of that process (``ru_maxrss``, which includes
+memory is its own: on CPU the peak resident set size of that process (``VmHWM``, which includes
 PyTorch itself and the loaded model: the ``after load`` column), on CUDA ``torch.cuda.max_memory_allocated``
 over the steps. LoRA and LoGRA use the same rank (``--rank``) on the same seven projections per layer.
 
@@ -95,6 +95,16 @@ def add_arguments(p) -> None:
 
 
 def _rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB. Linux: ``VmHWM`` of ``/proc/self/status`` (the
+    high-water mark of this process image; ``ru_maxrss`` would carry over the parent's peak across the
+    fork + exec that starts the arm); elsewhere ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
