@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from trajkit.cli.main import main
 from trajkit.engine import Engine
@@ -147,3 +148,58 @@ def test_the_hermes_agent_runs_a_real_tool_call_through_the_gateway(calling_mode
     assert main(["traces", "stats", str(path), "--json", "-q"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["traces"] == 1 and stats["tool_calls"] == 1 and stats["malformed_tool_calls"] == 0
+
+
+def solved(harness_output, **kwargs) -> list[float]:
+    """The verifier: the agent completed and its final answer is the scripted one (the command's output)."""
+    out = []
+    for text in harness_output:
+        result = json.loads(text.splitlines()[-1]) if text else {}
+        out.append(float(bool(result.get("completed")) and result.get("final_response") == hs.FINAL["content"]))
+    return out
+
+
+def test_an_rl_step_with_the_hermes_agent_as_the_harness(calling_model, tmp_path):
+    """The RL trainer's agent task with the real Hermes Agent as the harness command: two agent runs (one
+    group) against the gateway over the trainer's own engine, each calling ``terminal`` for real; the
+    samples train exactly the tokens the engine sampled in those sessions, at the policy version that
+    sampled them; the step's update runs on them. (The scripted model solves the task in both runs, so the
+    group's advantages are 0 and the update leaves the weights as they are: checked as such. A step with a
+    spread of rewards through a scripted harness is tests/rl/test_agent.py.)"""
+    import copy
+
+    from trajkit.rl import Trainer
+    from trajkit.rl.agent import AgentTask
+    from trajkit.rl.config import load_config
+    from trajkit.rl.sample import validate_sample
+
+    _need_agent()
+    model, tok = calling_model
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    command = (f'cd "$(mktemp -d {runs}/run-XXXX)" && HERMES_HOME="$PWD" {hs.agent_python()} {hs.DRIVER} '
+               "{base_url} {api_key} {model} {task}")
+    task = AgentTask([{"prompt": hs.TASK}], tok, command, reward_funcs=[solved], timeout_s=240)
+    cfg = load_config(None, ["steps=1", "threads=1", "draft.kind=none", "rollout.prompts_per_step=1",
+                             "rollout.group_size=2", "rollout.temperature=1.0", "rollout.max_new_tokens=200",
+                             "optim.lr=1e-3", "log.report_to=[]", f"log.out_dir={tmp_path / 'log'}"])
+    trainer = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tok, task=task, logger=False)
+    before = {k: v.clone() for k, v in trainer.state.policy.state_dict().items()}
+    try:
+        result = trainer.step_once()
+    finally:
+        trainer.close()
+    assert len(result.samples) == 2 and len(list(runs.iterdir())) == 2
+    assert (next(runs.iterdir()) / "trajectory_samples.jsonl").exists()  # the agent's own saved trajectory
+    for s in result.samples:
+        validate_sample(s)
+        records = task.env.gateway.sessions.find(s.metadata["session"]).records
+        assert len(records) >= 1 and all(r.policy_version == 1 == s.policy_version for r in records)
+        assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == \
+            [t for r in records for t in r.choices[0].token_ids]  # one chain: the agent sent its history back
+    assert "reward/solved" in result.metrics and 0.0 <= result.metrics["reward/solved"] <= 1.0
+    # the policy's own log-probs of the trained tokens, recomputed by the trainer, are the engine's: the
+    # masks sit exactly on what was sampled, at the rollout temperature the gateway forced
+    assert result.metrics["mismatch/max_abs"] < 1e-3
+    changed = any(not torch.equal(before[k], v) for k, v in trainer.state.policy.state_dict().items())
+    assert changed == any(s.advantage != 0 for s in result.samples)  # zero advantage: the step moves nothing
