@@ -159,26 +159,31 @@ def plot(summary: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for arm, ys in summary["acceptance_length"].items():
-        if summary["arms"][arm]["acceptance_length"] > 1.0:  # arms that draft
+    drafting = [a for a in summary["arms"] if summary["arms"][a]["acceptance_length"] > 1.0]
+    fig, panels = plt.subplots(1, 3 if drafting else 2, figsize=(15 if drafting else 10, 4))
+    axes = list(panels)
+    if drafting:
+        for arm in drafting:
+            ys = summary["acceptance_length"][arm]
             axes[0].plot(range(1, len(ys) + 1), ys, label=arm)
-    axes[0].set(title="acceptance length per step", xlabel="step", ylabel="tokens per target call")
+        axes[0].set(title="acceptance length per step", xlabel="step", ylabel="tokens per target call")
+        axes = axes[1:]
     arms = list(summary["arms"])
     bottom = [0.0] * len(arms)
     for k in STAGES:
         vals = [summary["arms"][a]["stage_seconds"][k] for a in arms]
-        axes[1].bar(arms, vals, bottom=bottom, label=k)
+        axes[0].bar(arms, vals, bottom=bottom, label=k)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    axes[1].set(title="seconds per step by stage")
+    axes[0].set(title="seconds per step by stage")
     for arm, r in summary["reward"].items():
         xs, ys, sd = zip(*r["curve"])
-        line, = axes[2].plot(xs, ys, marker="o", label=f"{arm} (n={len(r['final'])})")
-        axes[2].fill_between(xs, [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)],
+        line, = axes[1].plot(xs, ys, marker="o", label=f"{arm} (n={len(r['final'])})")
+        axes[1].fill_between(xs, [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)],
                              color=line.get_color(), alpha=0.2)
-    axes[2].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
-    for ax in axes:
-        ax.legend(fontsize=8)
+    axes[1].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
+    for ax in panels:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")  # the atomic writer's temporary name has no .png suffix
     plt.close(fig)
