@@ -241,7 +241,29 @@ def test_logprobs_are_the_recorded_engine_logprobs(random_gateway):
     assert c.chat.completions.create(model="tiny", messages=USER, max_tokens=4).choices[0].logprobs is None
 
 
-@pytest.mark.parametrize("body, param", [({"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
+def test_top_logprobs_are_the_engines(random_gateway):
+    """``top_logprobs=3``: each token's alternatives are what ``Engine.generate`` records for the same ids
+    and parameters (tests/engine/test_top_logprobs.py checks those against a full forward)."""
+    gw, url = random_gateway
+    c = _client(url, "s-top")
+    r = c.chat.completions.create(model="tiny", messages=USER, max_tokens=10, temperature=0.8, seed=6, logprobs=True,
+                                  top_logprobs=3, extra_body={"return_token_ids": True})
+    ref = gw.engine.generate([r.prompt_token_ids], SamplingParams(temperature=0.8, max_new_tokens=10, seed=6,
+                                                                  top_logprobs=3,
+                                                                  stop_token_ids=[gw.tokenizer.eos_token_id]))[0]
+    content = r.choices[0].logprobs.content
+    assert [e.token for e in content] == [_decode(gw.tokenizer, [t]) for t in ref.token_ids]
+    for e, alts in zip(content, ref.top_logprobs):
+        assert [a.token for a in e.top_logprobs] == [_decode(gw.tokenizer, [t]) for t, _ in alts]
+        assert [a.logprob for a in e.top_logprobs] == pytest.approx([v for _, v in alts], abs=1e-6)
+        assert len(e.top_logprobs) == 3 and e.top_logprobs[0].logprob >= e.logprob - 1e-6
+    legacy = c.completions.create(model="tiny", prompt="hello", max_tokens=6, seed=2, logprobs=2)
+    tops = legacy.choices[0].logprobs.top_logprobs
+    assert len(tops) == len(legacy.choices[0].logprobs.tokens) and all(len(t) <= 2 for t in tops)
+
+
+@pytest.mark.parametrize("body, param", [({"top_logprobs": 3}, "top_logprobs"),
+                                         ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
                                          ({"logprobs": "yes"}, "logprobs")])
 def test_unsupported_or_bad_logprobs_are_a_400_naming_the_field(random_gateway, body, param):
     _, url = random_gateway

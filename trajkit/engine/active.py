@@ -48,6 +48,7 @@ class ActiveBatch:
         self.seqs = [list(p) for p in prompts]
         self.generated: list[list[int]] = [[] for _ in prompts]
         self.logprobs: list[list[float]] = [[] for _ in prompts]
+        self.tops: list[list[list[tuple[int, float]]]] = [[] for _ in prompts]  # rows with top_logprobs > 0
         self.budget = [p.max_new_tokens for p in params]
         self.stops = [frozenset(p.stop_token_ids) for p in params]
         self.finish: list[str | None] = [None] * len(prompts)
@@ -74,6 +75,7 @@ class ActiveBatch:
         self.seqs += [list(p) for p in prompts]
         self.generated += [[] for _ in prompts]
         self.logprobs += [[] for _ in prompts]
+        self.tops += [[] for _ in prompts]
         self.budget += [p.max_new_tokens for p in params]
         self.stops += [frozenset(p.stop_token_ids) for p in params]
         self.finish += [None] * len(prompts)
@@ -93,12 +95,14 @@ class ActiveBatch:
     def completion(self, r: int) -> Completion:
         """Row ``r``'s record so far (``finish_reason`` "length" while it is unfinished)."""
         return Completion(token_ids=self.generated[r], logprobs=self.logprobs[r],
-                          finish_reason=self.finish[r] or "length", draft_proposed=self.proposed[r], draft_accepted=self.accepted[r])
+                          finish_reason=self.finish[r] or "length", draft_proposed=self.proposed[r],
+                          draft_accepted=self.accepted[r],
+                          top_logprobs=self.tops[r] if self.params[r].top_logprobs else None)
 
     def release(self, r: int) -> None:
         """Forget finished row ``r``'s sequences (a long-lived session keeps only its active rows' data)."""
         assert r not in self.rows, r
-        self.seqs[r], self.generated[r], self.logprobs[r] = [], [], []
+        self.seqs[r], self.generated[r], self.logprobs[r], self.tops[r] = [], [], [], []
         self.streams.generators[r] = None
 
     # --- per-step inputs -------------------------------------------------------------------------
@@ -108,6 +112,10 @@ class ActiveBatch:
     def remaining(self) -> list[int]:
         """Tokens each active row may still generate, in batch order."""
         return [self.budget[r] - len(self.generated[r]) for r in self.rows]
+
+    def top_count(self) -> int:
+        """The largest ``top_logprobs`` among the active rows (0: nobody asked; skip the top-k)."""
+        return max((self.params[r].top_logprobs for r in self.rows), default=0)
 
     def uniforms(self, n: int) -> torch.Tensor:
         """``[B, n]`` float64 uniforms, ``n`` from each active row's own stream."""
@@ -137,14 +145,16 @@ class ActiveBatch:
             self.proposed[r] += n
             self.accepted[r] += m
 
-    def emit(self, tokens: list[list[int]], logprobs: list[list[float]]) -> list[bool]:
-        """Append each active row's new tokens (batch order); returns which rows finished."""
+    def emit(self, tokens: list[list[int]], logprobs: list[list[float]],
+             tops: tuple[list, list] | None = None) -> list[bool]:
+        """Append each active row's new tokens (batch order); returns which rows finished. ``tops``: per row
+        and new token, the top-k (log p, id) lists of :meth:`top_count` entries (when it is > 0)."""
         assert len(tokens) == len(logprobs) == len(self.rows)
         done = []
-        for r, toks, lps in zip(self.rows, tokens, logprobs):
+        for b, (r, toks, lps) in enumerate(zip(self.rows, tokens, logprobs)):
             room = self.budget[r] - len(self.generated[r])
             toks, lps = toks[:room], lps[:room]
-            stop_at = next((i for i, t in enumerate(toks) if t in self.stops[r]), None)
+            stop_at = next((j for j, t in enumerate(toks) if t in self.stops[r]), None)
             if stop_at is not None:
                 toks, lps = toks[:stop_at + 1], lps[:stop_at + 1]
                 self.finish[r] = "stop"
@@ -153,6 +163,10 @@ class ActiveBatch:
             self.generated[r].extend(toks)
             self.seqs[r].extend(toks)
             self.logprobs[r].extend(lps)
+            if tops is not None and self.params[r].top_logprobs:
+                k = self.params[r].top_logprobs
+                self.tops[r].extend([(t, v) for t, v in zip(ids[:k], vals[:k]) if v != float("-inf")]
+                                    for vals, ids in zip(tops[0][b][:len(toks)], tops[1][b][:len(toks)]))
             done.append(self.finish[r] is not None)
         return done
 

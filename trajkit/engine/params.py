@@ -28,6 +28,9 @@ them overflows or underflows (below ~1e-38 the temperature itself rounds to 0), 
 already indistinguishable from greedy for any logit gap a model produces."""
 
 
+MAX_TOP_LOGPROBS = 20
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample one completion; ``temperature=0`` (or below :data:`MIN_TEMPERATURE`) is greedy."""
@@ -38,6 +41,7 @@ class SamplingParams:
     max_new_tokens: int = 64
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
+    top_logprobs: int = 0
 
     __field_docs__ = {
         "temperature": f"softmax temperature; 0 (or below {MIN_TEMPERATURE:g}) = greedy",
@@ -45,6 +49,8 @@ class SamplingParams:
         "top_p": "keep the smallest set of tokens with mass >= top_p; 1 = off",
         "max_new_tokens": "most tokens generated per row",
         "seed": "base seed; row i uses a stream derived from (seed, i); unset = fresh entropy",
+        "top_logprobs": f"also record the {MAX_TOP_LOGPROBS} or fewer most likely tokens of each sampled position "
+                        "(Completion.top_logprobs); 0 = off",
     }
 
     def __post_init__(self) -> None:
@@ -61,6 +67,9 @@ class SamplingParams:
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) \
                 or self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if isinstance(self.top_logprobs, bool) or not isinstance(self.top_logprobs, int) \
+                or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise ConfigError(f"top_logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
                                       or self.seed < 0):
             raise ConfigError(f"seed must be an integer >= 0 or None, got {self.seed!r}")

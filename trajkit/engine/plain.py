@@ -20,7 +20,7 @@ from trajkit.engine.host import to_host
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
-from trajkit.engine.warp import nonfinite_rows, sample, token_logprobs
+from trajkit.engine.warp import nonfinite_rows, one_position, sample, token_logprobs, top_logprobs
 
 
 @torch.inference_mode()
@@ -35,10 +35,12 @@ def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams]
     while True:
         probs = batch.probs(logits)[:, 0]  # [B, V]
         batch.last = sample(probs, batch.uniforms(1)[:, 0])  # [B]
-        tokens, logprobs, bad = to_host(batch.last, token_logprobs(probs, batch.last),
-                                        nonfinite_rows(logits[:, 0]))  # the step's one sync
+        k = batch.top_count()
+        tokens, logprobs, bad, *top = to_host(batch.last, token_logprobs(probs, batch.last),
+                                              nonfinite_rows(logits[:, 0]),
+                                              *(top_logprobs(probs, k) if k else ()))  # the step's one sync
         batch.check_finite(bad)
-        batch.drop(batch.emit([[t] for t in tokens], [[x] for x in logprobs]))
+        batch.drop(batch.emit([[t] for t in tokens], [[x] for x in logprobs], one_position(top)))
         if not batch.rows:
             break
         row_steps += len(batch.rows)

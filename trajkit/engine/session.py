@@ -37,7 +37,7 @@ from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.speculative import Drafts, RoundUniforms, commit, draft, verify
-from trajkit.engine.warp import nonfinite_rows, sample, token_logprobs
+from trajkit.engine.warp import nonfinite_rows, one_position, sample, token_logprobs, top_logprobs
 
 
 @dataclass
@@ -98,11 +98,12 @@ class DecodeSession:
         start, calls, seconds = time.perf_counter(), self.state.calls, self.state.seconds
         probs = batch.probs(self.logits)[:, 0]  # [B, V]
         batch.last = sample(probs, batch.uniforms(1)[:, 0])  # [B]
-        tokens, logprobs, bad = to_host(batch.last, token_logprobs(probs, batch.last),
-                                        nonfinite_rows(self.logits[:, 0]))
+        k = batch.top_count()
+        tokens, logprobs, bad, *top = to_host(batch.last, token_logprobs(probs, batch.last),
+                                              nonfinite_rows(self.logits[:, 0]), *(top_logprobs(probs, k) if k else ()))
         batch.check_finite(bad)
         rows = list(batch.rows)
-        done = batch.emit([[t] for t in tokens], [[x] for x in logprobs])
+        done = batch.emit([[t] for t in tokens], [[x] for x in logprobs], one_position(top))
         updates = [RowUpdate(r, [t], [x], batch.completion(r) if d else None)
                    for r, t, x, d in zip(rows, tokens, logprobs, done)]
         batch.drop(done)

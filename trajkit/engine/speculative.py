@@ -45,7 +45,7 @@ from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
-from trajkit.engine.warp import nonfinite_rows, token_logprobs
+from trajkit.engine.warp import nonfinite_rows, token_logprobs, top_logprobs
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class Verdict:
     overlap: torch.Tensor
     next_token: torch.Tensor
     nonfinite: torch.Tensor  # [B, w+1] bool: the target's logits at that position were NaN/inf
+    top: tuple[torch.Tensor, torch.Tensor] | None = None  # ([B, w+1, k] log p, ids) when a row asked for them
 
 
 @torch.inference_mode()
@@ -137,20 +138,24 @@ def verify(state: KVState, batch: ActiveBatch, drafts: Drafts, u: RoundUniforms)
     n_acc, nxt, overlap = verify_drafts(p, drafts.tokens, drafts.probs, drafts.lengths,
                                         u.accept[:, :drafts.width], u.final)
     emitted = emitted_tokens(drafts.tokens, n_acc, nxt)  # [B, w+1]
-    return Verdict(n_acc, emitted, token_logprobs(p, emitted), overlap, nxt, nonfinite_rows(logits))
+    k = batch.top_count()
+    return Verdict(n_acc, emitted, token_logprobs(p, emitted), overlap, nxt, nonfinite_rows(logits),
+                   top_logprobs(p, k) if k else None)
 
 
 def commit(state: KVState, batch: ActiveBatch, drafts: Drafts, verdict: Verdict,
            stats: GenerationStats) -> list[bool]:
     """Keep the accepted drafts in the cache, append the new tokens to the rows, count the round and
     drop the finished rows; returns which of the round's rows (batch order) finished."""
-    counts, emitted, logprobs, overlap, bad = to_host(verdict.accepted, verdict.emitted, verdict.logprobs,
-                                                      verdict.overlap, verdict.nonfinite)  # second host sync
+    counts, emitted, logprobs, overlap, bad, *top = to_host(
+        verdict.accepted, verdict.emitted, verdict.logprobs, verdict.overlap, verdict.nonfinite,
+        *(verdict.top or ()))  # second host sync
     batch.check_finite(bad, [n + 1 for n in drafts.counts])
     state.keep_appended(drafts.width + 1, [n + 1 for n in counts])  # last + accepted drafts
     stats.add_round(drafts.counts, counts, overlap)
     batch.count_drafts(drafts.counts, counts)
     batch.last = verdict.next_token  # rows that go on emitted all their tokens: next_token is their last
-    done = batch.emit([t[:m + 1] for t, m in zip(emitted, counts)], [x[:m + 1] for x, m in zip(logprobs, counts)])
+    done = batch.emit([t[:m + 1] for t, m in zip(emitted, counts)], [x[:m + 1] for x, m in zip(logprobs, counts)],
+                      (top[0], top[1]) if top else None)
     batch.drop(done)
     return done

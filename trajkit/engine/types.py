@@ -31,6 +31,9 @@ class Completion:
     finish_reason: FinishReason
     draft_proposed: int = 0  # draft tokens verified for this row
     draft_accepted: int = 0  # of which accepted
+    # SamplingParams.top_logprobs > 0: per token, the most likely (id, log p) of the distribution it was
+    # sampled from, most likely first (tokens a top-k/top-p filter removed are left out)
+    top_logprobs: list[list[tuple[int, float]]] | None = None
 
 
 def validate_completion(c: Completion) -> None:
@@ -41,6 +44,9 @@ def validate_completion(c: Completion) -> None:
         raise InputError(f"unknown finish_reason {c.finish_reason!r}", field="finish_reason")
     if any(not (lp <= 0.0) or math.isnan(lp) for lp in c.logprobs):
         raise InputError("logprobs must be <= 0", field="logprobs")
+    if c.top_logprobs is not None and len(c.top_logprobs) != len(c.token_ids):
+        raise InputError(f"{len(c.token_ids)} token ids but {len(c.top_logprobs)} top_logprobs entries",
+                         field="top_logprobs")
     if not 0 <= c.draft_accepted <= c.draft_proposed:
         raise InputError("need 0 <= draft_accepted <= draft_proposed", field="draft_accepted")
 

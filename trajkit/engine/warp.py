@@ -96,6 +96,21 @@ def nonfinite_rows(logits: torch.Tensor) -> torch.Tensor:
 _BELOW_ONE = 1.0 - 2.0 ** -52
 
 
+def top_logprobs(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` most likely tokens of ``probs: [..., V]`` -> (``log p: [..., k]``, ``ids: [..., k]``), most
+    likely first; a token outside a top-k/top-p filter has log p = -inf."""
+    values, ids = probs.topk(k, dim=-1)
+    return torch.log(values), ids
+
+
+def one_position(top: list) -> tuple[list, list] | None:
+    """Host-side ``[log p, ids]`` of one position per row (``[B, k]`` each) -> the ``tops`` argument of
+    :meth:`trajkit.engine.active.ActiveBatch.emit` (one position per row); None when nobody asked."""
+    if not top:
+        return None
+    return [[row] for row in top[0]], [[row] for row in top[1]]
+
+
 def token_logprobs(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """``probs: [..., V]``, ``tokens: [...]`` -> ``log probs[..., tokens]``."""
     return torch.log(probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))

@@ -26,7 +26,8 @@ class Sampling:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     n: int = 1
-    logprobs: bool = False  # return each sampled token's log-prob (chat: logprobs=true; completions: logprobs=0)
+    logprobs: bool = False  # return each sampled token's log-prob (chat: logprobs=true; completions: logprobs=N)
+    top_logprobs: int = 0  # and the N most likely tokens at each position
 
 
 @dataclass
@@ -128,7 +129,11 @@ def chat_request(body: Any, max_n: int) -> ChatRequest:
     lp = body.get("logprobs")
     _need(lp is None or isinstance(lp, bool), f"logprobs must be true or false, got {lp!r}", "logprobs")
     s.logprobs = bool(lp)
-    _no_top_logprobs(body.get("top_logprobs"), "top_logprobs")
+    top = body.get("top_logprobs")
+    _need(top is None or (_is_int(top) and 0 <= top <= 20), f"top_logprobs must be an integer in [0, 20], got {top!r}",
+          "top_logprobs")
+    _need(not top or s.logprobs, "top_logprobs needs logprobs: true", "top_logprobs")
+    s.top_logprobs = top or 0
     return ChatRequest(model, norm, tools, choice, s, stream, usage)
 
 
@@ -147,16 +152,9 @@ def completion_request(body: Any, max_n: int) -> CompletionRequest:
     lp = body.get("logprobs")
     _need(lp is None or (_is_int(lp) and 0 <= lp <= 5), f"logprobs must be an integer in [0, 5], got {lp!r}",
           "logprobs")
-    _no_top_logprobs(lp, "logprobs")
     s.logprobs = lp is not None
+    s.top_logprobs = lp or 0
     return CompletionRequest(model, prompt, s, stream, usage)
-
-
-def _no_top_logprobs(k: Any, param: str) -> None:
-    """Alternatives per position are not returned (the engine keeps the sampled token's log-prob only)."""
-    _need(k is None or (_is_int(k) and 0 <= k <= 20), f"{param} must be an integer in [0, 20], got {k!r}", param)
-    _need(not k, f"{param}={k}: the gateway returns the sampled token's log-prob only (the value an RL loss "
-                 f"uses), not the top alternatives; set {param} to 0 or leave it out", param)
 
 
 def _text(content: Any, where: str) -> str:

@@ -152,7 +152,7 @@ class Gateway:
         if self.config.force_temperature is not None:
             s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
-                                 stop_token_ids=self.stop_ids,
+                                 stop_token_ids=self.stop_ids, top_logprobs=s.top_logprobs,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
                   for i in range(s.n)]
         return Prepared(session, prompt_ids, params, s.stop, time.perf_counter())
@@ -174,13 +174,15 @@ class Gateway:
     def _choice(self, completion, stop: list[str], chat: bool, forced: str = "") -> ChoiceRecord:
         """``forced``: the text tool_choice put after the prompt; the choice's text starts with it."""
         ids, lps, finish = list(completion.token_ids), list(completion.logprobs), completion.finish_reason
+        tops = list(completion.top_logprobs) if completion.top_logprobs is not None else None
         body = ids[:-1] if finish == "stop" and ids and ids[-1] in self.stop_ids else ids
         text = self._decode(body)
         cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
         if cut >= 0:
             k = next(k for k in range(1, len(body) + 1) if _has_stop(self._decode(body[:k]), stop))
             ids, lps, text, finish = ids[:k], lps[:k], text[:cut], "stop"
-        return ChoiceRecord(ids, lps, finish, forced + text)
+            tops = tops[:k] if tops is not None else None
+        return ChoiceRecord(ids, lps, finish, forced + text, top_logprobs=tops)
 
     # --- responses ----------------------------------------------------------------------------------
     def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False) -> dict[str, Any]:
@@ -208,7 +210,9 @@ class Gateway:
                     offsets.append(offsets[-1] + len(e["token"]))
                 item["logprobs"] = {"tokens": [e["token"] for e in entries],
                                     "token_logprobs": [e["logprob"] for e in entries],
-                                    "top_logprobs": None, "text_offset": offsets}
+                                    "top_logprobs": [{t["token"]: t["logprob"] for t in e["top_logprobs"]}
+                                                     for e in entries] if ch.top_logprobs is not None else None,
+                                    "text_offset": offsets}
             if with_ids:
                 item["token_ids"] = ch.token_ids
             choices.append(item)
@@ -218,12 +222,14 @@ class Gateway:
         """OpenAI ``logprobs.content`` of one choice: every sampled token (the stop token included, so the
         values sum to the sequence log-prob a loss uses), its log-prob as recorded (under the distribution
         it was sampled from: temperature, top-k, top-p applied), its text and the UTF-8 bytes of that text
-        (a token holding part of a character decodes to U+FFFD), no alternatives."""
-        out = []
-        for t, lp in zip(ch.token_ids, ch.logprobs):
+        (a token holding part of a character decodes to U+FFFD), and with ``top_logprobs`` the most likely
+        tokens of that same distribution (those a top-k/top-p filter removed are left out)."""
+        def entry(t: int, lp: float) -> dict[str, Any]:
             text = self._decode([t])
-            out.append({"token": text, "logprob": lp, "bytes": list(text.encode("utf-8")), "top_logprobs": []})
-        return out
+            return {"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))}
+        tops = ch.top_logprobs or [[] for _ in ch.token_ids]
+        return [{**entry(t, lp), "top_logprobs": [entry(i, v) for i, v in alts]}
+                for t, lp, alts in zip(ch.token_ids, ch.logprobs, tops)]
 
     def _envelope(self, rec: CallRecord, sid: str, obj: str, choices: list, with_ids: bool) -> dict[str, Any]:
         out = {"id": f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex[:24]}", "object": obj,

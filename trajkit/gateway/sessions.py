@@ -33,6 +33,7 @@ class ChoiceRecord:
     finish_reason: str
     text: str  # the completion text the client was given (before parsing into message fields)
     message: dict[str, Any] | None = None  # chat: the assistant message returned
+    top_logprobs: list[list[tuple[int, float]]] | None = None  # asked for: (id, log p) per token, most likely first
 
 
 @dataclass
