@@ -28,8 +28,8 @@ def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, dr
         return Gateway(Engine(target), tokenizer, config)
     if kind.trainable and not draft:
         raise ConfigError(f"--drafter {kind.name} needs --draft DIR")
-    return Gateway(Engine(target, drafter=kind.drafter(load_model(draft, what="--draft") if draft else None),
-                          num_draft_tokens=num_draft_tokens), tokenizer, config)
+    net = kind.load(draft) if draft else None  # the draft kind's own loader (a shortlist draft included)
+    return Gateway(Engine(target, drafter=kind.drafter(net), num_draft_tokens=num_draft_tokens), tokenizer, config)
 
 
 def _uvicorn(gateway: Gateway, log_level: str):
