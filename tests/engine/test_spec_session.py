@@ -79,8 +79,12 @@ def test_auto_k_is_chosen_per_busy_period_and_learns_from_it():
     _run(session, {0: [(PROMPTS[0], p), (PROMPTS[2], p)]})
     choice = engine.auto_k.last_choice
     assert choice is not None and session.k == choice["k"] and session.period.num_draft_tokens == session.k
-    if session.k:  # the busy period's acceptance was folded into the running alpha
-        assert engine.auto_k.alpha != choice["alpha"] or session.period.alpha == choice["alpha"]
+    if session.k:  # the busy period's acceptance was folded into the running alpha (exponential smoothing)
+        w = engine.config.alpha_smoothing
+        assert sum(session.period.position_tried) > 0
+        assert engine.auto_k.alpha == pytest.approx((1 - w) * choice["alpha"] + w * session.period.alpha)
+    else:
+        assert engine.auto_k.alpha == choice["alpha"]
 
 
 def test_a_drafter_without_admit_gets_the_plain_session():
@@ -102,3 +106,30 @@ def test_stats_is_one_live_object_across_busy_periods():
     assert held.new_tokens == 5 and held.rows == 1
     _run(session, {0: [(PROMPTS[2], p), (PROMPTS[3], p)]})
     assert session.stats is held and held.new_tokens == 15 and held.rows == 3
+
+
+def test_a_callable_k_is_asked_per_busy_period_and_on_idle_gets_the_period():
+    """The auto wiring without the cost model's verdict: k comes from the callable at each idle admission,
+    and ``on_idle`` (the engine passes ``AutoK.observe``) folds the period's alpha into the estimate."""
+    model = target_model(SPEC_WIDE, seed=1, dtype=torch.float64)
+    engine = Engine(model, DraftModel(perturbed_copy(model, 0.1, seed=3).to(torch.float64)), num_draft_tokens=2)
+    engine.auto_k.alpha = 0.5
+    asked, periods = [], []
+
+    def pick(prompts, params):
+        asked.append(len(prompts))
+        return 2 if len(asked) == 1 else 3
+
+    def on_idle(stats):
+        periods.append(stats)
+        engine.auto_k.observe(stats)
+    session = SpeculativeSession(model, engine.drafter, pick, on_idle=on_idle)
+    p = SamplingParams(temperature=1.0, max_new_tokens=10, seed=0)
+    _run(session, {0: [(PROMPTS[0], p), (PROMPTS[2], p)], 1: [(PROMPTS[3], p)]})
+    assert asked == [2] and session.k == 2 and len(periods) == 1  # the joining row did not re-pick
+    first = periods[0]
+    assert first.num_draft_tokens == 2 and first.rows == 3 and first.new_tokens == 30 and sum(first.position_tried) > 0
+    assert engine.auto_k.alpha == pytest.approx(0.5 * 0.5 + 0.5 * first.alpha)
+    _run(session, {0: [(PROMPTS[1], p)]})
+    assert asked == [2, 1] and session.k == 3 and len(periods) == 2 and periods[1].num_draft_tokens == 3
+    assert session.stats.rows == 4 and session.stats.new_tokens == 40
