@@ -29,6 +29,20 @@ def _run(session, schedule: dict[int, list[tuple[list[int], SamplingParams]]]):
     return {r: (done[r], streamed[r]) for r in done}
 
 
+def assert_like_alone(engine, out, params) -> None:
+    """Row ``r`` of ``out`` (``_run``'s result for ``PROMPTS[r]``) is what ``engine.generate`` gives it alone:
+    tokens (streamed too), log-probs, finish reason, drafts proposed and accepted."""
+    assert sorted(out) == list(range(len(params)))
+    for row, p in enumerate(params):
+        alone = engine.generate([PROMPTS[row]], p)[0]
+        got, streamed = out[row]
+        assert got.token_ids == alone.token_ids, row
+        assert streamed == alone.token_ids
+        assert got.logprobs == pytest.approx(alone.logprobs, abs=1e-9)
+        assert got.finish_reason == alone.finish_reason
+        assert (got.draft_proposed, got.draft_accepted) == (alone.draft_proposed, alone.draft_accepted)
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_rows_that_join_a_running_batch_sample_what_they_sample_alone(temperature):
     model = target_model(SPEC_WIDE, seed=1, dtype=torch.float64)
@@ -40,14 +54,7 @@ def test_rows_that_join_a_running_batch_sample_what_they_sample_alone(temperatur
     # at step 12, after row 1 left
     out = _run(engine.session(), {0: [(PROMPTS[0], params[0])], 4: [(PROMPTS[1], params[1]), (PROMPTS[2], params[2])],
                                   12: [(PROMPTS[3], params[3])]})
-    assert sorted(out) == [0, 1, 2, 3]
-    for row in range(4):
-        alone = engine.generate([PROMPTS[row]], params[row])[0]
-        got, streamed = out[row]
-        assert got.token_ids == alone.token_ids, row
-        assert streamed == alone.token_ids
-        assert got.logprobs == pytest.approx(alone.logprobs, abs=1e-9)
-        assert got.finish_reason == alone.finish_reason
+    assert_like_alone(engine, out, params)
     assert len(out[1][0].token_ids) == 6  # its budget: it left the batch while the others ran on
 
 

@@ -10,7 +10,7 @@ from trajkit.engine.drafters import DraftModel, NgramDrafter
 from trajkit.engine.session import DecodeSession, SpeculativeSession
 
 from .helpers import perturbed_copy, target_model
-from .test_session import PROMPTS, SPEC_WIDE, _run
+from .test_session import PROMPTS, SPEC_WIDE, _run, assert_like_alone
 
 
 def _drafter(kind, model):
@@ -33,15 +33,7 @@ def test_rows_that_join_a_speculative_batch_sample_what_they_sample_alone(kind, 
     # longest prompt) after row 1 has left
     out = _run(session, {0: [(PROMPTS[0], params[0])], 2: [(PROMPTS[1], params[1]), (PROMPTS[2], params[2])],
                          5: [(PROMPTS[3], params[3])]})
-    assert sorted(out) == [0, 1, 2, 3]
-    for row in range(4):
-        alone = engine.generate([PROMPTS[row]], params[row])[0]
-        got, streamed = out[row]
-        assert got.token_ids == alone.token_ids, row
-        assert streamed == alone.token_ids
-        assert got.logprobs == pytest.approx(alone.logprobs, abs=1e-9)
-        assert got.finish_reason == alone.finish_reason
-        assert (got.draft_proposed, got.draft_accepted) == (alone.draft_proposed, alone.draft_accepted)
+    assert_like_alone(engine, out, params)
     stats = session.stats
     assert stats.new_tokens == sum(len(c.token_ids) for c, _ in out.values()) and stats.rows == 4
     assert stats.accepted == sum(c.draft_accepted for c, _ in out.values()) and stats.proposed > 0
