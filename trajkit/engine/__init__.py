@@ -22,6 +22,7 @@ _EXPORTS = {
     "Engine": "trajkit.engine.engine",
     "EngineConfig": "trajkit.engine.engine",
     "DecodeSession": "trajkit.engine.session",
+    "SpeculativeSession": "trajkit.engine.session",
     "SamplingParams": "trajkit.engine.params",
     "Completion": "trajkit.engine.types",
     "Completions": "trajkit.engine.types",

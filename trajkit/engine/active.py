@@ -56,15 +56,11 @@ class ActiveBatch:
         self.accepted = [0] * len(prompts)
         self.rows = list(range(len(prompts)))
         self.device = device
-        self.temperature, self.top_k, self.top_p = row_params(
-            [p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params], device)
-        self.filtered = any(p.top_k > 0 or p.top_p < 1.0 for p in params)
-        self.any_greedy = any(p.greedy for p in params)
+        self._set_warping(self.params)
         indices = list(range(len(params))) if shared else [0] * len(params)
         self.streams = RowStreams([p.seed for p in params], indices, device)
         self.last: torch.Tensor | None = None  # [B] long, set by the sampler
         self.followers = list(followers)
-        self._repeated: dict[int, tuple] = {}  # t -> warping parameters repeated t times (cache)
 
     def admit(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[int]:
         """Add rows (each its own request: stream index 0) after the active ones; returns their row ids.
@@ -83,14 +79,17 @@ class ActiveBatch:
         self.accepted += [0] * len(prompts)
         self.streams.add([p.seed for p in params], [0] * len(params))
         self.rows += new
-        active = [self.params[r] for r in self.rows]
+        self._set_warping([self.params[r] for r in self.rows])
+        self.last = None
+        return new
+
+    def _set_warping(self, active: list[SamplingParams]) -> None:
+        """The warping tensors ``[B]`` and flags of the active rows' parameters (batch order)."""
         self.temperature, self.top_k, self.top_p = row_params(
             [p.temperature for p in active], [p.top_k for p in active], [p.top_p for p in active], self.device)
         self.filtered = any(p.top_k > 0 or p.top_p < 1.0 for p in active)
         self.any_greedy = any(p.greedy for p in active)
-        self._repeated = {}
-        self.last = None
-        return new
+        self._repeated: dict[int, tuple] = {}  # t -> warping parameters repeated t times (cache)
 
     def completion(self, r: int) -> Completion:
         """Row ``r``'s record so far (``finish_reason`` "length" while it is unfinished)."""

@@ -158,16 +158,15 @@ class SpeculativeSession:
         if self._check is not None:
             prompts, params = self._check(prompts, params)
         start = time.perf_counter()
+        lasts = to_device([p[-1] for p in prompts], self.device)
+        fresh = KVState(self.model, self.sync_timing)
+        fresh.prefill([p[:-1] for p in prompts])
         if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
             if not isinstance(self._k, int):
                 self.k = int(self._k(prompts, params))
             self.period = GenerationStats(num_draft_tokens=self.k, position_tried=[0] * self.k,
                                           position_accepted=[0] * self.k)
             self._draft_totals = (self.drafter.calls, self.drafter.seconds)
-        lasts = to_device([p[-1] for p in prompts], self.device)
-        fresh = KVState(self.model, self.sync_timing)
-        fresh.prefill([p[:-1] for p in prompts])
-        if not self.batch.rows:
             self.state = fresh
             self.batch.followers = [fresh, self.drafter]
             self.drafter.begin(prompts)
