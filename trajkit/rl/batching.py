@@ -102,23 +102,19 @@ def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: in
     log-distributions ``[B, L-1, V]`` at ``temperature`` (targets for draft distillation); one forward
     per ``micro_batch_size`` rows, autocast to ``dtype``; ``logits_chunk``: see :func:`token_logprobs`
     (not with ``keep_dists``, which needs every distribution)."""
-    if not keep_dists and logits_chunk:
-        out = torch.zeros(batch.input_ids.shape[0], batch.input_ids.shape[1] - 1, device=batch.input_ids.device)
-        for rows in chunks(batch.input_ids.shape[0], micro_batch_size):
-            mb = batch.select(rows)
-            lp = token_logprobs(model, mb, temperature, dtype, logits_chunk)
-            out[rows, :lp.shape[1]] = lp
-        return out, None
     b, width = batch.input_ids.shape
     device = batch.input_ids.device
     out = torch.zeros(b, width - 1, device=device)
     dists = None
     for rows in chunks(b, micro_batch_size):
         mb = batch.select(rows)
-        logits = forward_logits(model, mb, dtype)
-        out[rows, :logits.shape[1]] = gather_logprobs(logits, mb.input_ids, temperature)
-        if keep_dists:
+        if not keep_dists:
+            lp = token_logprobs(model, mb, temperature, dtype, logits_chunk)
+        else:
+            logits = forward_logits(model, mb, dtype)
+            lp = gather_logprobs(logits, mb.input_ids, temperature)
             if dists is None:
                 dists = torch.zeros(b, width - 1, logits.shape[-1], device=device)
             dists[rows, :logits.shape[1]] = torch.log_softmax(logits / temperature, dim=-1)
+        out[rows, :lp.shape[1]] = lp
     return out, dists
