@@ -1,8 +1,8 @@
-"""``Engine``: the one entry point trajkit's trainer, gateway and benchmarks generate with.
+"""``Engine``: the one entry point trajkit's trainer, gateway and benchmarks generate with::
 
-    >>> engine = Engine(target, drafter=DraftModel(small), num_draft_tokens=3)       # doctest: +SKIP
-    >>> out = engine.generate([[1, 2, 3]], SamplingParams(temperature=1.0, max_new_tokens=32, seed=0))
-    >>> out[0].token_ids, out[0].logprobs, out[0].finish_reason, out.stats.acceptance_rate
+    engine = Engine(target, drafter=DraftModel(small), num_draft_tokens=3)
+    out = engine.generate([[1, 2, 3]], SamplingParams(temperature=1.0, max_new_tokens=32, seed=0))
+    out[0].token_ids, out[0].logprobs, out[0].finish_reason, out.stats.acceptance_rate
 
 Without a drafter it samples plainly (one target forward per token). With one it runs lossless
 speculative sampling: the completions are distributed exactly as plain sampling's. ``num_draft_tokens``

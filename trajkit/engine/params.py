@@ -7,7 +7,7 @@ batch or a list with one per row (the gateway batches unrelated requests that wa
 Worked example::
 
     >>> SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=32, stop_token_ids=[257], seed=1)
-    SamplingParams(temperature=0.7, top_k=0, top_p=0.9, max_new_tokens=32, stop_token_ids=(257,), seed=1)
+    SamplingParams(temperature=0.7, top_k=0, top_p=0.9, max_new_tokens=32, stop_token_ids=(257,), seed=1, top_logprobs=0)
     >>> SamplingParams(top_p=0)
     Traceback (most recent call last):
     ...
