@@ -33,14 +33,14 @@ def _optimisers(lr=1e-2, **kw):
 
 def test_one_step_equals_the_dense_recomputation_and_adamw_on_the_rest():
     """Targets: W - lr D A with S = G Aᵀ from the *dense* gradient of an unsketched copy and D = S / row RMS
-    written out here; embeddings and norms: torch.optim.AdamW on the copy."""
+    written out here; with embeddings="adamw", embeddings and norms: torch.optim.AdamW on the copy."""
     ids = tokens()
     ref = tiny()
     grads = dense_grads(ref, ids)
     adamw = torch.optim.AdamW([p for n, p in ref.named_parameters() if not n.endswith("proj.weight")],
                               lr=1e-2, betas=(0.9, 0.99), weight_decay=0.0)
     adamw.step()
-    model, opt = _optimisers()
+    model, opt = _optimisers(embeddings="adamw")
     summed_loss(model, ids).backward()
     a = {s.name: s.projection() for s in opt.sketches.states}
     opt.step()
@@ -140,14 +140,16 @@ def test_low_precision_weights_update_through_a_float32_master():
     the master rounded."""
     model = tiny(dtype=torch.bfloat16)
     opt = LoGRA(model, lr=1e-5, rank=8)
-    before = [s.weight.detach().float().clone() for s in opt.sketches.states]
+    before = [w.detach().float().clone() for w in [s.weight for s in opt.sketches.states] + opt.rows]
     for i in range(3):
         opt.zero_grad()
         summed_loss(model, tokens(seed=i)).backward()
         opt.step()
-    for s, extra, w0 in zip(opt.sketches.states, opt.sketch_state, before):
+    weights = [s.weight for s in opt.sketches.states] + opt.rows
+    assert len(opt.rows) == 2  # untied embedding and output layer
+    for w, extra, w0 in zip(weights, opt.sketch_state + opt.row_state, before):
         assert extra["master"].dtype == torch.float32
-        assert torch.equal(s.weight, extra["master"].to(torch.bfloat16))
+        assert torch.equal(w, extra["master"].to(torch.bfloat16))
         moved = (extra["master"] - w0).abs().max()
         assert 1e-6 < float(moved) < 1e-3
 
@@ -161,6 +163,10 @@ def test_bad_settings_raise_one_clear_error():
     summed_loss(model, tokens()).backward()
     with pytest.raises(ValueError, match=r"needs step\(kl_forward=...\)"):
         opt.step()
+    with pytest.raises(ValueError, match="embeddings must be 'rows'"):
+        _optimisers(embeddings="sgd")
+    with pytest.raises(ValueError, match="same embeddings= setting"):
+        _optimisers(embeddings="adamw")[1].load_state_dict(_optimisers()[1].state_dict())
     other = LoGRA(tiny(), rank=8, targets="q_proj$")
     with pytest.raises(ValueError, match="checkpoint targets .* do not match"):
         other.load_state_dict(_optimisers()[1].state_dict())

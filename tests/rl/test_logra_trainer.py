@@ -1,7 +1,9 @@
 """``optim.name=logra`` in the RL trainer: sketched targets move without ever holding a gradient, the KL
 budget is applied per optimiser step, the frozen reference stays put, and resuming is bitwise."""
+import pytest
 import torch
 
+from trajkit.errors import ConfigError
 from trajkit.optim import LoGRA, exact_kl
 from trajkit.rl.batching import batch_logprobs, collate, forward_logits
 from trajkit.rl.build import random_model
@@ -66,3 +68,27 @@ def test_update_policy_keeps_the_tempered_policy_within_the_budget(tiny):
         after = forward_logits(policy, batch) / 0.7
     total, n = exact_kl(before, after, batch.mask)
     assert 1e-3 * 0.8 < total / n < 1e-3 * 1.2
+
+
+def test_logra_with_float16_loss_scaling_is_refused_with_the_reason(tiny):
+    """GradScaler unscales and inf-checks ``.grad`` only; LoGRA's sketches would be stepped scaled."""
+    cfg = tiny(*LOGRA)
+    cfg.policy.dtype = "float16"  # set after the per-section checks, which refuse float16 without CUDA
+    with pytest.raises(ConfigError, match="loss scaler unscales and checks only .grad"):
+        cfg.validate()
+    cfg.policy.dtype = "bfloat16"
+    cfg.validate()
+
+
+def test_trainer_steps_with_logra_under_bfloat16_autocast(tiny):
+    """Sketches and the vocabulary gradient take bfloat16 output gradients (the backward casts the float32
+    master weight to multiply them); every weight moves and stays finite."""
+    trainer = Trainer(tiny(*LOGRA, "policy.dtype=bfloat16"), logger=False)
+    policy = trainer.state.policy
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    trainer.step_once()
+    trainer.step_once()
+    for name, p in policy.named_parameters():
+        assert torch.isfinite(p).all(), name
+        if name.endswith(("proj.weight", "embed_tokens.weight", "lm_head.weight")):
+            assert not torch.equal(p, before[name]), name

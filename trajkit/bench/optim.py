@@ -7,6 +7,10 @@ step; ``--steps`` such steps, the last one timed. Each arm runs in its own fresh
 memory is its own: on CPU the peak resident set size of that process (``VmHWM``, which includes
 PyTorch itself and the loaded model: the ``after load`` column), on CUDA ``torch.cuda.max_memory_allocated``
 over the steps. LoRA and LoGRA use the same rank (``--rank``) on the same seven projections per layer.
+``logra`` is trajkit's default (the vocabulary matrices under RowAdam with in-place gradients,
+:mod:`trajkit.optim.embeddings`); ``logra-nested`` leaves them to the nested AdamW, as the paper's
+description does. ``trainable`` counts the parameters the optimiser updates (LoGRA: all of them),
+``Adam state`` those that carry AdamW's two moments.
 
 The ``runtime`` column is the process's RSS once Python, PyTorch, transformers (and peft or trajkit.optim)
 are imported, before the model loads: the same in every arm and no part of training, so the table also
@@ -34,7 +38,7 @@ from multiprocessing import get_context
 
 DESCRIPTION = "peak memory and step time of AdamW vs LoRA (peft) vs LoGRA on SmolLM2-135M-Instruct"
 EXAMPLE = "trajkit bench optim --rows 8 --length 256 --rank 256 --out bench-out/optim.json"
-ARMS = ("adamw", "lora", "logra")
+ARMS = ("adamw", "lora", "logra", "logra-nested")
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # architectures with random weights (SmolLM2-360M-Instruct's config.json; the tokenizer is SmolLM2's)
 MODELS = {"smollm2-135m": None,
@@ -122,7 +126,7 @@ def _optimizer(arm: str, model, rank: int, lr: float):
         return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     from trajkit.optim import LoGRA
 
-    return model, LoGRA(model, lr=lr, rank=rank)
+    return model, LoGRA(model, lr=lr, rank=rank, embeddings="adamw" if arm == "logra-nested" else "rows")
 
 
 def _loss(model, ids, adv, logits_chunk: int = 0):
@@ -163,7 +167,9 @@ def run_arm(arm: str, settings: dict) -> dict:
     if settings["checkpointing"]:
         enable_activation_checkpointing(model)
     model, opt = _optimizer(arm, model, settings["rank"], settings["lr"])
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    trainable = sum(p.numel() for group in opt.param_groups for p in group["params"])
+    adam = getattr(opt, "native", opt)  # LoGRA's nested AdamW (None when it has nothing left to step)
+    adam_params = sum(p.numel() for group in adam.param_groups for p in group["params"]) if adam else 0
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (settings["rows"], settings["length"]), generator=g).to(device)
     adv = torch.randn(settings["rows"], generator=g).to(device)
@@ -185,7 +191,8 @@ def run_arm(arm: str, settings: dict) -> dict:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
     peak = _rss_mib()
-    out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "peak_rss_mib": peak,
+    out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "adam_state_params": adam_params,
+           "peak_rss_mib": peak,
            "after_load_rss_mib": after_load, "runtime_rss_mib": runtime, "training_rss_mib": peak - runtime,
            "large_allocations_mmapped": mmapped}
     if device.type == "cuda":
@@ -215,13 +222,13 @@ def _print_table(res: dict) -> None:
           f"{res['micro_batch']}, rank {res['rank']}, activation checkpointing "
           f"{'on' if res['checkpointing'] else 'off'}, logits chunk {res['logits_chunk'] or 'off'}; "
           f"memory = {key}, allocator {res['allocator']}")
-    print(f"{'arm':<7} {'trainable':>11} {'runtime':>8} {'after load':>11} {'peak MiB':>9} {'x AdamW':>8} "
+    print(f"{'arm':<12} {'trainable':>11} {'Adam state':>11} {'runtime':>8} {'after load':>11} {'peak MiB':>9} {'x AdamW':>8} "
           f"{'peak-runtime':>13} {'x AdamW':>8} {'step s':>7}")
 
     def ratio(x):
         return f"{x:.2f}" if x else "-"
     for r in res["arms"]:
-        print(f"{r['arm']:<7} {r['trainable_params']:>11,} {r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} "
+        print(f"{r['arm']:<12} {r['trainable_params']:>11,} {r['adam_state_params']:>11,} {r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} "
               f"{r[key]:>9.0f} {ratio(r['peak_vs_adamw']):>8} {r['training_rss_mib']:>13.0f} "
               f"{ratio(r['training_vs_adamw']):>8} {r['step_s']:>7.2f}")
 

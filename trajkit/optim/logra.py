@@ -7,7 +7,10 @@ the mechanism as NeMo Automodel's ``gradient_sketch`` documents it, written anew
   accumulates ``S = Hᵀ (X Aᵀ): [out, rank]`` (:mod:`trajkit.optim.sketch`), A redrawn every step;
 - RowAdam turns S into ``D`` (one second moment per output row, :mod:`trajkit.optim.row_adam`) and the
   update ``Delta W = -lr D A`` is merged into the full weight (float32 master for bf16/fp16 weights);
-- every other trainable parameter (embeddings, norms, biases) goes to a nested ``torch.optim.AdamW``;
+- the input embedding and output layer (``embeddings="rows"``, the default) keep their exact gradient,
+  accumulated in place, and step with RowAdam's per-row second moment (:mod:`trajkit.optim.embeddings`);
+  ``embeddings="adamw"`` leaves them to the nested AdamW instead;
+- every other trainable parameter (norms, biases) goes to a nested ``torch.optim.AdamW``;
 - with ``kl_budget`` set, the step predicts the mean per-token KL between the policy before and after
   (:mod:`trajkit.optim.kl`) and shrinks the whole step so the prediction stays within the budget.
 
@@ -34,6 +37,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from trajkit.optim.embeddings import install_rows, remove_rows
 from trajkit.optim.kl import dual_parameters, tangent_kl
 from trajkit.optim.row_adam import UPDATES
 from trajkit.optim.sketch import (
@@ -47,27 +51,30 @@ KLForward = Callable[[], Iterable[tuple[torch.Tensor, torch.Tensor]]]
 
 
 class LoGRA(torch.optim.Optimizer):
-    """RowAdam (or SGD) on the sketches of ``model``'s targets, nested AdamW on its other parameters.
+    """RowAdam (or SGD) on the sketches of ``model``'s targets and on the dense gradient of its vocabulary
+    matrices (``embeddings="rows"``), nested AdamW on its other parameters.
 
-    ``param_groups[0]`` holds the sketch targets and their settings (``lr``, ``beta2``, ``eps``,
-    ``weight_decay``, ``update``, ``step``); the other groups are the nested AdamW's own group dicts, so LR
-    schedulers reach both. Row moments (``[out, 1]`` per target) and float32 masters live in
-    ``sketch_state`` and travel in ``state_dict()["sketch"]``. ``last`` holds the last step's KL prediction
-    (``predicted_kl`` at the full step, ``scale`` applied).
+    ``param_groups[0]`` holds the sketch targets, then the vocabulary weights (``rows``), and their settings
+    (``lr``, ``beta2``, ``eps``, ``weight_decay``, ``update``, ``step``); the other groups are the nested
+    AdamW's own group dicts, so LR schedulers reach both. Row moments (``[out, 1]`` per weight) and float32
+    masters live in ``sketch_state`` / ``row_state`` and travel in ``state_dict()["sketch"]``. ``last`` holds
+    the last step's KL prediction (``predicted_kl`` at the full step, ``scale`` applied).
     """
 
     def __init__(self, model: torch.nn.Module, lr: float = 1e-3, rank: int = 256,
                  distribution: str = "rademacher", seed: int = 0, beta2: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, kl_budget: float | None = None, targets: str = DEFAULT_TARGETS,
-                 update: str = "row_adam", native_betas: tuple[float, float] = (0.9, 0.99),
+                 update: str = "row_adam", embeddings: str = "rows", native_betas: tuple[float, float] = (0.9, 0.99),
                  native_lr: float | None = None):
-        _check(lr, beta2, eps, weight_decay, kl_budget, update)
+        _check(lr, beta2, eps, weight_decay, kl_budget, update, embeddings)
         self.model = model
         self.sketches = install_sketches(model, SketchSettings(rank, distribution, seed, targets))
         targets_ = [s.weight for s in self.sketches.states]
-        defaults = {"lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "update": update, "step": 0}
-        super().__init__([{"params": targets_}], defaults)
         ids = {id(w) for w in targets_}
+        self.rows = install_rows(model, self.sketches.trigger, ids) if embeddings == "rows" else []
+        ids |= {id(w) for w in self.rows}
+        defaults = {"lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "update": update, "step": 0}
+        super().__init__([{"params": targets_ + self.rows}], defaults)
         native = [p for p in model.parameters() if p.requires_grad and id(p) not in ids]
         self.native = None
         if native:
@@ -77,6 +84,7 @@ class LoGRA(torch.optim.Optimizer):
             self.param_groups.extend(self.native.param_groups)
         self.kl_budget = kl_budget
         self.sketch_state: list[dict[str, torch.Tensor]] = [{} for _ in self.sketches.states]
+        self.row_state: list[dict[str, torch.Tensor]] = [{} for _ in self.rows]
         self.last: dict[str, float] = {}
 
     # ---- gradients ----
@@ -99,18 +107,23 @@ class LoGRA(torch.optim.Optimizer):
         group = self.param_groups[0]
         t = group["step"] + 1
         directions = self._directions(group, t)
+        row_directions = self._row_directions(group, t)
         native_delta = self._native_step(record=self.kl_budget is not None)
         scale, predicted = 1.0, float("nan")
         if self.kl_budget is not None:
-            predicted = self.predict_kl(kl_forward, directions, native_delta, group)
+            tangents = {**native_delta, **self._row_deltas(row_directions, group)}
+            predicted = self.predict_kl(kl_forward, directions, tangents, group)
             if predicted > self.kl_budget:
                 scale = math.sqrt(self.kl_budget / predicted)
         self._apply(directions, group, scale)
+        self._apply_rows(row_directions, group, scale)
         for p, delta in native_delta.items():
             p.add_(delta, alpha=scale)
         group["step"] = t
         self.sketches.step = t
         self.sketches.zero_()
+        for w in self.rows:  # the buffer now holds D, not a gradient; the next backward starts a fresh one
+            w.grad = None
         self.last = {"predicted_kl": predicted, "scale": scale}
         return loss
 
@@ -126,6 +139,45 @@ class LoGRA(torch.optim.Optimizer):
             out[state] = fn(state.sketch, extra["row_v"], t, group["beta2"], group["eps"], inplace=True)
         return out
 
+    def _row_directions(self, group: dict, t: int) -> dict[torch.Tensor, torch.Tensor]:
+        """``D`` per vocabulary weight with a gradient, computed in place over its ``.grad``."""
+        fn = UPDATES[group["update"]]
+        out = {}
+        for w, extra in zip(self.rows, self.row_state):
+            if w.grad is None:
+                continue
+            if "row_v" not in extra:
+                extra["row_v"] = torch.zeros(w.shape[0], 1, device=w.device)
+            out[w] = fn(w.grad.float(), extra["row_v"], t, group["beta2"], group["eps"], inplace=True)
+        return out
+
+    def _row_deltas(self, directions: dict[torch.Tensor, torch.Tensor], group: dict) -> dict[torch.Tensor, torch.Tensor]:
+        """The full step's change of each vocabulary weight (the KL prediction's tangents)."""
+        lr, wd = group["lr"], group["weight_decay"]
+        return {w: d.mul(-lr).add_(w.float(), alpha=-lr * wd).to(w.dtype) for w, d in directions.items()}
+
+    def _target(self, w: torch.Tensor, extra: dict[str, torch.Tensor]) -> torch.Tensor:
+        """What an update is merged into: the weight, or its float32 master when it is low precision."""
+        if w.dtype not in (torch.float16, torch.bfloat16):
+            return w.data
+        if "master" not in extra:
+            extra["master"] = w.detach().float()
+        return extra["master"]
+
+    def _apply_rows(self, directions: dict[torch.Tensor, torch.Tensor], group: dict, scale: float) -> None:
+        """``W <- W (1 - lr wd) - lr D`` for every vocabulary weight."""
+        lr = group["lr"] * scale
+        for w, extra in zip(self.rows, self.row_state):
+            d = directions.get(w)
+            if d is None:
+                continue
+            target = self._target(w, extra)
+            if group["weight_decay"]:
+                target.mul_(1 - lr * group["weight_decay"])
+            target.add_(d, alpha=-lr)
+            if target is not w.data:
+                w.copy_(target)
+
     def _apply(self, directions: dict[SketchState, torch.Tensor], group: dict, scale: float) -> None:
         """``W <- W (1 - lr wd) - lr D A`` for every target, on its float32 master when it is low precision."""
         lr = group["lr"] * scale
@@ -134,12 +186,7 @@ class LoGRA(torch.optim.Optimizer):
             if d is None:
                 continue
             w = state.weight
-            if w.dtype in (torch.float16, torch.bfloat16):
-                if "master" not in extra:
-                    extra["master"] = w.detach().float()
-                target = extra["master"]
-            else:
-                target = w.data
+            target = self._target(w, extra)
             if group["weight_decay"]:
                 target.mul_(1 - lr * group["weight_decay"])
             target.addmm_(d, state.projection().float(), alpha=-lr)
@@ -202,7 +249,8 @@ class LoGRA(torch.optim.Optimizer):
     def state_dict(self) -> dict:
         out = super().state_dict()
         out["sketch"] = {"names": [s.name for s in self.sketches.states],
-                         "state": [{k: v.clone() for k, v in e.items()} for e in self.sketch_state]}
+                         "state": [{k: v.clone() for k, v in e.items()} for e in self.sketch_state],
+                         "rows": [{k: v.clone() for k, v in e.items()} for e in self.row_state]}
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -212,17 +260,28 @@ class LoGRA(torch.optim.Optimizer):
         if sketch["names"] != names:
             raise ValueError(f"LoGRA checkpoint targets {sketch['names'][:3]}... do not match this model's "
                              f"{names[:3]}... (same model and targets pattern needed)")
+        rows = sketch.get("rows", [])
+        if len(rows) != len(self.rows):
+            raise ValueError(f"LoGRA checkpoint has {len(rows)} vocabulary weight(s) under RowAdam, this optimiser "
+                             f"{len(self.rows)} (save and resume with the same embeddings= setting)")
         super().load_state_dict(state_dict)
         if self.native is not None:
             self.native.param_groups = self.param_groups[1:]
             self.native.state = self.state
         self.sketches.step = self.param_groups[0]["step"]
-        for state, saved, extra in zip(self.sketches.states, sketch["state"], self.sketch_state):
+        weights = [s.weight for s in self.sketches.states] + self.rows
+        for w, saved, extra in zip(weights, sketch["state"] + rows, self.sketch_state + self.row_state):
             extra.clear()
-            extra.update({k: v.to(device=state.weight.device, dtype=torch.float32) for k, v in saved.items()})
+            extra.update({k: v.to(device=w.device, dtype=torch.float32) for k, v in saved.items()})
+
+    def remove(self) -> None:
+        """Take the sketch and vocabulary hooks off the model (its modules train normally again)."""
+        self.sketches.remove()
+        remove_rows(self.model, self.rows)
 
 
-def _check(lr: float, beta2: float, eps: float, weight_decay: float, kl_budget: float | None, update: str) -> None:
+def _check(lr: float, beta2: float, eps: float, weight_decay: float, kl_budget: float | None, update: str,
+           embeddings: str) -> None:
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
     if not 0 <= beta2 < 1:
@@ -233,3 +292,6 @@ def _check(lr: float, beta2: float, eps: float, weight_decay: float, kl_budget: 
         raise ValueError(f"kl_budget must be > 0 (or None for no budget), got {kl_budget}")
     if update not in UPDATES:
         raise ValueError(f"update must be one of {sorted(UPDATES)}, got {update!r}")
+    if embeddings not in ("rows", "adamw"):
+        raise ValueError(f"embeddings must be 'rows' (RowAdam on their exact gradient) or 'adamw' (nested "
+                         f"AdamW), got {embeddings!r}")

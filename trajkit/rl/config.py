@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, kl_budget
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget
 """
 from __future__ import annotations
 
@@ -227,7 +227,9 @@ class OptimConfig(Checked):
     backward (Hugging Face activation checkpointing); ``logits_chunk`` > 0 computes the policy's token
     log-probs ``logits_chunk`` positions at a time (:mod:`trajkit.models.logprobs`: the ``[B, L, V]``
     logits never exist at once; same values). LoGRA's sketched weights have no ``.grad``, so
-    ``grad_clip`` clips only its other parameters."""
+    ``grad_clip`` clips only its other parameters (the vocabulary matrices included); ``logra_embeddings``:
+    ``rows`` steps the embedding and output layer with RowAdam on their exact gradient, ``adamw`` with the
+    nested AdamW (see trajkit.optim.embeddings)."""
 
     name: Literal["adamw", "logra"] = "adamw"
     lr: float = 1e-3
@@ -244,6 +246,7 @@ class OptimConfig(Checked):
     logra_seed: int = 0
     logra_eps: float = 1e-8
     logra_targets: str = DEFAULT_TARGETS
+    logra_embeddings: Literal["rows", "adamw"] = "rows"
     kl_budget: float = 0.0
 
     __section__ = "optim"
@@ -349,6 +352,10 @@ class TrainConfig(Checked):
             raise ConfigError(f"reward_weights: {len(self.reward_weights)} weights for {len(self.rewards)} rewards")
         if self.shaping.overlong_buffer > self.rollout.max_new_tokens:
             raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
+        if self.optim.name == "logra" and self.policy.dtype == "float16":
+            raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
+                              "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "
+                              "scaling needed) or float32")
 
 
 def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:

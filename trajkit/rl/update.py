@@ -32,7 +32,7 @@ def _adamw(model, o, lr: float) -> torch.optim.Optimizer:
 def _logra(model, o, lr: float) -> torch.optim.Optimizer:
     return LoGRA(model, lr=lr, rank=o.logra_rank, distribution=o.logra_distribution, seed=o.logra_seed,
                  beta2=o.beta2, eps=o.logra_eps, weight_decay=o.weight_decay, kl_budget=o.kl_budget or None,
-                 targets=o.logra_targets, native_betas=(o.beta1, o.beta2))
+                 targets=o.logra_targets, embeddings=o.logra_embeddings, native_betas=(o.beta1, o.beta2))
 
 
 OPTIMIZERS = {"adamw": _adamw, "logra": _logra}
