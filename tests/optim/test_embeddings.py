@@ -45,7 +45,7 @@ def test_vocabulary_gradient_and_step_match_the_dense_reference(build):
     for half in (ids[:1], ids[1:]):  # two micro-batches accumulate into one .grad
         summed_loss(model, half).backward()
     for w in opt.rows:
-        assert not w.requires_grad
+        assert w.requires_grad  # so a path that reads the weight directly still reaches it (next test)
         torch.testing.assert_close(w.grad, grads[names[id(w)]], rtol=1e-4, atol=1e-6)
     if build is tied:
         assert float(grads["model.embed_tokens.weight"][PAD].abs().sum()) > 0  # the output layer's part
@@ -57,6 +57,27 @@ def test_vocabulary_gradient_and_step_match_the_dense_reference(build):
         torch.testing.assert_close(w, expected, rtol=1e-4, atol=1e-6)
         assert w.grad is None  # the buffer held D after the step; the next backward starts afresh
     assert [e["row_v"].shape for e in opt.row_state] == [(VOCAB, 1)] * len(opt.rows)
+
+
+def _direct_loss(model, ids):
+    """Next-token cross-entropy with the logits from ``lm_head.weight`` directly (as TRL's fused LM head
+    does), bypassing the output module; the lookup still goes through the embedding module."""
+    hidden = model.model(input_ids=ids).last_hidden_state[:, :-1]
+    logits = torch.nn.functional.linear(hidden, model.lm_head.weight).float()
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1), reduction="sum")
+
+
+@pytest.mark.parametrize("build", [tiny, tied], ids=["untied", "tied"])
+def test_a_loss_reading_the_output_weight_directly_still_gets_its_whole_gradient(build):
+    """Autograd's gradient for the directly-read weight lands in the same ``.grad`` as the hooked lookup's."""
+    ids = _ids()
+    ref = build()
+    _direct_loss(ref, ids).backward()
+    model = build()
+    opt = LoGRA(model, rank=8)
+    _direct_loss(model, ids).backward()
+    for w, r in zip(opt.rows, (ref.model.embed_tokens.weight, ref.lm_head.weight)):
+        torch.testing.assert_close(w.grad, r.grad, rtol=1e-4, atol=1e-6)
 
 
 class _NewTensors(TorchDispatchMode):

@@ -11,9 +11,12 @@ With ``LoGRA(embeddings="rows")`` (the default) these weights get instead:
 - **in-place accumulation.** Their modules' ``forward`` is replaced on the instance (as the sketch hooks
   do) by a custom autograd function whose backward adds straight into ``weight.grad``: one ``addmm_`` of
   ``Hᵀ X`` for the output layer, one ``index_add_`` of the looked-up rows for the embedding (skipping
-  ``padding_idx`` like ``nn.Embedding``). No other vocabulary-sized tensor is formed. The weight is set to
-  ``requires_grad=False`` so autograd builds nothing of its own; the sketches' zero-size ``trigger`` keeps
-  the backward running. ``weight.grad`` is an ordinary gradient for everything else (clipping,
+  ``padding_idx`` like ``nn.Embedding``). No other vocabulary-sized tensor is formed: the function
+  returns no gradient for the weight, so autograd builds nothing of its own. The weight keeps
+  ``requires_grad=True``, so code that reads it directly rather than calling the module (TRL's fused LM
+  head computes log-probs from ``lm_head.weight``; Liger-style fused cross-entropy does too) still gets its
+  gradient from autograd, added into the same ``weight.grad``: nothing is dropped, only that path's
+  memory saving is lost. ``weight.grad`` is an ordinary gradient for everything else (clipping,
   ``GradScaler.unscale_``, micro-batch accumulation).
 - **RowAdam's state.** One second moment per row (per token, ``[V, 1]``), no first moment, the direction
   ``D = G / row RMS`` of the dense gradient (:func:`trajkit.optim.row_adam.row_adam_direction`, computed in
@@ -40,7 +43,7 @@ class _Lookup(torch.autograd.Function):
     """``weight[ids]``; backward: ``weight.grad.index_add_(rows of ids, H)``, no gradient returned."""
 
     @staticmethod
-    def forward(ctx, ids, trigger, weight, padding_idx):
+    def forward(ctx, ids, weight, padding_idx):
         ctx.save_for_backward(ids)
         ctx.weight, ctx.padding_idx = weight, padding_idx
         return F.embedding(ids, weight, padding_idx)
@@ -54,39 +57,40 @@ class _Lookup(torch.autograd.Function):
             rows, h = rows[keep], h[keep]
         buf = _grad_buffer(ctx.weight)
         buf.index_add_(0, rows, h.to(buf.dtype))
-        return None, None, None, None
+        return None, None, None
 
 
 class _Output(torch.autograd.Function):
     """``y = x Wᵀ + b``; backward: ``weight.grad += Hᵀ X`` in one addmm_, returns the grads of x and b."""
 
     @staticmethod
-    def forward(ctx, x, trigger, weight, bias):
+    def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
+        # the parameter object itself: a saved tensor may come back as another object (saved-tensor hooks)
+        ctx.param, ctx.has_bias = weight, bias is not None
         return F.linear(x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad_out):
         x, weight = ctx.saved_tensors
         h = grad_out.reshape(-1, grad_out.shape[-1])
-        buf = _grad_buffer(weight)
+        buf = _grad_buffer(ctx.param)
         buf.addmm_(h.T.to(buf.dtype), x.reshape(-1, x.shape[-1]).to(buf.dtype))
         grad_x = grad_out @ weight.to(grad_out.dtype) if ctx.needs_input_grad[0] else None
-        grad_b = h.sum(0) if ctx.has_bias and ctx.needs_input_grad[3] else None
-        return grad_x, None, None, grad_b
+        grad_b = h.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return grad_x, None, grad_b
 
 
 def _lookup_forward(self: torch.nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
     if not torch.is_grad_enabled():  # generation, log-prob recompute, the KL prediction's forward-mode pass
         return F.embedding(ids, self.weight, self.padding_idx)
-    return _Lookup.apply(ids, self._row_trigger, self.weight, self.padding_idx)
+    return _Lookup.apply(ids, self.weight, self.padding_idx)
 
 
 def _output_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if not torch.is_grad_enabled():
         return F.linear(x, self.weight, self.bias)
-    return _Output.apply(x, self._row_trigger, self.weight, self.bias)
+    return _Output.apply(x, self.weight, self.bias)
 
 
 def vocabulary_modules(model: torch.nn.Module, exclude: set[int]) -> list[tuple[str, torch.nn.Module]]:
@@ -107,9 +111,9 @@ def vocabulary_modules(model: torch.nn.Module, exclude: set[int]) -> list[tuple[
     return found
 
 
-def install_rows(model: torch.nn.Module, trigger: torch.Tensor, exclude: set[int]) -> list[torch.Tensor]:
-    """Hook the vocabulary modules (in-place gradient accumulation); returns their distinct weights, which
-    stop requiring grad. An ``nn.Embedding`` whose gradient is not a plain scatter raises."""
+def install_rows(model: torch.nn.Module, exclude: set[int]) -> list[torch.Tensor]:
+    """Hook the vocabulary modules (in-place gradient accumulation); returns their distinct weights. An
+    ``nn.Embedding`` whose gradient is not a plain scatter raises."""
     weights: list[torch.Tensor] = []
     for name, module in vocabulary_modules(model, exclude):
         if isinstance(module, torch.nn.Embedding):
@@ -120,19 +124,15 @@ def install_rows(model: torch.nn.Module, trigger: torch.Tensor, exclude: set[int
             module.forward = types.MethodType(_lookup_forward, module)
         else:
             module.forward = types.MethodType(_output_forward, module)
-        module._row_trigger = trigger
+        module._row_hooked = True
         if not any(w is module.weight for w in weights):
             weights.append(module.weight)
-    for w in weights:
-        w.requires_grad_(False)
     return weights
 
 
-def remove_rows(model: torch.nn.Module, weights: list[torch.Tensor]) -> None:
-    """Undo :func:`install_rows`: the modules' own ``forward`` and ``requires_grad`` come back."""
+def remove_rows(model: torch.nn.Module) -> None:
+    """Undo :func:`install_rows`: the modules' own ``forward`` comes back."""
     for module in model.modules():
-        if "_row_trigger" in module.__dict__:
+        if "_row_hooked" in module.__dict__:
             module.__dict__.pop("forward", None)
-            module.__dict__.pop("_row_trigger", None)
-    for w in weights:
-        w.requires_grad_(True)
+            module.__dict__.pop("_row_hooked", None)

@@ -71,7 +71,7 @@ class LoGRA(torch.optim.Optimizer):
         self.sketches = install_sketches(model, SketchSettings(rank, distribution, seed, targets))
         targets_ = [s.weight for s in self.sketches.states]
         ids = {id(w) for w in targets_}
-        self.rows = install_rows(model, self.sketches.trigger, ids) if embeddings == "rows" else []
+        self.rows = install_rows(model, ids) if embeddings == "rows" else []
         ids |= {id(w) for w in self.rows}
         defaults = {"lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay, "update": update, "step": 0}
         super().__init__([{"params": targets_ + self.rows}], defaults)
@@ -277,7 +277,7 @@ class LoGRA(torch.optim.Optimizer):
     def remove(self) -> None:
         """Take the sketch and vocabulary hooks off the model (its modules train normally again)."""
         self.sketches.remove()
-        remove_rows(self.model, self.rows)
+        remove_rows(self.model)
 
 
 def _check(lr: float, beta2: float, eps: float, weight_decay: float, kl_budget: float | None, update: str,
