@@ -33,29 +33,46 @@ def _ids():
     return ids
 
 
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                     reason="needs a CUDA device")])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("build", [tiny, tied], ids=["untied", "tied"])
-def test_vocabulary_gradient_and_step_match_the_dense_reference(build):
+def test_vocabulary_gradient_and_step_match_the_dense_reference(build, device):
+    """The whole step against a dense recomputation: vocabulary weights ``W(1 - lr wd) - lr G / row RMS``
+    from autograd's gradient G; sketched targets ``W(1 - lr wd) - lr (S / row RMS) A`` with ``S = G Aᵀ``
+    and this step's A (drawn on ``device``)."""
     ids = _ids()
     grads = dense_grads(build(), ids)
-    model = build()
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model = build().to(device)
+    before = {n: p.detach().cpu().clone() for n, p in model.named_parameters()}
     opt = LoGRA(model, lr=1e-2, rank=8, weight_decay=0.1)
     assert len(opt.rows) == (1 if build is tied else 2)
     names = {id(p): n for n, p in model.named_parameters()}
     for half in (ids[:1], ids[1:]):  # two micro-batches accumulate into one .grad
-        summed_loss(model, half).backward()
+        summed_loss(model, half.to(device)).backward()
     for w in opt.rows:
         assert w.requires_grad  # so a path that reads the weight directly still reaches it (next test)
-        torch.testing.assert_close(w.grad, grads[names[id(w)]], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(w.grad.cpu(), grads[names[id(w)]], rtol=1e-4, atol=1e-6)
     if build is tied:
         assert float(grads["model.embed_tokens.weight"][PAD].abs().sum()) > 0  # the output layer's part
+    a = {s.name: s.projection().cpu() for s in opt.sketches.states}
     opt.step()
+
+    def expected(name, update):
+        rms = update.square().mean(1, keepdim=True).sqrt()  # v = (1 - beta2) ms, bias-corrected: ms itself
+        return before[name] * (1 - 1e-2 * 0.1) - 1e-2 * update / (rms + 1e-8)
     for w in opt.rows:
-        g, w0 = grads[names[id(w)]], before[names[id(w)]]
-        rms = g.square().mean(1, keepdim=True).sqrt()  # v = (1 - beta2) ms, bias-corrected: ms itself
-        expected = w0 * (1 - 1e-2 * 0.1) - 1e-2 * g / (rms + 1e-8)
-        torch.testing.assert_close(w, expected, rtol=1e-4, atol=1e-6)
+        name = names[id(w)]
+        torch.testing.assert_close(w.cpu(), expected(name, grads[name]), rtol=1e-4, atol=1e-6)
         assert w.grad is None  # the buffer held D after the step; the next backward starts afresh
+    for s in opt.sketches.states:
+        name = s.name + ".weight"
+        sketch = grads[name] @ a[s.name].T
+        rms = sketch.square().mean(1, keepdim=True).sqrt()
+        want = before[name] * (1 - 1e-2 * 0.1) - 1e-2 * (sketch / (rms + 1e-8)) @ a[s.name]
+        torch.testing.assert_close(s.weight.cpu(), want, rtol=1e-4, atol=1e-5)
     assert [e["row_v"].shape for e in opt.row_state] == [(VOCAB, 1)] * len(opt.rows)
 
 
