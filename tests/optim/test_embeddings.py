@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from transformers import LlamaForCausalLM
+from transformers import GemmaConfig, GemmaForCausalLM, LlamaForCausalLM
 
 from tests.optim.helpers import VOCAB, dense_grads, summed_loss, tiny, tokens
 from trajkit.models.spec import TinySpec
@@ -95,6 +95,32 @@ def test_a_loss_reading_the_output_weight_directly_still_gets_its_whole_gradient
     _direct_loss(model, ids).backward()
     for w, r in zip(opt.rows, (ref.model.embed_tokens.weight, ref.lm_head.weight)):
         torch.testing.assert_close(w.grad, r.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_an_embedding_subclass_with_its_own_forward_keeps_it():
+    """Gemma's embedding multiplies the lookup by sqrt(hidden) in its own forward: it is not replaced (the
+    logits are unchanged, with and without grad), and the tied weight's gradient is autograd's lookup part
+    plus the hooked output layer's part, as dense."""
+    config = GemmaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, pad_token_id=PAD)
+
+    def gemma():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return GemmaForCausalLM(config).train()
+    ids = _ids()
+    ref = gemma()
+    with torch.no_grad():
+        plain = ref(input_ids=ids).logits
+    summed_loss(ref, ids).backward()
+    model = gemma()
+    opt = LoGRA(model, rank=8)
+    assert "forward" not in model.model.embed_tokens.__dict__ and "forward" in model.lm_head.__dict__
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).logits, plain)
+    summed_loss(model, ids).backward()
+    [w] = opt.rows
+    torch.testing.assert_close(w.grad, ref.lm_head.weight.grad, rtol=1e-4, atol=1e-6)
 
 
 class _NewTensors(TorchDispatchMode):

@@ -8,16 +8,19 @@ the lookup's dense scatter (autograd sums them in a buffer, then adds the sum to
 
 With ``LoGRA(embeddings="rows")`` (the default) these weights get instead:
 
-- **in-place accumulation.** Their modules' ``forward`` is replaced on the instance (as the sketch hooks
-  do) by a custom autograd function whose backward adds straight into ``weight.grad``: one ``addmm_`` of
-  ``Hᵀ X`` for the output layer, one ``index_add_`` of the looked-up rows for the embedding (skipping
-  ``padding_idx`` like ``nn.Embedding``). No other vocabulary-sized tensor is formed: the function
-  returns no gradient for the weight, so autograd builds nothing of its own. The weight keeps
+- **in-place accumulation.** Their modules' ``forward`` (when it is ``nn.Embedding``'s or ``nn.Linear``'s
+  own: a subclass with its own forward keeps it, and autograd's gradient) is replaced on the instance (as
+  the sketch hooks do) by a custom autograd function whose backward adds straight into ``weight.grad``:
+  one ``addmm_`` of ``Hᵀ X`` for the output layer, one ``index_add_`` of the looked-up rows for the
+  embedding (skipping ``padding_idx`` like ``nn.Embedding``). In float32 no other vocabulary-sized tensor
+  is formed (under autocast the backward also casts the weight to the output gradient's dtype for
+  ``H W``): the function returns no gradient for the weight, so autograd builds nothing of its own. The weight keeps
   ``requires_grad=True``, so code that reads it directly rather than calling the module (TRL's fused LM
   head computes log-probs from ``lm_head.weight``; Liger-style fused cross-entropy does too) still gets its
   gradient from autograd, added into the same ``weight.grad``: nothing is dropped, only that path's
-  memory saving is lost. ``weight.grad`` is an ordinary gradient for everything else (clipping,
-  ``GradScaler.unscale_``, micro-batch accumulation).
+  memory saving is lost. ``weight.grad`` is an ordinary gradient for clipping, ``GradScaler.unscale_`` and
+  micro-batch accumulation, but the hooked parts reach it only through ``.backward()``: ``autograd.grad``,
+  ``torch.func.functional_call`` and tensor hooks on these weights do not see them.
 - **RowAdam's state.** One second moment per row (per token, ``[V, 1]``), no first moment, the direction
   ``D = G / row RMS`` of the dense gradient (:func:`trajkit.optim.row_adam.row_adam_direction`, computed in
   place over ``weight.grad``), and ``Delta W = -lr D``: the per-row normalisation LoGRA applies to its
@@ -111,11 +114,20 @@ def vocabulary_modules(model: torch.nn.Module, exclude: set[int]) -> list[tuple[
     return found
 
 
+PLAIN_FORWARDS = (torch.nn.Embedding.forward, torch.nn.Linear.forward)
+
+
 def install_rows(model: torch.nn.Module, exclude: set[int]) -> list[torch.Tensor]:
-    """Hook the vocabulary modules (in-place gradient accumulation); returns their distinct weights. An
-    ``nn.Embedding`` whose gradient is not a plain scatter raises."""
+    """Hook the vocabulary modules (in-place gradient accumulation); returns their distinct weights (all of
+    them go to RowAdam). A subclass with its own ``forward`` (Gemma's embedding scales the lookup by
+    sqrt(hidden)) keeps it and autograd's gradient. An ``nn.Embedding`` whose gradient is not a plain
+    scatter raises."""
     weights: list[torch.Tensor] = []
     for name, module in vocabulary_modules(model, exclude):
+        if not any(w is module.weight for w in weights):
+            weights.append(module.weight)
+        if type(module).forward not in PLAIN_FORWARDS:
+            continue
         if isinstance(module, torch.nn.Embedding):
             if module.max_norm is not None or module.scale_grad_by_freq or module.sparse:
                 raise ValueError(f"LoGRA(embeddings='rows'): {name} uses max_norm, scale_grad_by_freq or "
@@ -125,8 +137,6 @@ def install_rows(model: torch.nn.Module, exclude: set[int]) -> list[torch.Tensor
         else:
             module.forward = types.MethodType(_output_forward, module)
         module._row_hooked = True
-        if not any(w is module.weight for w in weights):
-            weights.append(module.weight)
     return weights
 
 

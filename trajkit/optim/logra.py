@@ -58,7 +58,9 @@ class LoGRA(torch.optim.Optimizer):
     (``lr``, ``beta2``, ``eps``, ``weight_decay``, ``update``, ``step``); the other groups are the nested
     AdamW's own group dicts, so LR schedulers reach both. Row moments (``[out, 1]`` per weight) and float32
     masters live in ``sketch_state`` / ``row_state`` and travel in ``state_dict()["sketch"]``. ``last`` holds
-    the last step's KL prediction (``predicted_kl`` at the full step, ``scale`` applied).
+    the last step's KL prediction (``predicted_kl`` at the full step, ``scale`` applied). ``native_lr``
+    (default ``lr``) is the nested AdamW's rate; with ``embeddings="rows"`` the vocabulary weights follow
+    ``lr``.
     """
 
     def __init__(self, model: torch.nn.Module, lr: float = 1e-3, rank: int = 256,
@@ -151,7 +153,8 @@ class LoGRA(torch.optim.Optimizer):
             out[w] = fn(w.grad.float(), extra["row_v"], t, group["beta2"], group["eps"], inplace=True)
         return out
 
-    def _row_deltas(self, directions: dict[torch.Tensor, torch.Tensor], group: dict) -> dict[torch.Tensor, torch.Tensor]:
+    def _row_deltas(self, directions: dict[torch.Tensor, torch.Tensor],
+                    group: dict) -> dict[torch.Tensor, torch.Tensor]:
         """The full step's change of each vocabulary weight (the KL prediction's tangents)."""
         lr, wd = group["lr"], group["weight_decay"]
         return {w: d.mul(-lr).add_(w.float(), alpha=-lr * wd).to(w.dtype) for w, d in directions.items()}

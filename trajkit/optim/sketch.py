@@ -124,7 +124,8 @@ class _SketchLinear(torch.autograd.Function):
         xa, weight = ctx.saved_tensors
         h = grad_out.reshape(-1, grad_out.shape[-1])  # [tokens, out]
         ctx.state.accumulate(h, xa)
-        grad_x = grad_out @ weight.to(grad_out.dtype) if ctx.needs_input_grad[0] else None  # autocast: H is low precision
+        # under autocast H is low precision and the weight float32
+        grad_x = grad_out @ weight.to(grad_out.dtype) if ctx.needs_input_grad[0] else None
         grad_b = h.sum(0) if ctx.has_bias and ctx.needs_input_grad[3] else None
         return grad_x, None, None, grad_b, None, None
 
