@@ -117,8 +117,7 @@ class LoGRA(torch.optim.Optimizer):
             predicted = self.predict_kl(kl_forward, directions, tangents, group)
             if predicted > self.kl_budget:
                 scale = math.sqrt(self.kl_budget / predicted)
-        self._apply(directions, group, scale)
-        self._apply_rows(row_directions, group, scale)
+        self._apply(directions, row_directions, group, scale)
         for p, delta in native_delta.items():
             p.add_(delta, alpha=scale)
         group["step"] = t
@@ -129,29 +128,22 @@ class LoGRA(torch.optim.Optimizer):
         self.last = {"predicted_kl": predicted, "scale": scale}
         return loss
 
+    @staticmethod
+    def _direction(buffer: torch.Tensor, extra: dict[str, torch.Tensor], group: dict, t: int) -> torch.Tensor:
+        """RowAdam's (or SGD's) ``D`` of ``buffer: [rows, cols]``, in place; its row moment lives in ``extra``."""
+        if "row_v" not in extra:
+            extra["row_v"] = torch.zeros(buffer.shape[0], 1, device=buffer.device)
+        return UPDATES[group["update"]](buffer, extra["row_v"], t, group["beta2"], group["eps"], inplace=True)
+
     def _directions(self, group: dict, t: int) -> dict[SketchState, torch.Tensor]:
         """``D: [out, rank]`` per target with a sketch (computed in place over the sketch buffer)."""
-        fn = UPDATES[group["update"]]
-        out = {}
-        for state, extra in zip(self.sketches.states, self.sketch_state):
-            if state.sketch is None:
-                continue
-            if "row_v" not in extra:
-                extra["row_v"] = torch.zeros(state.sketch.shape[0], 1, device=state.sketch.device)
-            out[state] = fn(state.sketch, extra["row_v"], t, group["beta2"], group["eps"], inplace=True)
-        return out
+        return {state: self._direction(state.sketch, extra, group, t)
+                for state, extra in zip(self.sketches.states, self.sketch_state) if state.sketch is not None}
 
     def _row_directions(self, group: dict, t: int) -> dict[torch.Tensor, torch.Tensor]:
-        """``D`` per vocabulary weight with a gradient, computed in place over its ``.grad``."""
-        fn = UPDATES[group["update"]]
-        out = {}
-        for w, extra in zip(self.rows, self.row_state):
-            if w.grad is None:
-                continue
-            if "row_v" not in extra:
-                extra["row_v"] = torch.zeros(w.shape[0], 1, device=w.device)
-            out[w] = fn(w.grad.float(), extra["row_v"], t, group["beta2"], group["eps"], inplace=True)
-        return out
+        """``D: [V, hidden]`` per vocabulary weight with a gradient (computed in place over its ``.grad``)."""
+        return {w: self._direction(w.grad.float(), extra, group, t)
+                for w, extra in zip(self.rows, self.row_state) if w.grad is not None}
 
     def _row_deltas(self, directions: dict[torch.Tensor, torch.Tensor],
                     group: dict) -> dict[torch.Tensor, torch.Tensor]:
@@ -159,40 +151,25 @@ class LoGRA(torch.optim.Optimizer):
         lr, wd = group["lr"], group["weight_decay"]
         return {w: d.mul(-lr).add_(w.float(), alpha=-lr * wd).to(w.dtype) for w, d in directions.items()}
 
-    def _target(self, w: torch.Tensor, extra: dict[str, torch.Tensor]) -> torch.Tensor:
-        """What an update is merged into: the weight, or its float32 master when it is low precision."""
-        if w.dtype not in (torch.float16, torch.bfloat16):
-            return w.data
-        if "master" not in extra:
-            extra["master"] = w.detach().float()
-        return extra["master"]
-
-    def _apply_rows(self, directions: dict[torch.Tensor, torch.Tensor], group: dict, scale: float) -> None:
-        """``W <- W (1 - lr wd) - lr D`` for every vocabulary weight."""
-        lr = group["lr"] * scale
-        for w, extra in zip(self.rows, self.row_state):
-            d = directions.get(w)
-            if d is None:
-                continue
-            target = self._target(w, extra)
-            if group["weight_decay"]:
-                target.mul_(1 - lr * group["weight_decay"])
-            target.add_(d, alpha=-lr)
-            if target is not w.data:
-                w.copy_(target)
-
-    def _apply(self, directions: dict[SketchState, torch.Tensor], group: dict, scale: float) -> None:
-        """``W <- W (1 - lr wd) - lr D A`` for every target, on its float32 master when it is low precision."""
-        lr = group["lr"] * scale
-        for state, extra in zip(self.sketches.states, self.sketch_state):
-            d = directions.get(state)
-            if d is None:
-                continue
-            w = state.weight
-            target = self._target(w, extra)
-            if group["weight_decay"]:
-                target.mul_(1 - lr * group["weight_decay"])
-            target.addmm_(d, state.projection().float(), alpha=-lr)
+    def _apply(self, directions: dict[SketchState, torch.Tensor], row_directions: dict[torch.Tensor, torch.Tensor],
+               group: dict, scale: float) -> None:
+        """``W <- W (1 - lr wd) - lr D A`` for every target and ``W <- W (1 - lr wd) - lr D`` for every
+        vocabulary weight, on a float32 master when the weight is low precision."""
+        lr, wd = group["lr"] * scale, group["weight_decay"]
+        steps = [(s.weight, extra, directions[s], s) for s, extra in zip(self.sketches.states, self.sketch_state)
+                 if s in directions]
+        steps += [(w, extra, row_directions[w], None) for w, extra in zip(self.rows, self.row_state)
+                  if w in row_directions]
+        for w, extra, d, state in steps:
+            if w.dtype in (torch.float16, torch.bfloat16) and "master" not in extra:
+                extra["master"] = w.detach().float()
+            target = extra.get("master", w.data)
+            if wd:
+                target.mul_(1 - lr * wd)
+            if state is None:
+                target.add_(d, alpha=-lr)
+            else:
+                target.addmm_(d, state.projection().float(), alpha=-lr)
             if target is not w.data:
                 w.copy_(target)
 
