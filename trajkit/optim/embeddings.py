@@ -48,7 +48,7 @@ class _Lookup(torch.autograd.Function):
     @staticmethod
     def forward(ctx, ids, weight, padding_idx):
         ctx.save_for_backward(ids)
-        ctx.weight, ctx.padding_idx = weight, padding_idx
+        ctx.param, ctx.padding_idx = weight, padding_idx  # the parameter itself, whose .grad is added to
         return F.embedding(ids, weight, padding_idx)
 
     @staticmethod
@@ -58,7 +58,7 @@ class _Lookup(torch.autograd.Function):
         if ctx.padding_idx is not None:
             keep = rows != ctx.padding_idx
             rows, h = rows[keep], h[keep]
-        buf = _grad_buffer(ctx.weight)
+        buf = _grad_buffer(ctx.param)
         buf.index_add_(0, rows, h.to(buf.dtype))
         return None, None, None
 
