@@ -192,9 +192,8 @@ def run_arm(arm: str, settings: dict) -> dict:
         seconds = time.perf_counter() - start
     peak = _rss_mib()
     out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "adam_state_params": adam_params,
-           "peak_rss_mib": peak,
-           "after_load_rss_mib": after_load, "runtime_rss_mib": runtime, "training_rss_mib": peak - runtime,
-           "large_allocations_mmapped": mmapped}
+           "peak_rss_mib": peak, "after_load_rss_mib": after_load, "runtime_rss_mib": runtime,
+           "training_rss_mib": peak - runtime, "large_allocations_mmapped": mmapped}
     if device.type == "cuda":
         out["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
         out["cuda_before_step_mib"] = base_cuda
@@ -222,14 +221,15 @@ def _print_table(res: dict) -> None:
           f"{res['micro_batch']}, rank {res['rank']}, activation checkpointing "
           f"{'on' if res['checkpointing'] else 'off'}, logits chunk {res['logits_chunk'] or 'off'}; "
           f"memory = {key}, allocator {res['allocator']}")
-    print(f"{'arm':<12} {'trainable':>11} {'Adam state':>11} {'runtime':>8} {'after load':>11} {'peak MiB':>9} {'x AdamW':>8} "
-          f"{'peak-runtime':>13} {'x AdamW':>8} {'step s':>7}")
+    print(f"{'arm':<12} {'trainable':>11} {'Adam state':>11} {'runtime':>8} {'after load':>11} {'peak MiB':>9} "
+          f"{'x AdamW':>8} {'peak-runtime':>13} {'x AdamW':>8} {'step s':>7}")
 
     def ratio(x):
         return f"{x:.2f}" if x else "-"
     for r in res["arms"]:
-        print(f"{r['arm']:<12} {r['trainable_params']:>11,} {r['adam_state_params']:>11,} {r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} "
-              f"{r[key]:>9.0f} {ratio(r['peak_vs_adamw']):>8} {r['training_rss_mib']:>13.0f} "
+        print(f"{r['arm']:<12} {r['trainable_params']:>11,} {r['adam_state_params']:>11,} "
+              f"{r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} {r[key]:>9.0f} "
+              f"{ratio(r['peak_vs_adamw']):>8} {r['training_rss_mib']:>13.0f} "
               f"{ratio(r['training_vs_adamw']):>8} {r['step_s']:>7.2f}")
 
 

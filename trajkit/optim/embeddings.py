@@ -86,13 +86,13 @@ class _Output(torch.autograd.Function):
 
 def _lookup_forward(self: torch.nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
     if not torch.is_grad_enabled():  # generation, log-prob recompute, the KL prediction's forward-mode pass
-        return F.embedding(ids, self.weight, self.padding_idx)
+        return torch.nn.Embedding.forward(self, ids)
     return _Lookup.apply(ids, self.weight, self.padding_idx)
 
 
 def _output_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if not torch.is_grad_enabled():
-        return F.linear(x, self.weight, self.bias)
+        return torch.nn.Linear.forward(self, x)
     return _Output.apply(x, self.weight, self.bias)
 
 
