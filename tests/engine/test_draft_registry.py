@@ -35,5 +35,7 @@ def test_every_kind_drives_the_engine_exactly_in_greedy_mode():
 
 def test_none_and_unknown_kinds():
     assert draft_kind("none") is None and KIND_NAMES[0] == "none"
+    # the parsers' plain list of names (trajkit.engine.drafters.names) is exactly the registry's kinds
+    assert KIND_NAMES == ("none", *DRAFT_KINDS)
     with pytest.raises(ConfigError, match=r"one of \['none', 'model', 'window', 'ngram'\], got 'eagle'"):
         draft_kind("eagle")

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import importlib
 
-BENCHMARKS = ("traces", "generate", "train", "export", "gateway", "optim")
+from trajkit.cli.commands import COMMANDS
+
+BENCHMARKS = ("traces", "cli", "generate", "train", "export", "gateway", "optim")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="run a side-by-side benchmark (prints a table or, with --json, JSON; writes JSON to --out)",
+    p = sub.add_parser("bench", help=COMMANDS["bench"],
                        description="Run a benchmark. Example: trajkit bench traces --rows 2000 --out out.json")
     bsub = p.add_subparsers(dest="bench", metavar="NAME")
     for name in BENCHMARKS:

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from trajkit.cli.commands import COMMANDS
 from trajkit.config import add_arguments, from_args
 from trajkit.errors import ConfigError
 
@@ -114,14 +115,14 @@ def _print(out, args, tok) -> None:
 def register(sub) -> None:
     from trajkit.engine import SamplingParams
 
-    p = sub.add_parser("generate", help="sample completions (speculative decoding with a drafter)",
+    p = sub.add_parser("generate", help=COMMANDS["generate"],
                        description="Generate with trajkit's engine from a local model folder or the "
                                    "shipped tiny pair.",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="local Hugging Face causal LM folder (default: the shipped tiny target)")
     p.add_argument("--draft", help="local draft model folder sharing the tokenizer (default with the tiny "
                                    "pair: its draft)")
-    from trajkit.engine.drafters.registry import KIND_NAMES
+    from trajkit.engine.drafters.names import KIND_NAMES
 
     p.add_argument("--drafter", choices=list(KIND_NAMES), help="drafter kind (default: model if a draft is "
                                                               "available, else none)")

@@ -1,7 +1,9 @@
 """Entry point of the ``trajkit`` console script.
 
 Each command group lives in its own module exposing ``register(subparsers)``; a command's handler
-returns an exit code. Library errors (:class:`trajkit.errors.TrajkitError`) become one line on stderr
+returns an exit code. The parser is built for the command being run: the other groups appear by name and
+help line only (:data:`trajkit.cli.commands.COMMANDS`), so no command pays for another's imports and
+``trajkit --version`` imports none of them (``tests/test_cli_imports.py`` pins both). Library errors (:class:`trajkit.errors.TrajkitError`) become one line on stderr
 and exit code 2; Ctrl-C becomes one line and exit code 130 (every output file is written atomically, so
 an interrupted command leaves the files it was writing as they were before).
 """
@@ -12,13 +14,13 @@ import importlib
 import sys
 
 from trajkit import version
+from trajkit.cli.commands import COMMANDS
 from trajkit.errors import TrajkitError
 
-# Module names under trajkit.cli that register a command group.
-COMMAND_MODULES = ("traces", "generate", "serve", "bench", "train", "models", "demo")
 
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``trajkit`` parser. Without ``argv`` every command group is registered in full (for tests and
+    help tools); with it, only the group that ``argv`` names, the others as a name and a help line."""
     parser = argparse.ArgumentParser(
         prog="trajkit",
         description="Agentic RL post-training toolkit: traces, exact speculative rollouts, GRPO training.",
@@ -26,8 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"trajkit {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"trajkit.cli.{name}").register(sub)
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for name, summary in COMMANDS.items():
+        if chosen is None or chosen == name:
+            importlib.import_module(f"trajkit.cli.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
@@ -44,7 +50,8 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parse(parser, argv)
     if not getattr(args, "handler", None):
         parser.print_help()

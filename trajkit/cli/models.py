@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from trajkit.cli.commands import COMMANDS
+
 EXAMPLE = """Examples:
   trajkit models prepare smollm2-135m-instruct             # model + tokenizer folder, printed
   trajkit models prepare smollm2-135m-instruct --tokenizer-only
@@ -21,7 +23,7 @@ def cmd_prepare(args) -> int:
 def register(sub) -> None:
     from trajkit.recipes.prepared import PREPARE
 
-    p = sub.add_parser("models", help="prepare real models offline",
+    p = sub.add_parser("models", help=COMMANDS["models"],
                        description="Prepare real models as local Hugging Face folders, offline.",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     msub = p.add_subparsers(dest="models_command", metavar="COMMAND")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from trajkit.cli.commands import COMMANDS
 from trajkit.config import add_arguments, from_args
 
 EXAMPLE = """Examples:
@@ -35,7 +36,7 @@ def cmd_serve(args) -> int:
 def register(sub) -> None:
     from trajkit.gateway.config import GatewayConfig
 
-    p = sub.add_parser("serve", help="serve a local model over the OpenAI API, recording exact token trajectories",
+    p = sub.add_parser("serve", help=COMMANDS["serve"],
                        description=__doc__, epilog=EXAMPLE, formatter_class=_raw())
     p.add_argument("--model", required=True, help="local Hugging Face model folder (tokenizer beside it)")
     p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")

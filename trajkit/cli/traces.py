@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from trajkit.cli.commands import COMMANDS
 from trajkit.errors import InputError
 
 
@@ -53,7 +54,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("traces", help="parse, analyse, visualise and export agent traces",
+    p = sub.add_parser("traces", help=COMMANDS["traces"],
                        description="Work with agent reasoning traces (Hermes ShareGPT or OpenAI messages).")
     tsub = p.add_subparsers(dest="traces_command", metavar="COMMAND")
 

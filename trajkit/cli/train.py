@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from trajkit.cli.commands import COMMANDS
+
 EXAMPLE = """examples:
   trajkit train rep                                   # a packaged config (trajkit/configs/rep.yaml)
   trajkit train grpo_smollm2                          # GRPO on SmolLM2-135M-Instruct (real model, offline)
@@ -21,7 +23,7 @@ OUT_DIR/checkpoints/step_N/ (policy/ loads with transformers' from_pretrained, t
 
 
 def register(sub) -> None:
-    p = sub.add_parser("train", help="RL post-training (GRPO family) with speculative rollouts",
+    p = sub.add_parser("train", help=COMMANDS["train"],
                        description="Train a policy with a five-stage synchronous GRPO step.", epilog=EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config", nargs="?", help="YAML config file or packaged config name (rep, grpo_smollm2, ...)")

@@ -1,19 +1,26 @@
 """Optimisers beside the standard ones: LoGRA (low-rank gradient sketches, RowAdam, KL-budgeted steps).
 
-See docs/optim.md. ``trajkit.optim`` sits on ``trajkit.models`` only; ``trajkit.rl`` uses it.
+See docs/optim.md. ``trajkit.optim`` sits on ``trajkit.models`` only; ``trajkit.rl`` uses it. The exports
+load lazily (PEP 562): configs read :mod:`.defaults` without importing torch.
 """
-from trajkit.optim.kl import exact_kl, tangent_kl
-from trajkit.optim.logra import LoGRA
-from trajkit.optim.projection import DISTRIBUTIONS, make_projection, projection_seed
-from trajkit.optim.row_adam import row_adam_direction, sgd_direction
-from trajkit.optim.sketch import (
-           DEFAULT_TARGETS,
-           Sketches,
-           SketchSettings,
-           install_sketches,
-           select_targets,
-)
+from trajkit._lazy import lazy_getattr
 
-__all__ = ["DEFAULT_TARGETS", "DISTRIBUTIONS", "LoGRA", "SketchSettings", "Sketches", "exact_kl",
-           "install_sketches", "make_projection", "projection_seed", "row_adam_direction", "select_targets",
-           "sgd_direction", "tangent_kl"]
+_EXPORTS = {
+    "exact_kl": "trajkit.optim.kl",
+    "tangent_kl": "trajkit.optim.kl",
+    "LoGRA": "trajkit.optim.logra",
+    "DISTRIBUTIONS": "trajkit.optim.projection",
+    "make_projection": "trajkit.optim.projection",
+    "projection_seed": "trajkit.optim.projection",
+    "row_adam_direction": "trajkit.optim.row_adam",
+    "sgd_direction": "trajkit.optim.row_adam",
+    "DEFAULT_TARGETS": "trajkit.optim.defaults",
+    "SketchSettings": "trajkit.optim.sketch",
+    "Sketches": "trajkit.optim.sketch",
+    "install_sketches": "trajkit.optim.sketch",
+    "select_targets": "trajkit.optim.sketch",
+}
+
+__all__ = list(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

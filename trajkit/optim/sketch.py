@@ -26,10 +26,8 @@ import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
+from trajkit.optim.defaults import DEFAULT_TARGETS
 from trajkit.optim.projection import DISTRIBUTIONS, make_projection, projection_seed
-
-# q/k/v/o and gate/up/down projections of Hugging Face Llama, Qwen2/3, Mistral-style decoders.
-DEFAULT_TARGETS = r"(^|\.)(q|k|v|o|gate|up|down)_proj$"
 
 
 @dataclass

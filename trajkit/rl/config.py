@@ -23,7 +23,7 @@ import yaml
 
 from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
-from trajkit.optim.sketch import DEFAULT_TARGETS
+from trajkit.optim.defaults import DEFAULT_TARGETS
 
 
 @dataclass

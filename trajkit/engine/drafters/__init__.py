@@ -1,10 +1,26 @@
 """Drafters behind one protocol (:mod:`.base`): a small LM (:mod:`.model`), n-gram prompt lookup
-(:mod:`.ngram`), the window MLP (:mod:`.window`), and the registry of draft kinds (:mod:`.registry`)."""
-from trajkit.engine.drafters.base import Drafter, Proposal, Warp, check_vocab
-from trajkit.engine.drafters.model import DraftModel
-from trajkit.engine.drafters.ngram import NgramDrafter
-from trajkit.engine.drafters.registry import DRAFT_KINDS, KIND_NAMES, DraftShape, draft_kind
-from trajkit.engine.drafters.window import WindowDrafter, WindowDraftNet
+(:mod:`.ngram`), the window MLP (:mod:`.window`), and the registry of draft kinds (:mod:`.registry`).
 
-__all__ = ["Drafter", "Proposal", "Warp", "check_vocab", "DraftModel", "NgramDrafter", "WindowDrafter",
-           "WindowDraftNet", "DRAFT_KINDS", "KIND_NAMES", "DraftShape", "draft_kind"]
+The exports load lazily (PEP 562): :mod:`.names` (the kinds' names, for argument parsers) imports nothing
+heavy, and importing it must not pull in torch through this package.
+"""
+from trajkit._lazy import lazy_getattr
+
+_EXPORTS = {
+    "Drafter": "trajkit.engine.drafters.base",
+    "Proposal": "trajkit.engine.drafters.base",
+    "Warp": "trajkit.engine.drafters.base",
+    "check_vocab": "trajkit.engine.drafters.base",
+    "DraftModel": "trajkit.engine.drafters.model",
+    "NgramDrafter": "trajkit.engine.drafters.ngram",
+    "WindowDrafter": "trajkit.engine.drafters.window",
+    "WindowDraftNet": "trajkit.engine.drafters.window",
+    "DRAFT_KINDS": "trajkit.engine.drafters.registry",
+    "KIND_NAMES": "trajkit.engine.drafters.names",
+    "DraftShape": "trajkit.engine.drafters.registry",
+    "draft_kind": "trajkit.engine.drafters.registry",
+}
+
+__all__ = list(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -22,6 +22,7 @@ from typing import Protocol
 import torch
 
 from trajkit.engine.drafters.base import Drafter
+from trajkit.engine.drafters.names import KIND_NAMES
 from trajkit.errors import ConfigError
 
 
@@ -136,7 +137,6 @@ class NgramKind:
 
 
 DRAFT_KINDS: dict[str, DraftKind] = {k.name: k for k in (ModelKind(), WindowKind(), NgramKind())}
-KIND_NAMES: tuple[str, ...] = ("none", *DRAFT_KINDS)
 
 
 def draft_kind(name: str) -> DraftKind | None:

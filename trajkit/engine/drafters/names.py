@@ -1,0 +1,9 @@
+"""The draft kinds' names, as plain data: what ``--drafter`` and ``draft.kind`` accept.
+
+Kept apart from :mod:`.registry` (which imports torch to build and load drafters) so that argument parsers
+can offer the choices without importing torch; ``tests/engine/test_draft_registry.py`` checks that this
+list and the registry's kinds are the same.
+"""
+
+# "none" (no drafter) first, then every kind in trajkit.engine.drafters.registry.DRAFT_KINDS, in order.
+KIND_NAMES: tuple[str, ...] = ("none", "model", "window", "ngram")
