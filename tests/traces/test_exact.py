@@ -94,6 +94,25 @@ def test_jsonvalue_refuses_nan_and_deep_nesting():
     with pytest.raises(ValueError, match="nested deeper than 200"):
         jsonvalue.loads("[" * 201 + "]" * 201)
     assert jsonvalue.depth(jsonvalue.loads("[" * 200 + "]" * 200)) == 200
+    deep_in_a_row = '{"a": "' + "x" * 300 + '", "b": ' + '{"c": ' * 201 + "1" + "}" * 201 + "}"
+    with pytest.raises(ValueError, match="nested deeper than 200"):
+        jsonvalue.loads_fast(deep_in_a_row)
+
+
+@pytest.mark.parametrize("text", ["1", '"x"', "[]", "{}", "[[[]], [[[1]]]]", '{"a": [{"b": {}}], "c": [1, [2]]}',
+                                  "[" * 7 + "]" * 7, '[{"a": [[{}]]}, "s", 1.5, null]'])
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 4, 8])
+def test_deeper_than_is_depth_over_the_limit(text, limit):
+    value = jsonvalue.loads(text)
+    assert jsonvalue.deeper_than(value, limit) == (jsonvalue.depth(value) > limit)
+
+
+def test_a_long_digit_run_without_a_float_parses_the_same_either_way():
+    """The lossy re-parse is skipped when orjson's result holds no float: both paths give the same value."""
+    text = '{"id": 1234567890123456, "note": "a:1234567890123456789", "n": [9223372036854775807]}'
+    assert jsonvalue._maybe_lossy(text)
+    assert jsonvalue.loads(text) == json.loads(text)
+    assert [type(v) for v in jsonvalue.loads(text)["n"]] == [int]
 
 
 def test_openai_row_round_trip_of_hermes_text_unchanged():

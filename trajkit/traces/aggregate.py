@@ -130,8 +130,8 @@ class Aggregate:
         c = self.counts
         out: dict[str, Any] = {"traces": self.traces}
         out.update({k: int(c[k]) for k in COUNT_KEYS})
-        out["tool_call_counts"] = dict(self.tool_call_counts.most_common())
-        out["tool_failure_counts"] = dict(self.tool_failures.most_common())
+        out["tool_call_counts"] = _by_count(self.tool_call_counts)
+        out["tool_failure_counts"] = _by_count(self.tool_failures)
         out["failed_trajectories"] = self.failed_trajectories
         out["context_summaries"] = self.context_summaries
         if self.think_tokens is not None:
@@ -174,7 +174,12 @@ class CorpusStats:
     def to_dict(self, *, groups: bool = True) -> dict[str, Any]:
         out = self.total.summary()
         out["skipped_rows"] = self.skipped_rows
-        out["diagnostics"] = dict(self.diagnostic_counts.most_common())
+        out["diagnostics"] = _by_count(self.diagnostic_counts)
         if groups:
             out["by"] = {g: {k: a.summary() for k, a in sorted(agg.items())} for g, agg in self.groups.items()}
         return out
+
+
+def _by_count(counter: Counter) -> dict[str, int]:
+    """Most frequent first, ties by name: the same bytes however the rows were split across workers."""
+    return dict(sorted(counter.items(), key=lambda item: (-item[1], item[0])))

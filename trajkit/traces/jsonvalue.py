@@ -3,8 +3,8 @@
 orjson (the fast path) reads an integer beyond 64 bits as a float and refuses ``1e400``; Python's ``json``
 turns ``1e400`` into ``inf``. Both would change a tool call's arguments on the way from a trace to an SFT
 export. :func:`loads` (used for tool-call bodies) takes orjson's result unless the text holds a number
-orjson may not keep (16 or more digits and dots in a row, or a three-digit exponent, right after ``:``,
-``[`` or ``,``); then it parses again with the standard library, keeping
+orjson may not keep (orjson's result holds a float, and the text has 16 or more digits and dots in a row,
+or a three-digit exponent, right after ``:``, ``[`` or ``,``); then it parses again with the standard library, keeping
 
 * integers exactly (beyond 64 bits as :class:`BigInt`, an ``int``), and
 * floats whose shortest repr is not the number written (``1e400``, ``0.1000000000000000000001``) as
@@ -101,9 +101,37 @@ def depth(value: Any) -> int:
     return best
 
 
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` levels (``depth(value) > limit``); it visits only
+    containers, so a row of long strings costs a few steps, not a pass over its text."""
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, (dict, list)):
+                stack.append((child, level + 1))
+    return False
+
+
+def _holds_float(value: Any) -> bool:
+    """Whether a float occurs anywhere in ``value`` (without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _check_depth(text: str | bytes, value: Any) -> Any:
-    opens = text.count(b"[" if isinstance(text, bytes) else "[") + text.count(b"{" if isinstance(text, bytes) else "{")
-    if opens > MAX_DEPTH and depth(value) > MAX_DEPTH:
+    # each level takes at least one byte of text, so a short text cannot nest too deeply
+    if len(text) > MAX_DEPTH and deeper_than(value, MAX_DEPTH):
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return value
 
@@ -116,7 +144,8 @@ def loads(text: str | bytes) -> Any:
         if not _maybe_lossy(text):
             raise
     else:
-        if not _maybe_lossy(text):
+        # orjson reads every number it cannot keep (a big integer, a long decimal) as a float
+        if not _holds_float(value) or not _maybe_lossy(text):
             return _check_depth(text, value)
     try:
         value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)

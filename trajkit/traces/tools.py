@@ -5,7 +5,8 @@ Two spellings are accepted: OpenAI style ``{"type": "function", "function": {nam
 parameters}}`` (what the dataset's system prompts hold) and the upstream Hermes Agent form
 ``{name, description, parameters, "required": null}``. The
 argument check is ``jsonschema``'s verdict (the schema's own ``$schema`` draft, else 2020-12), with one
-validator built per schema and kept; a schema that is not valid JSON Schema is reported
+validator built per schema and kept, asked only when the cheap pre-check of
+:mod:`trajkit.traces.schema_check` cannot certify the arguments valid; a schema that is not valid JSON Schema is reported
 (:func:`schema_problems`) and its calls are not judged. Regex patterns run with Python's ``re``.
 """
 from __future__ import annotations
@@ -15,6 +16,8 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
+
+from trajkit.traces.schema_check import certainly_valid
 
 ToolTable = dict[str, dict[str, Any]]
 
@@ -104,7 +107,7 @@ def argument_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list
     """Reasons ``arguments`` violate ``schema`` under ``jsonschema`` (empty when they conform, or when the
     schema itself is unusable: :func:`schema_problems` reports that once per row)."""
     found = _validator(schema)
-    if isinstance(found, str):
+    if isinstance(found, str) or certainly_valid(arguments, schema):
         return []
     from jsonschema import exceptions
     from referencing.exceptions import Unresolvable
