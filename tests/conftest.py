@@ -3,7 +3,8 @@
 Real-data fixtures live outside the project, in ``<checkout root>/../shared/fixtures/real/`` (the checkout
 root holds ``pyproject.toml``; CI puts ``shared/`` beside it). ``TRAJKIT_SHARED_DIR=DIR`` looks in
 ``DIR/fixtures/real/`` instead. A test that needs a missing file is skipped with a reason naming it, or
-fails when ``TRAJKIT_REQUIRE_FIXTURES=1`` (CI sets it, so a lost fixture cannot pass as a skip).
+fails when ``TRAJKIT_REQUIRE_FIXTURES=1`` (CI sets it, so a lost fixture cannot pass as a skip). The same
+rule holds for the README's system prerequisites (the headless browser): :func:`skip_or_fail`.
 """
 import json
 import os
@@ -38,20 +39,28 @@ def real_fixture(name: str) -> tuple[Path, str | None]:
                   f"DIR/fixtures/real/)")
 
 
+def skip_or_fail(request, missing: str) -> None:
+    """Skip the requesting test with the reason ``missing`` (what is absent and how to get it); under
+    ``TRAJKIT_REQUIRE_FIXTURES=1`` fail it instead, in its call phase (below), so it reads FAILED, not ERROR.
+    ``request`` must be a function-scoped fixture's."""
+    if os.environ.get(REQUIRE_ENV) != "1":
+        pytest.skip(missing)
+    request.node.stash[_MISSING] = missing
+
+
 def _load_real(request, name: str):
     path, missing = real_fixture(name)
     if missing is None:
         return json.loads(path.read_text())
-    if os.environ.get(REQUIRE_ENV) != "1":
-        pytest.skip(missing)
-    request.node.stash[_MISSING] = missing  # failed in the call phase (below), so it reads FAILED, not ERROR
+    skip_or_fail(request, missing)
     return None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
     if _MISSING in item.stash:
-        pytest.fail(f"{item.stash[_MISSING]}; {REQUIRE_ENV}=1 makes a missing fixture a failure", pytrace=False)
+        pytest.fail(f"{item.stash[_MISSING]}; {REQUIRE_ENV}=1 makes a missing fixture or prerequisite a "
+                    "failure", pytrace=False)
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ import sys
 
 import openai
 
+sys.stdout.reconfigure(encoding="utf-8", newline="\n")  # the reply's characters as they are, whatever the locale
+
 client = openai.OpenAI(max_retries=0)
 model = client.models.list().data[0].id
 messages = [{"role": "user", "content": sys.argv[1]}]

@@ -103,9 +103,19 @@ def test_the_agent_task_runs_a_shell_command_from_a_config(tiny, tmp_path):
     for s in result.samples:
         records = trainer.state.task.env.gateway.sessions.find(s.metadata["session"]).records
         assert len(records) == 2
+        # the harness prints the reply and the command's stdout comes back as written (no newline
+        # translation), so this holds whatever bytes the random policy sampled (a \r once failed it)
         assert s.metadata["columns"]["harness_output"] == (records[1].choices[0].message["content"] or "").strip()
         assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == \
             [t for r in records for t in r.choices[0].token_ids]
+
+
+@pytest.mark.parametrize("printed", ["a\rb", "a\r\nb", "\x15\ufffd\rT5\\", "tab\there", "é\x7fz\x1b"])
+def test_a_command_harness_returns_its_stdout_as_written(printed, tmp_path):
+    script = tmp_path / "say.py"
+    script.write_text("import sys\nsys.stdout.buffer.write(sys.argv[1].encode('utf-8', 'surrogatepass'))\n")
+    harness = command_harness(f"{sys.executable} {script} {{task}}")
+    assert harness(HarnessRun("http://127.0.0.1:1/v1", "k", "policy", printed)) == printed.strip()
 
 
 def test_failed_runs_become_empty_samples_and_a_broken_harness_stops_the_step(tiny):

@@ -1,10 +1,10 @@
 """The HTML report in real headless Chromium: what the page shows, and that no script from trace content runs.
 
-Needs the Debian packages ``chromium`` and ``chromium-driver`` (CI installs them in .ci/run). Without them
-this test FAILS, naming the packages; set ``TRAJKIT_SKIP_BROWSER=1`` to skip it on purpose.
+Needs the Debian packages ``chromium`` and ``chromium-driver`` (a README prerequisite; .ci/run installs
+them). Without them these tests are skipped with a reason saying how to install them, and fail instead under
+``TRAJKIT_REQUIRE_FIXTURES=1`` (CI sets it), like the tests of the shared real-data fixtures.
 """
 import json
-import os
 import re
 import shutil
 
@@ -12,6 +12,7 @@ import pytest
 
 from trajkit.traces.report import write_report
 
+from ..conftest import skip_or_fail
 from .test_report import EVIL, EXPECTED, P1, P2, P3, P4, write_corpus
 
 pytestmark = pytest.mark.browser
@@ -22,20 +23,22 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-u
          "--window-size=1400,1000")
 
 
-def _require_browser():
-    if os.environ.get("TRAJKIT_SKIP_BROWSER") == "1":
-        pytest.skip("TRAJKIT_SKIP_BROWSER=1: headless-browser check of the HTML report skipped on request")
+def missing_browser() -> str | None:
+    """Why the browser cannot run (what to install), or None when it can."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    if missing:
-        pytest.fail(f"{' and '.join(missing)} not found: install the Debian packages `chromium` and "
-                    "`chromium-driver` (apt-get install chromium chromium-driver), or set "
-                    "TRAJKIT_SKIP_BROWSER=1 to skip the browser test", pytrace=False)
+    if not missing:
+        return None
+    return (f"{' and '.join(missing)} not found: the headless-browser check of the HTML report needs the Debian "
+            "packages `chromium` and `chromium-driver` (apt-get install chromium chromium-driver)")
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    """A report on the hand-made corpus, open in headless Chromium; yields (driver, stats, folder)."""
-    _require_browser()
+def _session(tmp_path_factory):
+    """A report on the hand-made corpus, open in headless Chromium: (driver, stats, folder); None without
+    a browser (each test then skips, or fails under TRAJKIT_REQUIRE_FIXTURES=1, through ``page``)."""
+    if missing_browser() is not None:
+        yield None
+        return
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -53,6 +56,14 @@ def page(tmp_path_factory):
         yield driver, stats, folder
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def page(request, _session):
+    """The open report (see ``_session``) for one test."""
+    if _session is None:
+        skip_or_fail(request, missing_browser())
+    return _session
 
 
 def _by(driver, css):

@@ -81,7 +81,9 @@ Harness = Callable[[HarnessRun], Any]  # returns anything; str(result) becomes t
 
 def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
     """A harness that runs ``template`` in a shell with ``{base_url}``, ``{api_key}``, ``{model}`` and ``{task}``
-    filled in (shell-quoted), and ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` set; its stdout is the output.
+    filled in (shell-quoted), and ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` set; its output is its stdout as
+    written (UTF-8, invalid bytes as U+FFFD, no newline translation: a ``\\r`` stays a ``\\r``), stripped of
+    surrounding whitespace.
 
     >>> h = command_harness("echo {task}")
     >>> h(HarnessRun("http://127.0.0.1:1/v1", "k", "policy", "it's me"))
@@ -100,13 +102,13 @@ def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
                               "{api_key} {model} {task}; write {{ }} for a literal brace)") from None
         env = {**os.environ, "OPENAI_BASE_URL": r.base_url, "OPENAI_API_KEY": r.api_key}
         try:
-            proc = subprocess.run(cmd, shell=True, env=env, capture_output=True, text=True, timeout=timeout_s,
-                                  check=False)
+            proc = subprocess.run(cmd, shell=True, env=env, capture_output=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise HarnessError(f"run {r.api_key}: timed out after {timeout_s:g} s") from None
         if proc.returncode != 0:
-            raise HarnessError(f"run {r.api_key}: exit code {proc.returncode}: {proc.stderr[-1000:]}")
-        return proc.stdout.strip()
+            stderr = proc.stderr.decode("utf-8", errors="replace")
+            raise HarnessError(f"run {r.api_key}: exit code {proc.returncode}: {stderr[-1000:]}")
+        return proc.stdout.decode("utf-8", errors="replace").strip()
     return run
 
 
