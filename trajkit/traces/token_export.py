@@ -39,6 +39,7 @@ class ExportSummary:
     trained_turns: int = 0
     dropped_turns: int = 0
     windowed_conversations: int = 0  # conversations that gave more than one example
+    inference_view_examples: int = 0  # prompt and turn encoded apart (the joint encoding merged across them)
     empty_conversations: int = 0  # no trainable assistant turn
     dropped_by_kind: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # the first reasons, "conversation K: why"
@@ -64,6 +65,7 @@ class ExportSummary:
             self.trained_turns += len(ex.metadata.turns)
             self.trained_tool_calls += ex.metadata.tool_calls
             self.trained_think_words += ex.metadata.think_words
+            self.inference_view_examples += ex.metadata.inference_view
         self._count_sources(sources)
         for d in diagnostics:
             if d.kind == "no_assistant_turns":

@@ -93,6 +93,7 @@ class ExampleMeta:
     turn_token_spans: list[tuple[int, int]]  # token range of each trained turn (before think masking)
     tool_calls: int = 0  # source tool calls found in the trained tokens (source check)
     think_words: int = 0  # source think words found in the trained tokens (source check)
+    inference_view: bool = False  # prompt and turn encoded apart: the joint encoding merged across them
 
 
 @dataclass
@@ -127,6 +128,11 @@ class PrefixError(InputError):
     def __init__(self, message: str, message_index: int, hint: str | None = None):
         self.message_index = message_index
         super().__init__(message, field=f"messages[{message_index}]", hint=hint)
+
+
+class TokenMergeError(PrefixError):
+    """The rendered text is a string prefix, but its tokens are not: the tokenizer merges across a label
+    boundary (a header's ``\\n\\n`` with the turn after it, when the header markers are plain text)."""
 
 
 class MaskCheckError(InputError):

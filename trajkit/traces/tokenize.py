@@ -55,7 +55,7 @@ from trajkit.errors import ConfigError, InputError
 from trajkit.traces.source_check import SourceTurn, check_turn
 from trajkit.traces.token_records import (IGNORE_INDEX, INLINE_REASONING, NO_REASONING, REASONING_KEYS, ROLES,
                                           THINK_POLICIES, Diagnostic, ExampleMeta, MaskCheckError, PrefixError,
-                                          SourceCheckError, TokenExample, TokenizeConfig)
+                                          SourceCheckError, TokenExample, TokenizeConfig, TokenMergeError)
 from trajkit.traces.windowing import Dropped, Window, common_prefix_len, estimate_costs, iter_windows
 
 _DOC_SECTION = "see trajkit/traces/tokenize.py or docs/export.md"
@@ -120,6 +120,7 @@ class _Conversation:
         self.fast = bool(getattr(tokenizer, "is_fast", False))
         self.pre: dict[tuple, _Rendered] = {}  # windows rendered and encoded ahead (see tokenize_batch)
         self.added_ids = set(tokenizer.get_added_vocab().values()) if self.fast else set()
+        self.merges = False  # set once the tokenizer merged across a label boundary of this conversation
 
     def render(self, msgs: list[dict[str, Any]], generation_prompt: bool = False, where: int = 0) -> str:
         try:
@@ -148,9 +149,11 @@ class _Conversation:
         enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.fast)
         return _Rendered(w, msgs, index, text, enc["input_ids"], enc["offset_mapping"] if self.fast else None)
 
-    def label(self, r: _Rendered, spans: list[tuple[int, int]] | None = None) -> tuple[TokenExample, list[str]]:
+    def label(self, r: _Rendered, spans: list[tuple[int, int]] | None = None,
+              counts: dict[int, int] | None = None) -> tuple[TokenExample, list[str]]:
         """Labels of a rendered window by prefix rendering (or the given char ``spans`` of its trained
-        turns); verifies the prefix property, the mask and, with sources, the source check."""
+        turns, and the token ``counts`` at their boundaries when ``r.ids`` were not encoded in one piece);
+        verifies the prefix property, the mask and, with sources, the source check."""
         local = [r.index.index(t) for t in r.window.trainable]
         spans = spans or [self._turn_chars(r, i) for i in local]
         thinks = [self._think_chars(r, i, span) for i, span in zip(local, spans)]
@@ -158,7 +161,7 @@ class _Conversation:
         for i, span, think in zip(local, spans, thinks):
             for c in (*span, *(think or ())):
                 owners.setdefault(c, r.index[i])
-        counts = self._token_counts(r, owners)
+        counts = counts if counts is not None else self._token_counts(r, owners)
         labels = [IGNORE_INDEX] * len(r.ids)
         expected, token_spans = [], []
         for (cs, ce), think in zip(spans, thinks):
@@ -218,25 +221,50 @@ class _Conversation:
                               "try train_turns='last'")
         return len(prompt), len(turn)
 
-    def label_inference_view(self, r: _Rendered) -> tuple[TokenExample, list[str]]:
+    def label_inference_view(self, r: _Rendered, apart: bool = False) -> tuple[TokenExample, list[str]]:
         """A window whose one trained turn is its last message, labelled as the model meets it: the prompt
         is ``P = template(history, add_generation_prompt=True)`` and the target is the turn as the template
         writes it as the final message. For templates whose prompt is not a prefix of any render that
-        includes the turn (Qwen3 adds an empty think block to a trailing assistant message of the prompt)."""
+        includes the turn (Qwen3 adds an empty think block to a trailing assistant message of the prompt),
+        and for tokenizers that merge the prompt's end with the turn (then :meth:`_label_apart`; ``apart``
+        goes there directly)."""
         i = len(r.messages) - 1
         where = r.index[i]
         prompt = self.render(r.messages[:i], generation_prompt=True, where=where)
-        before = self.render(r.messages[:i], where=where)
-        gen = prompt[len(before):] if prompt.startswith(before) else ""
-        at = r.text.rfind(gen) if gen else -1
-        if at < 0:
-            raise PrefixError("the generation prompt does not open this assistant turn in the template's "
-                              "render, so no inference view can be built", where)
-        text = prompt + r.text[at + len(gen):]
+        if r.text.startswith(prompt):  # a verbatim template: the turn is what follows the prompt
+            turn = r.text[len(prompt):]
+        else:
+            before = self.render(r.messages[:i], where=where)
+            gen = prompt[len(before):] if prompt.startswith(before) else ""
+            at = r.text.rfind(gen) if gen else -1
+            if at < 0:
+                raise PrefixError("the generation prompt does not open this assistant turn in the template's "
+                                  "render, so no inference view can be built", where)
+            turn = r.text[at + len(gen):]
+        if apart:
+            return self._label_apart(r, prompt, turn)
+        text = prompt + turn
         enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.fast)
         view = _Rendered(r.window, r.messages, r.index, text, enc["input_ids"],
                          enc["offset_mapping"] if self.fast else None)
-        return self.label(view, [(len(prompt), len(text))])
+        try:
+            return self.label(view, [(len(prompt), len(text))])
+        except TokenMergeError:
+            self.merges = True
+            return self._label_apart(view, prompt, turn)
+
+    def _label_apart(self, r: _Rendered, prompt: str, turn: str) -> tuple[TokenExample, list[str]]:
+        """The inference view when the tokenizer merges the prompt's end with the turn (a header's ``\\n\\n``
+        and the turn's first characters, when the header markers are plain text): ``tok(prompt)``, encoded
+        alone as a server encodes the prompt it is sent, then ``tok(turn)``, the turn's own tokens as the
+        model produces them after that prompt; only the latter trained. The gateway records the same."""
+        prompt_ids, turn_ids = self.encode([prompt, turn])
+        ids = prompt_ids + turn_ids
+        view = _Rendered(r.window, r.messages, r.index, prompt + turn, ids, None)
+        example, expected = self.label(view, [(len(prompt), len(view.text))],
+                                       counts={len(prompt): len(prompt_ids), len(view.text): len(ids)})
+        example.metadata.inference_view = True
+        return example, expected
 
     def _think_chars(self, r: _Rendered, i: int, span: tuple[int, int]) -> tuple[int, int] | None:
         """Char range [think_open, end of think_close) to mask in an earlier turn, or None."""
@@ -265,7 +293,7 @@ class _Conversation:
         for c, ids in zip(rest, self.encode([r.text[:c] for c in rest])):
             if ids != r.ids[:len(ids)]:
                 k = next((j for j, (a, b) in enumerate(zip(ids, r.ids)) if a != b), min(len(ids), len(r.ids)))
-                raise PrefixError(
+                raise TokenMergeError(
                     f"tokens of the text before char {c} differ from the whole example's tokens at token {k} "
                     f"(the tokenizer merges across the boundary {_snippet(r.text, c)})", owners[c],
                     "labels cannot start or end inside a token: a turn that begins with whitespace merging with "
@@ -487,17 +515,41 @@ def _windows(conv: _Conversation, turns: list[int], per_window: int | None, diag
 def _label(conv: _Conversation, built: _Rendered, diagnostics: list[Diagnostic], fallback: bool):
     """The example of a built window; a failed source check drops it (a diagnostic). A failed prefix check
     retries, with ``fallback``, the window's turns one example each; a one-turn window ending on its turn
-    is then labelled in the inference view (:meth:`_Conversation.label_inference_view`)."""
+    is then labelled in the inference view (:meth:`_Conversation.label_inference_view`). Tokens merging
+    across a label boundary always take that path: one inference-view example per turn, whatever the split."""
+    trainable = built.window.trainable
+    ends_on_turn = len(trainable) == 1 and trainable[-1] == built.index[-1]
     try:
         try:
-            yield conv.label(built)[0]
-        except PrefixError:
-            if fallback and len(built.window.trainable) > 1:
-                yield from _windows(conv, list(built.window.trainable), 1, diagnostics, fallback=False)
-            elif conv.config.train_turns == "all" or built.window.trainable[-1] != built.index[-1] \
-                    or len(built.window.trainable) > 1:
+            if conv.merges and ends_on_turn:  # known to merge: no joint encoding to try first
+                yield from _fitting(conv, conv.label_inference_view(built, apart=True)[0], diagnostics)
+            else:
+                yield conv.label(built)[0]
+        except TokenMergeError:
+            conv.merges = True
+            if len(trainable) > 1:
+                yield from _windows(conv, list(trainable), 1, diagnostics, fallback=False)
+            elif not ends_on_turn:
                 raise
             else:
-                yield conv.label_inference_view(built)[0]
+                yield from _fitting(conv, conv.label_inference_view(built, apart=True)[0], diagnostics)
+        except PrefixError:
+            if fallback and len(trainable) > 1:
+                yield from _windows(conv, list(trainable), 1, diagnostics, fallback=False)
+            elif conv.config.train_turns == "all" or not ends_on_turn:
+                raise
+            else:
+                yield from _fitting(conv, conv.label_inference_view(built)[0], diagnostics)
     except SourceCheckError as exc:
-        diagnostics.append(Diagnostic("source_check", list(built.window.trainable), str(exc)))
+        diagnostics.append(Diagnostic("source_check", list(trainable), str(exc)))
+
+
+def _fitting(conv: _Conversation, example: TokenExample, diagnostics: list[Diagnostic]):
+    """``example`` unless its inference view outgrew ``max_length`` (the window was fitted on the joint
+    encoding; encoding apart can add a token at the boundary): then a ``turn_too_long`` diagnostic."""
+    if not conv.config.windowing or len(example.input_ids) <= conv.config.max_length:
+        yield example
+        return
+    diagnostics.append(Diagnostic("turn_too_long", list(example.metadata.turns),
+                                  f"the inference view of this turn is {len(example.input_ids)} tokens, over "
+                                  f"max_length {conv.config.max_length}"))
