@@ -1,0 +1,9 @@
+"""Judgement checks over what the other packages write (files, not objects): each check has a statistic,
+a threshold and a verdict (PASS / WARN / FAIL), and names the items it concerns.
+
+- :mod:`trajkit.audit.leaks` — eval items in train data (``trajkit audit data``);
+- :mod:`trajkit.audit.seeds` — is a gain more than seed noise (``trajkit audit seeds``);
+- :mod:`trajkit.audit.report` — the verdicts, the table, the JSON, the exit code.
+
+Method and sources of every check: ``docs/audit.md``.
+"""
