@@ -15,7 +15,7 @@ from trajkit import version
 from trajkit.errors import TrajkitError
 
 # Module names under trajkit.cli that register a command group.
-COMMAND_MODULES = ("traces", "generate", "serve", "bench", "train", "models", "demo")
+COMMAND_MODULES = ("traces", "generate", "serve", "bench", "train", "models", "demo", "audit")
 
 
 def build_parser() -> argparse.ArgumentParser:

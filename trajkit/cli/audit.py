@@ -1,0 +1,72 @@
+"""``trajkit audit …``: data (train/eval leaks), seeds (is a gain more than seed noise).
+
+Thin: flags (from the checks' config dataclasses) -> :mod:`trajkit.audit` -> a verdict table or JSON.
+Exit 0 when no check fails, 1 when one does, 2 for unusable input. Nothing heavy is imported until a
+command runs.
+"""
+from __future__ import annotations
+
+import argparse
+
+from trajkit.config import add_arguments, from_args
+
+DATA_EPILOG = """Example:
+  trajkit audit data --train sft.jsonl --eval eval.jsonl --json
+
+Rows: Hermes ShareGPT (conversations), OpenAI chat (messages) or prompt datasets (prompt/question + answer).
+Checks: leak.exact (normalised hash), leak.ngram (13-gram, 8 for short items; FAIL when the answer is
+covered), leak.near (5-word-shingle Jaccard >= 0.8 by MinHash, confirmed exactly). Exit 1 when a check
+fails, 2 for unreadable input. Method and sources: docs/audit.md."""
+
+SEEDS_EPILOG = """Examples:
+  trajkit audit seeds --baseline runs/base_s0 runs/base_s1 runs/base_s2 --candidate runs/new_s0 runs/new_s1 runs/new_s2
+  trajkit audit seeds --baseline bench-out/train.json:plain --candidate bench-out/train.json:spec --json
+
+RUN: a trajkit train folder (metrics.jsonl + config.yaml) or FILE.json:ARM of trajkit bench train.
+Per seed: mean of the last k evaluations; IQM difference with a stratified bootstrap CI, probability of
+improvement, Welch's t, leave-one-seed-out, minimum detectable effect. Fewer than 3 seeds: refused (exit 1)."""
+
+
+def _emit(report, args) -> int:
+    print(report.to_json() if args.json else report.table())
+    return report.exit_code
+
+
+def cmd_data(args) -> int:
+    from trajkit.audit.config import LeakConfig
+    from trajkit.audit.leaks import audit_data
+
+    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args)), args)
+
+
+def cmd_seeds(args) -> int:
+    from trajkit.audit.config import SeedConfig
+    from trajkit.audit.seeds import audit_seeds
+
+    return _emit(audit_seeds(args.baseline, args.candidate, from_args(SeedConfig, args), args.control), args)
+
+
+def register(subparsers) -> None:
+    from trajkit.audit.config import LeakConfig, SeedConfig
+
+    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise",
+                              description="Checks with a statistic, a threshold and a verdict (PASS/WARN/FAIL). "
+                                          "Example: trajkit audit data --train sft.jsonl --eval eval.jsonl")
+    sub = p.add_subparsers(dest="audit_command", metavar="CHECK")
+    raw = argparse.RawDescriptionHelpFormatter
+    d = sub.add_parser("data", help="eval items found in train data (exact, 13-gram, near-duplicate)",
+                       description="Leaks of eval items into train data.", epilog=DATA_EPILOG, formatter_class=raw)
+    d.add_argument("--train", nargs="+", required=True, metavar="FILE", help="train data files")
+    d.add_argument("--eval", nargs="+", required=True, metavar="FILE", help="eval data files")
+    d.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
+    add_arguments(d, LeakConfig)
+    d.set_defaults(handler=cmd_data)
+    s = sub.add_parser("seeds", help="is a candidate's gain over a baseline more than seed noise",
+                       description="Seed statistics of a claimed gain.", epilog=SEEDS_EPILOG, formatter_class=raw)
+    s.add_argument("--baseline", nargs="+", required=True, metavar="RUN", help="baseline runs, one per seed")
+    s.add_argument("--candidate", nargs="+", required=True, metavar="RUN", help="candidate runs, one per seed")
+    s.add_argument("--control", nargs="+", default=None, metavar="RUN",
+                   help="random-reward control runs: the candidate must beat them too")
+    s.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
+    add_arguments(s, SeedConfig)
+    s.set_defaults(handler=cmd_seeds)
