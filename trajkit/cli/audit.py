@@ -1,4 +1,5 @@
-"""``trajkit audit …``: data (train/eval leaks), seeds (is a gain more than seed noise).
+"""``trajkit audit …``: data (train/eval leaks), seeds (is a gain more than seed noise), labels (what a
+token export trains).
 
 Thin: flags (from the checks' config dataclasses) -> :mod:`trajkit.audit` -> a verdict table or JSON.
 Exit 0 when no check fails, 1 when one does, 2 for unusable input. Nothing heavy is imported until a
@@ -27,6 +28,15 @@ Per seed: mean of the last k evaluations; IQM difference with a stratified boots
 improvement, Welch's t, leave-one-seed-out, minimum detectable effect. Fewer than 3 seeds: refused (exit 1)."""
 
 
+LABELS_EPILOG = """Example:
+  trajkit audit labels sft-tokens.parquet --tokenizer ./tok --json
+
+Rows: input_ids + labels (-100 = not trained), as trajkit traces export --format tokens writes them.
+Checks: labels.alignment (labels[i] == input_ids[i]; a pre-shifted row is a double shift), labels.roles
+(with --tokenizer: trained tokens in system/user/tool turns FAIL, untrained assistant turns WARN),
+labels.empty, labels.duplicates."""
+
+
 def _emit(report, args) -> int:
     print(report.to_json() if args.json else report.table())
     return report.exit_code
@@ -46,10 +56,16 @@ def cmd_seeds(args) -> int:
     return _emit(audit_seeds(args.baseline, args.candidate, from_args(SeedConfig, args), args.control), args)
 
 
+def cmd_labels(args) -> int:
+    from trajkit.audit.labels import audit_labels
+
+    return _emit(audit_labels(args.paths, args.tokenizer), args)
+
+
 def register(subparsers) -> None:
     from trajkit.audit.config import LeakConfig, SeedConfig
 
-    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise",
+    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise, label bugs",
                               description="Checks with a statistic, a threshold and a verdict (PASS/WARN/FAIL). "
                                           "Example: trajkit audit data --train sft.jsonl --eval eval.jsonl")
     sub = p.add_subparsers(dest="audit_command", metavar="CHECK")
@@ -70,3 +86,9 @@ def register(subparsers) -> None:
     s.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     add_arguments(s, SeedConfig)
     s.set_defaults(handler=cmd_seeds)
+    lab = sub.add_parser("labels", help="what a token export trains: roles, label shift, empty and repeated rows",
+                         description="Label checks of a token export.", epilog=LABELS_EPILOG, formatter_class=raw)
+    lab.add_argument("paths", nargs="+", metavar="FILE", help="token export files (.jsonl, .parquet)")
+    lab.add_argument("--tokenizer", metavar="DIR", help="the export's tokenizer folder (enables labels.roles)")
+    lab.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
+    lab.set_defaults(handler=cmd_labels)
