@@ -120,6 +120,17 @@ def test_repeated_and_empty_rows_warn():
     assert checks["labels.empty"].verdict == "WARN" and checks["labels.empty"].items == ["x:4"]
 
 
+def test_the_wrong_tokenizer_is_unusable_input():
+    rows = _rows(export_rows())
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    with pytest.raises(InputError, match="beyond this tokenizer's 259 ids"):
+        label_checks(rows, byte_tokenizer())
+    small = [Row("x:1", [104, 105, 258], [IGNORE, 105, 258])]  # byte ids, no turn opener
+    with pytest.raises(InputError, match="no turn opener"):
+        label_checks(small, byte_tokenizer())
+
+
 def test_files_and_cli(tmp_path, capsys):
     from trajkit.cli.main import main
 

@@ -156,9 +156,25 @@ def _row_roles(row: Row, openers: dict[str, list[int]], tokenizer) -> tuple[list
     return fails, warns
 
 
+def _check_vocabulary(rows: list[Row], tokenizer, openers: dict[str, list[int]]) -> list[Row]:
+    """Rows in which no turn opener occurs; :class:`InputError` when the ids cannot be this tokenizer's
+    (an id beyond its vocabulary, or no opener in any row): the wrong ``--tokenizer``."""
+    size = len(tokenizer)
+    for r in rows:
+        if r.input_ids and max(r.input_ids) >= size:
+            raise InputError(f"token id {max(r.input_ids)} is beyond this tokenizer's {size} ids", path=r.where,
+                             field="input_ids", hint="pass the tokenizer the export was made with")
+    unfound = [r for r in rows if not turn_spans(r.input_ids, openers)]
+    if unfound and len(unfound) == len(rows):
+        raise InputError("no turn opener of this tokenizer's chat template occurs in any row",
+                         path=rows[0].where.split(" (")[0], hint="pass the tokenizer the export was made with")
+    return unfound
+
+
 def roles_check(rows: list[Row], tokenizer) -> Check:
     openers = role_openers(tokenizer)
-    fails, warns = [], []
+    unfound = _check_vocabulary(rows, tokenizer, openers)
+    fails, warns = [], [f"{r.where}: no turn opener found" for r in unfound]
     for r in rows:
         f, w = _row_roles(r, openers, tokenizer)
         fails += f
