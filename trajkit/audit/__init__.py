@@ -3,6 +3,8 @@ a threshold and a verdict (PASS / WARN / FAIL), and names the items it concerns.
 
 - :mod:`trajkit.audit.leaks` — eval items in train data (``trajkit audit data``);
 - :mod:`trajkit.audit.seeds` — is a gain more than seed noise (``trajkit audit seeds``);
+- :mod:`trajkit.audit.labels` — what a token export trains (``trajkit audit labels``);
+- :mod:`trajkit.audit.tokenizers` — the same tokenizer at every stage? (``trajkit audit tokenizers``);
 - :mod:`trajkit.audit.report` — the verdicts, the table, the JSON, the exit code.
 
 Method and sources of every check: ``docs/audit.md``.

@@ -1,5 +1,5 @@
 """``trajkit audit …``: data (train/eval leaks), seeds (is a gain more than seed noise), labels (what a
-token export trains).
+token export trains), tokenizers (component diff and drift).
 
 Thin: flags (from the checks' config dataclasses) -> :mod:`trajkit.audit` -> a verdict table or JSON.
 Exit 0 when no check fails, 1 when one does, 2 for unusable input. Nothing heavy is imported until a
@@ -37,6 +37,14 @@ Checks: labels.alignment (labels[i] == input_ids[i]; a pre-shifted row is a doub
 labels.empty, labels.duplicates."""
 
 
+TOKENIZERS_EPILOG = """Example:
+  trajkit audit tokenizers export/tok trainer/tok engine/tok --samples sft-tokens.parquet
+
+Fingerprints of vocab, merges, normaliser, pre-tokeniser, added and special tokens with ids, chat
+template, eos ids, BOS policy and decoder; each folder compared with the first, component by component
+(FAIL on a difference, naming it). --samples: token export rows whose ids change in encode(decode(ids))."""
+
+
 def _emit(report, args) -> int:
     print(report.to_json() if args.json else report.table())
     return report.exit_code
@@ -62,10 +70,16 @@ def cmd_labels(args) -> int:
     return _emit(audit_labels(args.paths, args.tokenizer), args)
 
 
+def cmd_tokenizers(args) -> int:
+    from trajkit.audit.tokenizers import audit_tokenizers
+
+    return _emit(audit_tokenizers(args.folders, args.samples), args)
+
+
 def register(subparsers) -> None:
     from trajkit.audit.config import LeakConfig, SeedConfig
 
-    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise, label bugs",
+    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise, label bugs, tokenizer mismatches",
                               description="Checks with a statistic, a threshold and a verdict (PASS/WARN/FAIL). "
                                           "Example: trajkit audit data --train sft.jsonl --eval eval.jsonl")
     sub = p.add_subparsers(dest="audit_command", metavar="CHECK")
@@ -92,3 +106,10 @@ def register(subparsers) -> None:
     lab.add_argument("--tokenizer", metavar="DIR", help="the export's tokenizer folder (enables labels.roles)")
     lab.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     lab.set_defaults(handler=cmd_labels)
+    t = sub.add_parser("tokenizers", help="do these tokenizer folders tokenize alike (component diff, drift)",
+                       description="Tokenizer fingerprints and component diff.", epilog=TOKENIZERS_EPILOG,
+                       formatter_class=raw)
+    t.add_argument("folders", nargs="+", metavar="DIR", help="tokenizer folders; the first is the reference")
+    t.add_argument("--samples", nargs="+", metavar="FILE", help="token export rows for the retokenization drift")
+    t.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
+    t.set_defaults(handler=cmd_tokenizers)
