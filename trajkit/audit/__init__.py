@@ -5,6 +5,8 @@ a threshold and a verdict (PASS / WARN / FAIL), and names the items it concerns.
 - :mod:`trajkit.audit.seeds` — is a gain more than seed noise (``trajkit audit seeds``);
 - :mod:`trajkit.audit.labels` — what a token export trains (``trajkit audit labels``);
 - :mod:`trajkit.audit.tokenizers` — the same tokenizer at every stage? (``trajkit audit tokenizers``);
+- :mod:`trajkit.audit.rewards` — null probes of reward functions (``trajkit audit rewards``), train reward
+  vs held-out and the log-prob mismatch of runs (``trajkit audit run``);
 - :mod:`trajkit.audit.report` — the verdicts, the table, the JSON, the exit code.
 
 Method and sources of every check: ``docs/audit.md``.

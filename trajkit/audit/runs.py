@@ -45,8 +45,13 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _read_metrics(path: str, metric: str) -> tuple[list[tuple[int, float]], set[str]]:
-    evals, keys = [], set()
+def read_metrics(folder: str) -> list[dict]:
+    """The rows of a run folder's ``metrics.jsonl``; :class:`InputError` names a bad line."""
+    path = os.path.join(folder, METRICS_FILE)
+    if not os.path.isfile(path):
+        raise InputError(f"no {METRICS_FILE} here", path=folder,
+                         hint="name a run folder of trajkit train (log.out_dir) or a bench result FILE.json:ARM")
+    rows = []
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -57,10 +62,8 @@ def _read_metrics(path: str, metric: str) -> tuple[list[tuple[int, float]], set[
                 raise InputError(f"not JSON ({exc.msg})", path=path, row=lineno) from None
             if not isinstance(row, dict) or not isinstance(row.get("step"), int):
                 raise InputError("expected an object with an integer step", path=path, row=lineno, field="step")
-            keys.update(row)
-            if _finite(row.get(metric)):
-                evals.append((row["step"], float(row[metric])))
-    return sorted(evals), keys
+            rows.append(row)
+    return rows
 
 
 def _read_config(folder: str) -> dict:
@@ -77,14 +80,12 @@ def _read_config(folder: str) -> dict:
 
 
 def load_folder(folder: str, metric: str) -> SeedRun:
-    path = os.path.join(folder, METRICS_FILE)
-    if not os.path.isfile(path):
-        raise InputError(f"no {METRICS_FILE} here", path=folder,
-                         hint="name a run folder of trajkit train (log.out_dir) or a bench result FILE.json:ARM")
-    evals, keys = _read_metrics(path, metric)
+    rows = read_metrics(folder)
+    evals = sorted((r["step"], float(r[metric])) for r in rows if _finite(r.get(metric)))
+    keys = {k for r in rows for k in r}
     if not evals:
         shown = ", ".join(sorted(k for k in keys if k != "step")[:12])
-        raise InputError(f"no finite {metric!r} in any row (keys: {shown})", path=path,
+        raise InputError(f"no finite {metric!r} in any row (keys: {shown})", path=os.path.join(folder, METRICS_FILE),
                          hint="set eval.every for held-out evaluations, or choose --metric")
     cfg = _read_config(folder)
     ev = cfg.get("eval") if isinstance(cfg.get("eval"), dict) else {}

@@ -1,5 +1,6 @@
 """``trajkit audit …``: data (train/eval leaks), seeds (is a gain more than seed noise), labels (what a
-token export trains), tokenizers (component diff and drift).
+token export trains), tokenizers (component diff and drift),
+rewards (null probes of a config's reward functions), run (reward divergence, log-prob mismatch).
 
 Thin: flags (from the checks' config dataclasses) -> :mod:`trajkit.audit` -> a verdict table or JSON.
 Exit 0 when no check fails, 1 when one does, 2 for unusable input. Nothing heavy is imported until a
@@ -45,6 +46,23 @@ template, eos ids, BOS policy and decoder; each folder compared with the first, 
 (FAIL on a difference, naming it). --samples: token export rows whose ids change in encode(decode(ids))."""
 
 
+REWARDS_EPILOG = """Examples:
+  trajkit audit rewards rep
+  trajkit audit rewards my_config.yaml rewards=[my_pkg.rewards:fmt,my_pkg.rewards:correct] --prompts 16
+
+Builds the config's task and its reward functions (the ones trajkit train would use) and scores null
+completions on the first N train and eval prompts: empty, an echo of the prompt, format-only skeletons
+(<think></think>, \\boxed{}, <answer></answer>, an empty tool call). Any function paying any of them: FAIL."""
+
+RUN_EPILOG = """Example:
+  trajkit audit run runs/rl_rep --window 5
+
+Per run folder (metrics.jsonl): run.reward_divergence (Kendall τ of train reward/raw and of the held-out
+metric over the last evaluations: train rising while held-out falls is a WARN, a FAIL when both trends are
+significant) and run.mismatch (exp(mismatch/mean_abs) > 1.05, a lower bound of NeMo RL's
+token_mult_prob_error, or an alarm step: FAIL; a rising trend: WARN)."""
+
+
 def _emit(report, args) -> int:
     print(report.to_json() if args.json else report.table())
     return report.exit_code
@@ -76,10 +94,35 @@ def cmd_tokenizers(args) -> int:
     return _emit(audit_tokenizers(args.folders, args.samples), args)
 
 
+def cmd_rewards(args) -> int:
+    from trajkit.audit.report import AuditReport
+    from trajkit.audit.rewards import null_probe_check, probe_prompt
+    from trajkit.rl.build import build_tokenizer
+    from trajkit.rl.config import load_config
+    from trajkit.rl.registry import make_task
+    from trajkit.rl.trainer import make_rewards
+
+    cfg = load_config(args.config, list(args.overrides))
+    tokenizer = build_tokenizer(cfg)
+    task = make_task(cfg.task, cfg.seed, tokenizer)
+    prompts = [probe_prompt(f"{split} prompt {i}", task.prompt(i, split=split))
+               for split in ("train", "eval") for i in range(args.prompts)]
+    check = null_probe_check(make_rewards(task, cfg), prompts,
+                             lambda text: tokenizer.encode(text, add_special_tokens=False))
+    return _emit(AuditReport([check]), args)
+
+
+def cmd_run(args) -> int:
+    from trajkit.audit.report import AuditReport
+    from trajkit.audit.rewards import run_checks
+
+    return _emit(AuditReport(run_checks(args.runs, args.metric, args.window)), args)
+
+
 def register(subparsers) -> None:
     from trajkit.audit.config import LeakConfig, SeedConfig
 
-    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise, label bugs, tokenizer mismatches",
+    p = subparsers.add_parser("audit", help="catch results that are not real: leaks, seed noise, label bugs, tokenizer mismatches, reward hacks",
                               description="Checks with a statistic, a threshold and a verdict (PASS/WARN/FAIL). "
                                           "Example: trajkit audit data --train sft.jsonl --eval eval.jsonl")
     sub = p.add_subparsers(dest="audit_command", metavar="CHECK")
@@ -113,3 +156,19 @@ def register(subparsers) -> None:
     t.add_argument("--samples", nargs="+", metavar="FILE", help="token export rows for the retokenization drift")
     t.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     t.set_defaults(handler=cmd_tokenizers)
+    rw = sub.add_parser("rewards", help="do the task's rewards pay empty, echoed or format-only answers",
+                        description="Null probes of a training config's reward functions.", epilog=REWARDS_EPILOG,
+                        formatter_class=raw)
+    rw.add_argument("config", help="training config: a YAML file or a packaged config name (rep, grpo_smollm2)")
+    rw.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rewards=[pkg.mod:func]")
+    rw.add_argument("--prompts", type=int, default=8, help="train and eval prompts to probe, each (default: 8)")
+    rw.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
+    rw.set_defaults(handler=cmd_rewards)
+    r = sub.add_parser("run", help="train reward vs held-out trend and log-prob mismatch of run folders",
+                       description="Reward divergence and mismatch history of runs.", epilog=RUN_EPILOG,
+                       formatter_class=raw)
+    r.add_argument("runs", nargs="+", metavar="RUN", help="trajkit train run folders")
+    r.add_argument("--metric", default="eval/reward", help="the held-out metric (default: eval/reward)")
+    r.add_argument("--window", type=int, default=5, help="last evaluations to take the trend over (default: 5)")
+    r.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
+    r.set_defaults(handler=cmd_run)
