@@ -2,6 +2,8 @@
 clean twin passes, and two independent corpora give no false positive."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.audit.corpora import corpus, write_jsonl
@@ -127,3 +129,20 @@ def test_config_validation_says_what_to_set():
         LeakConfig(ngram=5, short_ngram=8)
     with pytest.raises(ConfigError, match="jaccard"):
         LeakConfig(jaccard=1.5)
+
+
+def test_cli_exit_codes_and_json(tmp_path, capsys):
+    from trajkit.cli.main import main
+
+    train = write_jsonl(tmp_path / "train.jsonl", TRAIN[:30])
+    clean = write_jsonl(tmp_path / "clean.jsonl", CLEAN_EVAL[:10])
+    leaky = write_jsonl(tmp_path / "leaky.jsonl", CLEAN_EVAL[:10] + [TRAIN[5]])
+    assert main(["audit", "data", "--train", train, "--eval", clean, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "PASS" and [c["id"] for c in out["checks"]] == ["leak.exact", "leak.ngram", "leak.near"]
+    assert main(["audit", "data", "--train", train, "--eval", leaky]) == 1
+    table = capsys.readouterr().out
+    assert "leak.exact FAIL: train5 = train5 (prompt+answer)" in table and table.rstrip().endswith("verdict: FAIL")
+    assert main(["audit", "data", "--train", train, "--eval", str(tmp_path / "nope.jsonl")]) == 2
+    assert capsys.readouterr().err.startswith("trajkit: error: ")
+    assert main(["audit", "data", "--train", train, "--eval", clean, "--jaccard", "2"]) == 2
