@@ -109,8 +109,26 @@ def test_rows_of_every_supported_shape():
     assert row_item(openai, "f:2") == Item("f:2", "hi", "yo")
     prompt = {"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "2+2?"}], "answer": "4"}
     assert row_item(prompt, "f:3") == Item("f:3", "2+2?", "4")
-    with pytest.raises(InputError, match="token export"):
+    with pytest.raises(InputError, match="token export.*--tokenizer"):
         row_item({"input_ids": [1, 2]}, "f:4")
+
+
+def test_token_export_rows_read_with_their_tokenizer():
+    """A row of trajkit's own token export: its user turn is the prompt, its trained tokens the answer; the
+    same conversation as a messages row gives the same normalised text, so the two are an exact match."""
+    from trajkit.audit.labels import role_openers
+    from trajkit.models.tokenizer import bpe_tokenizer
+    from trajkit.traces.token_export import example_row
+    from trajkit.traces.tokenize import tokenize_conversation
+
+    tok = bpe_tokenizer()
+    conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TRAIN[0]["question"]},
+            {"role": "assistant", "content": TRAIN[0]["answer"]}]
+    row = example_row(tokenize_conversation(tok, conv)[0], 0)
+    item = row_item(row, "x:1", tok, role_openers(tok))
+    assert normalize_words(item.prompt) == normalize_words(TRAIN[0]["question"])
+    assert normalize_words(item.answer) == normalize_words(TRAIN[0]["answer"])
+    assert exact_check(_items(TRAIN[:3]), [item]).items == ["x:1 = train0 (prompt+answer)"]
 
 
 def test_files_end_to_end_and_bad_input(tmp_path):

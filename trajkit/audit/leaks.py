@@ -194,9 +194,17 @@ def leak_checks(train: list[Item], evals: list[Item], config: LeakConfig | None 
     return [exact_check(train, evals), ngram_check(train, evals, config), near_check(train, evals, config)]
 
 
-def audit_data(train_paths: list[str], eval_paths: list[str], config: LeakConfig | None = None):
-    """``trajkit audit data``: the leak checks over files -> :class:`~trajkit.audit.report.AuditReport`."""
+def audit_data(train_paths: list[str], eval_paths: list[str], config: LeakConfig | None = None,
+               tokenizer_dir: str | None = None):
+    """``trajkit audit data``: the leak checks over files -> :class:`~trajkit.audit.report.AuditReport`;
+    ``tokenizer_dir`` reads token export rows."""
     from trajkit.audit.items import load_items
     from trajkit.audit.report import AuditReport
 
-    return AuditReport(leak_checks(load_items(train_paths), load_items(eval_paths), config))
+    tokenizer = None
+    if tokenizer_dir is not None:
+        from trajkit.models.load import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer_dir, what="--tokenizer")
+    train, evals = load_items(train_paths, tokenizer), load_items(eval_paths, tokenizer)
+    return AuditReport(leak_checks(train, evals, config))

@@ -15,7 +15,8 @@ from trajkit.config import add_arguments, from_args
 DATA_EPILOG = """Example:
   trajkit audit data --train sft.jsonl --eval eval.jsonl --json
 
-Rows: Hermes ShareGPT (conversations), OpenAI chat (messages) or prompt datasets (prompt/question + answer).
+Rows: Hermes ShareGPT (conversations), OpenAI chat (messages), prompt datasets (prompt/question + answer),
+or token exports (input_ids + labels, with --tokenizer: user turns as the prompt, trained tokens as the answer).
 Checks: leak.exact (normalised hash), leak.ngram (13-gram, 8 for short items; FAIL when the answer is
 covered), leak.near (5-word-shingle Jaccard >= 0.8 by MinHash, confirmed exactly). Exit 1 when a check
 fails, 2 for unreadable input. Method and sources: docs/audit.md."""
@@ -72,7 +73,7 @@ def cmd_data(args) -> int:
     from trajkit.audit.config import LeakConfig
     from trajkit.audit.leaks import audit_data
 
-    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args)), args)
+    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args), args.tokenizer), args)
 
 
 def cmd_seeds(args) -> int:
@@ -131,6 +132,7 @@ def register(subparsers) -> None:
                        description="Leaks of eval items into train data.", epilog=DATA_EPILOG, formatter_class=raw)
     d.add_argument("--train", nargs="+", required=True, metavar="FILE", help="train data files")
     d.add_argument("--eval", nargs="+", required=True, metavar="FILE", help="eval data files")
+    d.add_argument("--tokenizer", metavar="DIR", help="tokenizer of token export rows (input_ids + labels)")
     d.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     add_arguments(d, LeakConfig)
     d.set_defaults(handler=cmd_data)
