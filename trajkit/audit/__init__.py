@@ -7,6 +7,7 @@ a threshold and a verdict (PASS / WARN / FAIL), and names the items it concerns.
 - :mod:`trajkit.audit.tokenizers` — the same tokenizer at every stage? (``trajkit audit tokenizers``);
 - :mod:`trajkit.audit.rewards` — null probes of reward functions (``trajkit audit rewards``), train reward
   vs held-out and the log-prob mismatch of runs (``trajkit audit run``);
+- :mod:`trajkit.audit.loader` — the dataset rows a run drew, once per epoch (``trajkit audit run``);
 - :mod:`trajkit.audit.report` — the verdicts, the table, the JSON, the exit code.
 
 Method and sources of every check: ``docs/audit.md``.

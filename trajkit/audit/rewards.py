@@ -137,11 +137,12 @@ def mismatch_check(name: str, rows: list[dict]) -> Check | None:
 
 
 def run_checks(folders: list[str], metric: str = "eval/reward", window: int = 5) -> list[Check]:
-    """``trajkit audit run``: divergence and mismatch of each run folder."""
+    """``trajkit audit run``: divergence, mismatch and (dataset tasks) the rows fed, of each run folder."""
+    from trajkit.audit.loader import rows_check
+
     checks = []
     for f in folders:
         rows = read_metrics(f)
         checks.append(reward_divergence_check(f, rows, metric, window=window))
-        m = mismatch_check(f, rows)
-        checks += [m] if m else []
+        checks += [c for c in (mismatch_check(f, rows), rows_check(f, rows)) if c is not None]
     return checks

@@ -58,7 +58,8 @@ completions on the first N train and eval prompts: empty, an echo of the prompt,
 RUN_EPILOG = """Example:
   trajkit audit run runs/rl_rep --window 5
 
-Per run folder (metrics.jsonl): run.reward_divergence (Kendall τ of train reward/raw and of the held-out
+Per run folder (metrics.jsonl): run.rows (dataset runs: a row drawn twice in an epoch, or never: FAIL),
+run.reward_divergence (Kendall τ of train reward/raw and of the held-out
 metric over the last evaluations: train rising while held-out falls is a WARN, a FAIL when both trends are
 significant) and run.mismatch (exp(mismatch/mean_abs) > 1.05, a lower bound of NeMo RL's
 token_mult_prob_error, or an alarm step: FAIL; a rising trend: WARN)."""

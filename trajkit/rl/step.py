@@ -137,4 +137,7 @@ def rl_step(t: TrainState) -> StepResult:
             metrics.update(distill_draft(t.draft, t.draft_optimizer, batch, dists, cfg))
     t.step += 1
     metrics.update(timer.to_dict())
+    rows = t.stream.drain_rows()  # dataset rows drawn this step (refills included), for `trajkit audit run`
+    if rows:
+        metrics.update({"data/rows": rows, "data/num_rows": t.task.num_prompts("train")})
     return StepResult(t.step, samples, metrics, timer)
