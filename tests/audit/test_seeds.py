@@ -163,3 +163,32 @@ def test_cli_exit_codes_and_json(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("trajkit: error: ") and err.count("\n") == 1
     assert main(["audit", "seeds", "--baseline", *cand, "--candidate", *base, "--no-higher-is-better"]) == 0
+
+
+def _with_component(folder, total: float, part: float):
+    """Add eval/reward/fmt = ``part`` at every evaluation whose eval/reward is ``total``'s series end."""
+    path = f"{folder}/metrics.jsonl"
+    rows = [json.loads(line) for line in open(path)]
+    for r in rows:
+        if "eval/reward" in r:
+            r["eval/reward/fmt"] = part if r["step"] > 0 else 0.1
+            r["eval/reward/correct"] = r["eval/reward"] - r["eval/reward/fmt"]
+    open(path, "w").write("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_gain_made_of_the_format_reward_is_flagged(tmp_path):
+    """Baseline totals 0.50 with fmt 0.10; candidate totals 0.60 with fmt 0.19: fmt accounts for 0.09 of the
+    0.10 gain (share 0.9, WARN); with fmt 0.25 it is 0.15 of 0.10 (share 1.5, FAIL); fmt unchanged: PASS."""
+    for fmt_c, verdict, share in [(0.19, "WARN", 0.9), (0.25, "FAIL", 1.5), (0.10, "PASS", 0.0)]:
+        root = tmp_path / f"c{fmt_c}"
+        base, cand = _arms(root, [0.50, 0.52, 0.48, 0.51, 0.49], [0.60, 0.62, 0.58, 0.61, 0.59])
+        for f in base:
+            _with_component(f, 0.5, 0.10)
+        for f in cand:
+            _with_component(f, 0.6, fmt_c)
+        c = {x.id: x for x in audit_seeds(base, cand, SeedConfig(component="fmt")).checks}["seeds.component"]
+        assert c.verdict == verdict and c.statistic == pytest.approx(share, abs=1e-9)
+    half = {x.id: x for x in audit_seeds(base, cand, SeedConfig(component="fmt", component_weight=0.5)).checks}
+    assert half["seeds.component"].statistic == pytest.approx(0.0)
+    with pytest.raises(InputError, match="no finite 'eval/reward/nope'"):
+        audit_seeds(base, cand, SeedConfig(component="nope"))

@@ -49,6 +49,9 @@ class SeedConfig(Checked):
     min_probability: float = 0.75
     alpha: float = 0.05
     higher_is_better: bool = True
+    component: str = ""
+    component_weight: float = 1.0
+    max_component_share: float = 0.5
 
     __field_docs__: ClassVar[dict[str, str]] = {
         "metric": "the metrics.jsonl key to compare",
@@ -60,6 +63,10 @@ class SeedConfig(Checked):
         "min_probability": "probability of improvement below which the check warns",
         "alpha": "significance level of Welch's t",
         "higher_is_better": "false when a lower metric is better (a loss)",
+        "component": "a reward function's name (e.g. a format reward): the share of the gain it accounts for",
+        "component_weight": "that function's weight in the total reward (reward_weights)",
+        "max_component_share": "share of the gain from --component above which the check warns",
     }
     __ranges__ = {"last_k": "[1, inf)", "min_seeds": "[2, inf)", "confidence": "(0, 1)", "reps": "[100, inf)",
-                  "bootstrap_seed": "[0, inf)", "min_probability": "(0.5, 1]", "alpha": "(0, 1)"}
+                  "bootstrap_seed": "[0, inf)", "min_probability": "(0.5, 1]", "alpha": "(0, 1)",
+                  "max_component_share": "(0, 1]"}

@@ -15,6 +15,10 @@ detectable effect). Verdicts:
 ``seeds.welch``             Welch's two-sided p >= 0.05 (or t <= 0): WARN
 ``seeds.mde``               the observed difference is below the minimum detectable effect: WARN
 ``seeds.eval_se``           the difference is within 1.96 eval-sampling standard errors: WARN
+``seeds.component``         (with ``--component NAME``) the share of the IQM gain of the total reward that
+                            one reward function (weighted) accounts for: above 0.5 a WARN (the gain is
+                            mostly that function's, e.g. a format reward's), 1 or more a FAIL (none of
+                            it is left for the others)
 ``seeds.control``           (with ``--control``) the candidate's IQM CI over the random-reward control
                             contains 0: FAIL (spurious-reward gains: Shao et al. 2025, "Spurious
                             rewards: rethinking training signals in RLVR")
@@ -126,8 +130,26 @@ def control_check(c: list[float], k: list[float], cfg: SeedConfig) -> Check:
                  f"candidate - random-reward control: IQM {diff:+.4g}, CI [{lo:+.4g}, {hi:+.4g}]")
 
 
+def component_metric(metric: str, name: str) -> str:
+    """The metrics key of reward function ``name`` beside the total ``metric``: ``eval/reward`` ->
+    ``eval/reward/NAME`` (the held-out evaluation), ``reward/raw`` -> ``reward/NAME`` (training)."""
+    return f"eval/reward/{name}" if metric == "eval/reward" else f"reward/{name}"
+
+
+def component_check(c: list[float], b: list[float], c_part: list[float], b_part: list[float],
+                    cfg: SeedConfig) -> Check:
+    total = st.iqm_difference(c, b)
+    part = cfg.component_weight * st.iqm_difference(c_part, b_part)
+    share = part / total if total > 0 else math.inf
+    verdict = "FAIL" if share >= 1 else "WARN" if share > cfg.max_component_share else "PASS"
+    return Check("seeds.component", verdict, share, cfg.max_component_share,
+                 f"{cfg.component} (weight {cfg.component_weight:g}) accounts for {part:+.4g} of the "
+                 f"{total:+.4g} IQM gain" + ("" if total > 0 else " (no gain to share)"))
+
+
 def seed_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig | None = None,
-                control: list[SeedRun] | None = None) -> list[Check]:
+                control: list[SeedRun] | None = None, parts: tuple[list[SeedRun], list[SeedRun]] | None = None
+                ) -> list[Check]:
     cfg = cfg or SeedConfig()
     checks = [count_check(base, cand, cfg), distinct_check(base, cand)]
     if checks[0].verdict == "FAIL":
@@ -137,6 +159,8 @@ def seed_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig | None
                welch_check(c, b, cfg), mde_check(c, b)]
     se = eval_se_check(c, b, base, cand)
     checks += [se] if se else []
+    if parts:
+        checks.append(component_check(c, b, _scores(parts[1], cfg), _scores(parts[0], cfg), cfg))
     if control:
         checks.append(control_check(c, _scores(control, cfg), cfg))
     return checks
@@ -147,7 +171,12 @@ def audit_seeds(baseline: list[str], candidate: list[str], cfg: SeedConfig | Non
     """``trajkit audit seeds``: run folders / bench results of two arms -> :class:`AuditReport`."""
     cfg = cfg or SeedConfig()
     ctrl = load_runs(control, cfg.metric) if control else None
-    return AuditReport(seed_checks(load_runs(baseline, cfg.metric), load_runs(candidate, cfg.metric), cfg, ctrl))
+    parts = None
+    if cfg.component:
+        key = component_metric(cfg.metric, cfg.component)
+        parts = (load_runs(baseline, key), load_runs(candidate, key))
+    return AuditReport(seed_checks(load_runs(baseline, cfg.metric), load_runs(candidate, cfg.metric), cfg, ctrl,
+                                   parts))
 
 
 def per_seed_table(runs: list[SeedRun], cfg: SeedConfig) -> list[str]:
