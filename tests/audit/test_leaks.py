@@ -142,6 +142,11 @@ def test_files_end_to_end_and_bad_input(tmp_path):
         audit_data([train], [str(bad)])
 
 
+def test_empty_items_are_not_duplicates_of_each_other():
+    train = [Item("t", "", ""), Item("u", "some real words here", "")]
+    assert exact_check(train, [Item("e", "", "")]).verdict == "PASS"
+
+
 def test_config_validation_says_what_to_set():
     with pytest.raises(ConfigError, match="short_ngram"):
         LeakConfig(ngram=5, short_ngram=8)

@@ -59,6 +59,8 @@ def exact_check(train: list[Item], evals: list[Item]) -> Check:
         full.setdefault(_digest(normalize_words(t.text)), t.where)
     found = []
     for e in evals:
+        if not normalize_words(e.text):
+            continue  # an empty item equals every other empty item; nothing to leak
         hit = full.get(_digest(normalize_words(e.text)))
         kind = "prompt+answer"
         if hit is None and normalize_words(e.prompt):
@@ -171,7 +173,7 @@ def near_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Chec
         if s:
             train_sets[i] = s
             lsh.insert(i, sketch(s))
-    found, best = [], 0.0
+    found, best = [], None
     for e in evals:
         s = shingles(e.text, config.shingle)
         if not s:
@@ -179,13 +181,14 @@ def near_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Chec
         scored = [(jaccard(s, train_sets[i]), i) for i in lsh.query(sketch(s))]
         if scored:
             j, i = max(scored, key=lambda x: (x[0], -x[1]))
-            best = max(best, j)
+            best = j if best is None else max(best, j)
             if j >= config.jaccard:
                 found.append(f"{e.where} ~ {train[i].where} (Jaccard {j:.3f})")
     verdict = "WARN" if found else "PASS"
     return Check("leak.near", verdict, len(found), config.jaccard,
                  f"{len(found)} of {len(evals)} eval items have a train item at {config.shingle}-word-shingle "
-                 f"Jaccard >= {config.jaccard} (highest among LSH candidates: {best:.3f})", found)
+                 f"Jaccard >= {config.jaccard} (" + (f"highest among LSH candidates: {best:.3f})" if best is not None
+                                                      else "no LSH candidate)"), found)
 
 
 def leak_checks(train: list[Item], evals: list[Item], config: LeakConfig | None = None) -> list[Check]:
