@@ -167,7 +167,7 @@ def register(subparsers) -> None:
     rw.add_argument("--prompts", type=int, default=8, help="train and eval prompts to probe, each (default: 8)")
     rw.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     rw.set_defaults(handler=cmd_rewards)
-    r = sub.add_parser("run", help="train reward vs held-out trend and log-prob mismatch of run folders",
+    r = sub.add_parser("run", help="rows fed per epoch, train reward vs held-out trend, log-prob mismatch of runs",
                        description="Reward divergence and mismatch history of runs.", epilog=RUN_EPILOG,
                        formatter_class=raw)
     r.add_argument("runs", nargs="+", metavar="RUN", help="trajkit train run folders")
