@@ -46,7 +46,7 @@ def heavy(modules: set[str]) -> list[str]:
     ["traces", "report", "--help"], ["traces", "export", "--help"], ["traces", "filter", "--help"],
     ["traces", "synth", "--help"], ["traces", "template-info", "--help"],
     ["generate", "--help"], ["serve", "--help"], ["train", "--help"], ["bench", "--help"],
-    ["models", "--help"], ["demo", "--help"],
+    ["models", "--help"], ["demo", "--help"], ["audit", "--help"], ["audit", "data", "--help"],
 ], ids=" ".join)
 def test_help_and_version_import_neither_torch_nor_transformers(argv, tmp_path):
     code, modules = loaded_after(argv, tmp_path)

@@ -9,6 +9,9 @@ alike and the ratios stay fair:
 
 ``--arm NAME="key=value ..."`` (repeatable) replaces those three with arms of your own, e.g. the optimiser
 comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.logra_rank=256"``.
+``--control random`` adds an arm ``random``: the first arm's overrides with ``shaping.control=random``
+(trained on Bernoulli(0.5) rewards, evaluated on the task's), the spurious-reward control that
+``trajkit audit seeds --control FILE.json:random`` compares a candidate with.
 
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
 the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
@@ -40,6 +43,8 @@ def add_arguments(p) -> None:
     p.add_argument("--arm", action="append", default=[], metavar='NAME="key=value ..."',
                    help="an arm of your own (repeatable; replaces plain/spec/spec_fixed): its name and the "
                         "overrides it adds to the shared ones, e.g. logra=\"optim.name=logra optim.logra_rank=256\"")
+    p.add_argument("--control", choices=["random"], default=None,
+                   help="add a control arm: the first arm trained on random (Bernoulli 0.5) rewards")
     p.add_argument("--out", default="bench-out/train.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
@@ -47,11 +52,22 @@ def add_arguments(p) -> None:
     p.epilog = ("Examples: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
-                "              --arm logra=\"optim.name=logra optim.logra_rank=256\"")
+                "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
+                "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10")
 
 
-def parse_arms(specs: list[str], no_fixed: bool = False) -> dict[str, list[str]]:
-    """``--arm`` values (``NAME=key=value key=value``) -> {name: overrides}; none given -> the default arms."""
+def parse_arms(specs: list[str], no_fixed: bool = False, control: str | None = None) -> dict[str, list[str]]:
+    """``--arm`` values (``NAME=key=value key=value``) -> {name: overrides}; none given -> the default arms;
+    ``control="random"`` adds arm ``random``: the first arm's overrides plus ``shaping.control=random``."""
+    arms = _arms(specs, no_fixed)
+    if control is not None:
+        if control in arms:
+            raise SystemExit(f"--control {control}: an arm is already named {control!r}")
+        arms[control] = list(next(iter(arms.values()))) + [f"shaping.control={control}"]
+    return arms
+
+
+def _arms(specs: list[str], no_fixed: bool) -> dict[str, list[str]]:
     import shlex
 
     if not specs:
@@ -77,7 +93,7 @@ def _trainers(args, seed: int, steps: int):
     from trajkit.rl.trainer import Trainer
 
     out = {}
-    for arm, overrides in parse_arms(args.arm, args.no_fixed).items():
+    for arm, overrides in parse_arms(args.arm, args.no_fixed, args.control).items():
         cfg = load_config(args.config, list(args.overrides) + overrides +
                           [f"seed={seed}", f"steps={steps}", "checkpoint.every=0"])
         out[arm] = Trainer(cfg, logger=False)
@@ -193,7 +209,7 @@ def run(args) -> int:
     from trajkit.progress import progress_bar, quiet_transformers
 
     quiet_transformers()
-    parse_arms(args.arm, args.no_fixed)  # a malformed --arm fails before any model loads
+    parse_arms(args.arm, args.no_fixed, args.control)  # a malformed --arm fails before any model loads
     steps = args.steps or load_config(args.config, list(args.overrides)).steps
     start = time.perf_counter()
     seeds = []

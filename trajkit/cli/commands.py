@@ -13,4 +13,5 @@ COMMANDS: dict[str, str] = {
     "train": "RL post-training (GRPO family) with speculative rollouts",
     "models": "prepare real models offline",
     "demo": "run every stage on the bundled data (offline)",
+    "audit": "catch results that are not real: leaks, seed noise, label bugs, tokenizer mismatches, reward hacks",
 }

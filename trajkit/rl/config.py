@@ -208,11 +208,15 @@ class LossConfig(Checked):
 
 @dataclass
 class ShapingConfig(Checked):
-    """Length shaping; 0 turns each part off. ``correct_threshold``: raw reward that counts as correct."""
+    """Length shaping; 0 turns each part off. ``correct_threshold``: raw reward that counts as correct.
+    ``control``: ``random`` trains on Bernoulli(0.5) rewards instead of the task's (a spurious-reward control
+    arm, :func:`trajkit.rl.shaping.random_rewards`); the reward functions' own metrics and ``eval/reward``
+    still score the task."""
 
     overlong_buffer: int = 0
     length_penalty: float = 0.0
     correct_threshold: float = 1.0
+    control: Literal["none", "random"] = "none"
 
     __section__ = "shaping"
     __ranges__ = {"overlong_buffer": "[0, inf)", "length_penalty": "[0, inf)"}

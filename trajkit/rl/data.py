@@ -139,24 +139,32 @@ class DatasetTask:
         self.reward_funcs = list(reward_funcs)
         self._orders: dict[int, list[int]] = {}
 
-    def _row(self, index: int, split: str) -> dict:
+    def _row_index(self, index: int, split: str) -> int:
+        """The position in its split's rows of stream prompt ``index`` (train: epoch by epoch, shuffled)."""
         if split == "eval":
             if not self.eval_rows:
                 raise ConfigError("evaluation needs an eval split: pass eval_dataset, set task.eval_path or "
                                   "task.eval_fraction > 0")
-            return self.eval_rows[index % len(self.eval_rows)]
+            return index % len(self.eval_rows)
         n = len(self.train_rows)
         epoch, pos = divmod(index, n)
         if not self.shuffle:
-            return self.train_rows[pos]
+            return pos
         if epoch not in self._orders:
             order = list(range(n))
             random.Random(f"dataset:{self.seed}:{epoch}").shuffle(order)
             self._orders = {epoch: order}  # one epoch at a time is all a stream needs
-        return self.train_rows[self._orders[epoch][pos]]
+        return self._orders[epoch][pos]
+
+    def _row(self, index: int, split: str) -> dict:
+        return (self.eval_rows if split == "eval" else self.train_rows)[self._row_index(index, split)]
 
     def prompt(self, index: int, split: str = "train") -> Prompt:
-        row = self._row(index, split)
+        """Stream prompt ``index`` of ``split``; ``meta["row"]`` is its row in the split (the trainer logs
+        the train rows each step as ``data/rows``, so ``trajkit audit run`` can check every row is seen
+        once per epoch)."""
+        row_index = self._row_index(index, split)
+        row = (self.eval_rows if split == "eval" else self.train_rows)[row_index]
         source = row["prompt"]
         if isinstance(source, list):
             text = render(self.tokenizer, source, row.get("tools"), add_generation_prompt=True)
@@ -164,7 +172,7 @@ class DatasetTask:
         else:
             text, ids = source, self.tokenizer.encode(source)
         columns = {k: v for k, v in row.items() if k != "prompt"}
-        return Prompt(text, ids, index, columns, source=source)
+        return Prompt(text, ids, index, columns, meta={"row": row_index}, source=source)
 
     def num_prompts(self, split: str) -> int:
         return len(self.eval_rows if split == "eval" else self.train_rows)

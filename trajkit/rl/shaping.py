@@ -9,6 +9,11 @@
   than two distinct correct lengths gets 0. Deviation: Kimi also penalises wrong answers (``min(0, λ)``)
   and takes min/max over every answer; we restrict both to correct answers as our brief asks.
 
+- **Random-reward control** (``shaping.control=random``, Shao et al. 2025, "Spurious rewards: rethinking
+  training signals in RLVR"): every training reward replaced by a Bernoulli(0.5) draw independent of the
+  completion, seeded by the step's round seed. A gain such a run also shows is not the reward's doing;
+  ``trajkit bench train --control random`` runs it as an arm and ``trajkit audit seeds --control`` uses it.
+
 The raw reward is kept beside the shaped one (``Sample.raw_reward`` and ``Sample.reward``).
 
 >>> import torch
@@ -41,3 +46,10 @@ def group_length_penalty(lengths: torch.Tensor, correct: torch.Tensor, weight: f
     usable = correct & (span > 0)
     lam = 0.5 - (lengths - lo) / torch.where(span > 0, span, torch.ones_like(span))
     return torch.where(usable, weight * lam, torch.zeros_like(lengths))
+
+
+def random_rewards(n: int, seed: int, p: float = 0.5) -> list[float]:
+    """``n`` Bernoulli(``p``) rewards (1.0 / 0.0) from a generator seeded by ``seed``: the same for the same
+    seed, independent of every completion."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, generator=gen) < p).float().tolist()

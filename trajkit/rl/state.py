@@ -16,15 +16,21 @@ from trajkit.rl.tasks import Prompt, Task
 
 
 class PromptStream:
-    """Prompts ``cursor, cursor+1, ...`` of a task's train split; the state is the cursor."""
+    """Prompts ``cursor, cursor+1, ...`` of a task's train split; the state is the cursor. ``rows``: the
+    dataset rows (``Prompt.meta["row"]``) taken since the last :meth:`drain_rows`, for the step's log."""
 
     def __init__(self, task: Task):
-        self.task, self.cursor = task, 0
+        self.task, self.cursor, self.rows = task, 0, []
 
     def take(self, n: int) -> list[Prompt]:
         out = [self.task.prompt(i) for i in range(self.cursor, self.cursor + n)]
         self.cursor += n
+        self.rows.extend(p.meta["row"] for p in out if "row" in p.meta)
         return out
+
+    def drain_rows(self) -> list[int]:
+        rows, self.rows = self.rows, []
+        return rows
 
     def state_dict(self) -> dict:
         return {"cursor": self.cursor}

@@ -28,6 +28,7 @@ from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.precision import DTYPES, model_device
 from trajkit.rl.sample import Sample, validate_sample
 from trajkit.rl.scoring import score, shape_rewards
+from trajkit.rl.shaping import random_rewards
 from trajkit.rl.stages import (
     DATA,
     GENERATION,
@@ -74,6 +75,8 @@ def _generate(t: TrainState, prompts, timer: StageTimer) -> Collected:
             validate_sample(s, i)
         with timer.substage(GENERATION, REWARD):
             rewards, per = t.rewards(samples)
+        if cfg.shaping.control == "random":  # the spurious-reward control: the task's rewards stay in `per`
+            rewards = random_rewards(len(samples), round_seed(seed, r))
         reward_metrics.append((len(samples), per))
         return samples, rewards
 
@@ -134,4 +137,7 @@ def rl_step(t: TrainState) -> StepResult:
             metrics.update(distill_draft(t.draft, t.draft_optimizer, batch, dists, cfg))
     t.step += 1
     metrics.update(timer.to_dict())
+    rows = t.stream.drain_rows()  # dataset rows drawn this step (refills included), for `trajkit audit run`
+    if rows:
+        metrics.update({"data/rows": rows, "data/num_rows": t.task.num_prompts("train")})
     return StepResult(t.step, samples, metrics, timer)

@@ -1,0 +1,194 @@
+"""Seed audit: statistics against scipy, exact bootstrap enumeration and hand-derived values; a two-arm
+set whose whole gain is one seed is flagged, its clean twin passes; fewer than 3 seeds is refused."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from tests.audit.runs_fixture import write_arm, write_bench, write_run
+from trajkit.audit import seedstats as st
+from trajkit.audit.config import SeedConfig
+from trajkit.audit.runs import SeedRun, load_runs
+from trajkit.audit.seeds import audit_seeds, seed_checks
+from trajkit.cli.main import main
+from trajkit.errors import InputError
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8, 10])
+def test_iqm_is_scipys_trimmed_mean(n):
+    x = RNG.normal(size=n)
+    assert st.iqm(x) == pytest.approx(scipy.stats.trim_mean(x, 0.25), abs=1e-12)
+    assert st.iqm([1, 2, 3, 4, 100, 6, 7, 8]) == pytest.approx(np.mean([3, 4, 6, 7]))  # 100 is cut
+
+
+def test_probability_of_improvement_is_mann_whitney_u_over_nm():
+    c, b = [0.3, 0.5, 0.5, 0.9], [0.5, 0.2, 0.4]
+    u = scipy.stats.mannwhitneyu(c, b, alternative="two-sided").statistic
+    assert st.probability_of_improvement(c, b) == pytest.approx(u / 12)
+    assert st.probability_of_improvement([1, 2], [1, 2]) == 0.5
+
+
+def test_welch_matches_scipy():
+    c, b = RNG.normal(0.6, 0.05, 5), RNG.normal(0.5, 0.2, 4)
+    ref = scipy.stats.ttest_ind(c, b, equal_var=False)
+    w = st.welch_t(c, b)
+    assert (w.t, w.p, w.df) == pytest.approx((ref.statistic, ref.pvalue, ref.df), rel=1e-10)
+
+
+def test_bootstrap_ci_matches_exact_enumeration():
+    """Arms of 3 seeds: all 27 x 27 equally likely resamples enumerated; the Monte Carlo percentile
+    bounds sit where the exact distribution puts 2.5% / 97.5% of its mass (within 0.006 for 40k reps)."""
+    c, b = [0.4, 0.55, 0.9], [0.45, 0.5, 0.52]
+    exact = np.array([np.mean(x) - np.mean(y) for x in itertools.product(c, repeat=3)
+                      for y in itertools.product(b, repeat=3)])
+    lo, hi = st.bootstrap_ci(c, b, reps=40_000, seed=3)
+    assert (exact < lo).mean() <= 0.025 + 0.006 and (exact <= lo).mean() >= 0.025 - 0.006
+    assert (exact < hi).mean() <= 0.975 + 0.006 and (exact <= hi).mean() >= 0.975 - 0.006
+    assert st.bootstrap_ci([1, 1, 1], [0, 0, 0]) == (1.0, 1.0)
+
+
+def test_mde_loo_and_eval_se_by_hand():
+    assert st.pooled_std([1, 2, 3], [2, 3, 4]) == pytest.approx(1.0)
+    assert st.minimum_detectable_effect([1, 2, 3], [2, 3, 4]) == pytest.approx(2.8 * math.sqrt(2 / 3))
+    drops = st.leave_one_out([1, 2, 6], [1, 1, 1])
+    assert drops[:3] == [("candidate", 0, 3.0), ("candidate", 1, 2.5), ("candidate", 2, 0.5)]
+    assert drops[3:] == [("baseline", i, 2.0) for i in range(3)]
+    assert st.eval_standard_error(0.5, 100) == pytest.approx(0.05)
+    assert math.isnan(st.eval_standard_error(1.5, 100))
+
+
+def _arms(tmp_path, base, cand, **kw):
+    return write_arm(tmp_path, "base", base, **kw), write_arm(tmp_path, "cand", cand, **kw)
+
+
+def test_the_whole_gain_in_one_seed_is_flagged(tmp_path):
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48], [0.49, 0.51, 0.90])
+    report = audit_seeds(base, cand)
+    v = {c.id: c for c in report.checks}
+    assert v["seeds.count"].verdict == "PASS"
+    assert v["seeds.iqm_ci"].verdict == "FAIL" and v["seeds.iqm_ci"].statistic == pytest.approx(1.9 / 3 - 0.5)
+    assert "contains 0" in v["seeds.iqm_ci"].detail
+    loo = v["seeds.leave_one_out"]
+    assert loo.verdict == "FAIL" and len(loo.items) == 1 and loo.items[0].startswith(f"without candidate {cand[2]}")
+    assert loo.statistic == pytest.approx(0.0, abs=1e-9)  # (0.49 + 0.51) / 2 - 0.50
+    assert report.exit_code == 1
+
+
+def test_clean_twin_passes(tmp_path):
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48, 0.51, 0.49], [0.60, 0.62, 0.58, 0.61, 0.59])
+    report = audit_seeds(base, cand)
+    assert [(c.id, c.verdict) for c in report.checks] == [
+        ("seeds.count", "PASS"), ("seeds.distinct", "PASS"), ("seeds.iqm_ci", "PASS"),
+        ("seeds.leave_one_out", "PASS"), ("seeds.prob_improvement", "PASS"), ("seeds.welch", "PASS"),
+        ("seeds.mde", "PASS"), ("seeds.eval_se", "PASS")]
+    assert report.checks[2].statistic == pytest.approx(0.1)  # IQM of the middle three: 0.60 - 0.50
+    assert report.exit_code == 0
+
+
+def test_small_eval_set_warns_that_the_gain_is_within_eval_noise(tmp_path):
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48, 0.51, 0.49], [0.60, 0.62, 0.58, 0.61, 0.59], num_prompts=16)
+    se = {c.id: c for c in audit_seeds(base, cand).checks}["seeds.eval_se"]
+    expected = 1.96 * math.hypot(math.sqrt(0.6 * 0.4 / 16), math.sqrt(0.5 * 0.5 / 16))
+    assert se.verdict == "WARN" and se.statistic == pytest.approx(expected)
+
+
+def test_fewer_than_three_seeds_is_refused(tmp_path):
+    base, cand = _arms(tmp_path, [0.5, 0.5], [0.9, 0.9])
+    checks = audit_seeds(base, cand).checks
+    assert [(c.id, c.verdict) for c in checks] == [("seeds.count", "FAIL"), ("seeds.distinct", "PASS")]
+    assert "refused" in checks[0].detail
+
+
+def test_a_seed_counted_twice_fails(tmp_path):
+    base = write_arm(tmp_path, "base", [0.5, 0.5, 0.5])
+    cand = write_arm(tmp_path, "cand", [0.6, 0.61, 0.62]) + [write_run(tmp_path / "again", 1, 0.61)]
+    v = {c.id: c for c in audit_seeds(base, cand).checks}["seeds.distinct"]
+    assert v.verdict == "FAIL" and "both seed 1" in v.items[0]
+
+
+def test_control_arm_that_matches_the_candidate_fails(tmp_path):
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48], [0.60, 0.62, 0.58])
+    control = write_arm(tmp_path, "ctrl", [0.61, 0.60, 0.59])
+    v = {c.id: c for c in audit_seeds(base, cand, control=control).checks}["seeds.control"]
+    assert v.verdict == "FAIL"
+    far = write_arm(tmp_path, "far", [0.40, 0.41, 0.39])
+    assert {c.id: c for c in audit_seeds(base, cand, control=far).checks}["seeds.control"].verdict == "PASS"
+
+
+def test_score_is_the_mean_of_the_last_k_evaluations_after_step_0(tmp_path):
+    run = load_runs([write_run(tmp_path / "r", 4, 0.8, start=0.2)], "eval/reward")[0]
+    assert (run.seed, run.eval_items, run.evals[0]) == (4, 500, (0, 0.2))
+    assert [s for s, _ in run.evals] == [0, 2, 4, 6, 8, 10]
+    assert run.score(3) == pytest.approx(0.8)
+    assert run.score(5) == pytest.approx((0.2 + 0.6 * 1 / 5 + 0.2 + 0.6 * 2 / 5 + 0.8 * 3) / 5)
+    assert SeedRun("x", 0, [(0, 0.7)]).score(3) == 0.7  # only the initial evaluation
+
+
+def test_bench_results_are_read_per_arm(tmp_path):
+    path = write_bench(tmp_path / "train.json", {"plain": [0.5, 0.52, 0.48], "spec": [0.6, 0.62, 0.58]})
+    runs = load_runs([f"{path}:spec"], "eval/reward")
+    assert [(r.name, r.seed, r.score(3)) for r in runs] == [
+        (f"{path}:spec:seed{i}", i, pytest.approx((0.3 + f) / 2)) for i, f in enumerate([0.6, 0.62, 0.58])]
+    assert audit_seeds([f"{path}:plain"], [f"{path}:spec"]).exit_code == 0
+    with pytest.raises(InputError, match="no arm 'nope'"):
+        load_runs([f"{path}:nope"], "eval/reward")
+
+
+def test_unusable_runs_raise_input_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no metrics.jsonl"):
+        load_runs([str(tmp_path / "empty")], "eval/reward")
+    folder = write_run(tmp_path / "r", 0, 0.5)
+    with pytest.raises(InputError, match="no finite 'eval/acc'.*keys: eval/reward, loss, reward/mean"):
+        load_runs([folder], "eval/acc")
+    with pytest.raises(InputError, match="neither a run folder"):
+        load_runs([str(tmp_path / "missing")], "eval/reward")
+
+
+def test_cli_exit_codes_and_json(tmp_path, capsys):
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48, 0.51, 0.49], [0.60, 0.62, 0.58, 0.61, 0.59])
+    assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {tuple(sorted(c)) for c in out["checks"]} == {("detail", "id", "items", "statistic", "threshold", "verdict")}
+    assert main(["audit", "seeds", "--baseline", *base, "--candidate", *reversed(base)]) == 1
+    assert "seeds.iqm_ci" in capsys.readouterr().out
+    assert main(["audit", "seeds", "--baseline", str(tmp_path / "nope"), "--candidate", *cand]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trajkit: error: ") and err.count("\n") == 1
+    assert main(["audit", "seeds", "--baseline", *cand, "--candidate", *base, "--no-higher-is-better"]) == 0
+
+
+def _with_component(folder, total: float, part: float):
+    """Add eval/reward/fmt = ``part`` at every evaluation whose eval/reward is ``total``'s series end."""
+    path = f"{folder}/metrics.jsonl"
+    rows = [json.loads(line) for line in open(path)]
+    for r in rows:
+        if "eval/reward" in r:
+            r["eval/reward/fmt"] = part if r["step"] > 0 else 0.1
+            r["eval/reward/correct"] = r["eval/reward"] - r["eval/reward/fmt"]
+    open(path, "w").write("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_gain_made_of_the_format_reward_is_flagged(tmp_path):
+    """Baseline totals 0.50 with fmt 0.10; candidate totals 0.60 with fmt 0.19: fmt accounts for 0.09 of the
+    0.10 gain (share 0.9, WARN); with fmt 0.25 it is 0.15 of 0.10 (share 1.5, FAIL); fmt unchanged: PASS."""
+    for fmt_c, verdict, share in [(0.19, "WARN", 0.9), (0.25, "FAIL", 1.5), (0.10, "PASS", 0.0)]:
+        root = tmp_path / f"c{fmt_c}"
+        base, cand = _arms(root, [0.50, 0.52, 0.48, 0.51, 0.49], [0.60, 0.62, 0.58, 0.61, 0.59])
+        for f in base:
+            _with_component(f, 0.5, 0.10)
+        for f in cand:
+            _with_component(f, 0.6, fmt_c)
+        c = {x.id: x for x in audit_seeds(base, cand, SeedConfig(component="fmt")).checks}["seeds.component"]
+        assert c.verdict == verdict and c.statistic == pytest.approx(share, abs=1e-9)
+    half = {x.id: x for x in audit_seeds(base, cand, SeedConfig(component="fmt", component_weight=0.5)).checks}
+    assert half["seeds.component"].statistic == pytest.approx(0.0)
+    with pytest.raises(InputError, match="no finite 'eval/reward/nope'"):
+        audit_seeds(base, cand, SeedConfig(component="nope"))

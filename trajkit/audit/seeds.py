@@ -1,0 +1,184 @@
+"""``trajkit audit seeds``: is a claimed gain of a candidate over a baseline more than seed noise?
+
+Each arm is a set of runs, one per seed (:mod:`trajkit.audit.runs`); each run's score is the mean of its
+last ``k`` evaluations. The statistics are :mod:`trajkit.audit.seedstats` (IQM and its stratified bootstrap
+CI, probability of improvement after Agarwal et al. 2021; Welch's t; leave-one-seed-out; minimum
+detectable effect). Verdicts:
+
+=========================  ==========================================================================
+``seeds.count``             fewer than ``min_seeds`` (3) seeds in an arm: FAIL, and the claim is refused
+                            (no other statistic is computed)
+``seeds.distinct``          two runs of one arm with the same seed (the same run counted twice): FAIL
+``seeds.iqm_ci``            the 95% CI of the IQM difference contains 0 (or lies below it): FAIL
+``seeds.leave_one_out``     leaving one seed out of either arm takes the gain to <= 0: FAIL
+``seeds.prob_improvement``  P(candidate seed > baseline seed) <= 0.5: FAIL; below 0.75: WARN
+``seeds.welch``             Welch's two-sided p >= 0.05 (or t <= 0): WARN
+``seeds.mde``               the observed difference is below the minimum detectable effect: WARN
+``seeds.eval_se``           the difference is within 1.96 eval-sampling standard errors: WARN
+``seeds.component``         (with ``--component NAME``) the share of the IQM gain of the total reward that
+                            one reward function (weighted) accounts for: above 0.5 a WARN (the gain is
+                            mostly that function's, e.g. a format reward's), 1 or more a FAIL (none of
+                            it is left for the others)
+``seeds.control``           (with ``--control``) the candidate's IQM CI over the random-reward control
+                            contains 0: FAIL (spurious-reward gains: Shao et al. 2025, "Spurious
+                            rewards: rethinking training signals in RLVR")
+=========================  ==========================================================================
+
+The 0.75 of ``prob_improvement`` is trajkit's choice (rliable reports the value, not a threshold); the
+others are the conventional 5% two-sided level and 80% power. ``higher_is_better=False`` negates scores.
+"""
+from __future__ import annotations
+
+import math
+
+from trajkit.audit import seedstats as st
+from trajkit.audit.config import SeedConfig
+from trajkit.audit.report import AuditReport, Check
+from trajkit.audit.runs import SeedRun, load_runs
+
+
+def _scores(runs: list[SeedRun], cfg: SeedConfig) -> list[float]:
+    sign = 1.0 if cfg.higher_is_better else -1.0
+    return [sign * r.score(cfg.last_k) for r in runs]
+
+
+def count_check(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig) -> Check:
+    n = min(len(base), len(cand))
+    short = [f"{arm}: {len(r)} seed(s)" for arm, r in (("baseline", base), ("candidate", cand)) if len(r) < cfg.min_seeds]
+    detail = (f"baseline {len(base)}, candidate {len(cand)} seeds" +
+              ("; claim refused: too few seeds to tell a gain from seed noise" if short else ""))
+    return Check("seeds.count", "FAIL" if short else "PASS", n, cfg.min_seeds, detail, short)
+
+
+def distinct_check(base: list[SeedRun], cand: list[SeedRun]) -> Check:
+    dup = []
+    for arm, runs in (("baseline", base), ("candidate", cand)):
+        seen: dict[int, str] = {}
+        for r in runs:
+            if r.seed is not None and r.seed in seen:
+                dup.append(f"{arm}: {r.name} and {seen[r.seed]} both seed {r.seed}")
+            elif r.seed is not None:
+                seen[r.seed] = r.name
+    return Check("seeds.distinct", "FAIL" if dup else "PASS", len(dup), 0,
+                 f"{len(dup)} repeated seed(s) within an arm", dup)
+
+
+def ci_check(c: list[float], b: list[float], cfg: SeedConfig) -> Check:
+    diff = st.iqm_difference(c, b)
+    lo, hi = st.bootstrap_ci(c, b, reps=cfg.reps, confidence=cfg.confidence, seed=cfg.bootstrap_seed)
+    verdict = "PASS" if lo > 0 else "FAIL"
+    return Check("seeds.iqm_ci", verdict, diff, 0,
+                 f"IQM difference {diff:+.4g}, {cfg.confidence:.0%} stratified bootstrap CI [{lo:+.4g}, {hi:+.4g}]"
+                 + ("" if lo > 0 else " contains 0 or lies below it"))
+
+
+def loo_check(c: list[float], b: list[float], base: list[SeedRun], cand: list[SeedRun]) -> Check:
+    full = st.iqm_difference(c, b)
+    if full <= 0:
+        return Check("seeds.leave_one_out", "FAIL", full, 0, f"no gain to test: IQM difference {full:+.4g}")
+    drops = st.leave_one_out(c, b)
+    names = {"candidate": cand, "baseline": base}
+    lost = [f"without {arm} {names[arm][i].name}: {full:+.4g} -> {d:+.4g}" for arm, i, d in drops if d <= 0]
+    worst = min(d for _, _, d in drops)
+    verdict = "FAIL" if lost else "PASS"
+    return Check("seeds.leave_one_out", verdict, worst, 0,
+                 f"smallest IQM difference with one seed left out: {worst:+.4g} (all seeds: {full:+.4g})", lost)
+
+
+def probability_check(c: list[float], b: list[float], cfg: SeedConfig) -> Check:
+    p = st.probability_of_improvement(c, b)
+    verdict = "FAIL" if p <= 0.5 else "WARN" if p < cfg.min_probability else "PASS"
+    return Check("seeds.prob_improvement", verdict, p, cfg.min_probability,
+                 f"P(candidate seed > baseline seed) = {p:.3f}")
+
+
+def welch_check(c: list[float], b: list[float], cfg: SeedConfig) -> Check:
+    w = st.welch_t(c, b)
+    verdict = "PASS" if w.p < cfg.alpha and w.t > 0 else "WARN"
+    return Check("seeds.welch", verdict, w.p, cfg.alpha, f"Welch t = {w.t:.3f}, df = {w.df:.2f}, two-sided p = {w.p:.3g}")
+
+
+def mde_check(c: list[float], b: list[float]) -> Check:
+    mde, diff = st.minimum_detectable_effect(c, b), st.iqm_difference(c, b)
+    verdict = "PASS" if abs(diff) >= mde else "WARN"
+    return Check("seeds.mde", verdict, mde, abs(diff),
+                 f"minimum detectable effect 2.8·σ·√(1/n+1/m) = {mde:.4g} (σ = {st.pooled_std(c, b):.4g}) "
+                 f"vs observed |difference| {abs(diff):.4g}")
+
+
+def eval_se_check(c: list[float], b: list[float], base: list[SeedRun], cand: list[SeedRun]) -> Check | None:
+    items = [r.eval_items for r in base + cand]
+    if any(n is None for n in items):
+        return None
+    se_c = st.eval_standard_error(abs(st.iqm(c)), min(r.eval_items for r in cand))
+    se_b = st.eval_standard_error(abs(st.iqm(b)), min(r.eval_items for r in base))
+    if math.isnan(se_c) or math.isnan(se_b):
+        return None
+    noise, diff = 1.96 * math.hypot(se_c, se_b), abs(st.iqm_difference(c, b))
+    return Check("seeds.eval_se", "PASS" if diff > noise else "WARN", noise, diff,
+                 f"1.96 eval-sampling SE of one evaluation ({min(items)} items, sqrt(p(1-p)/N) bound) = {noise:.4g} "
+                 f"vs |difference| {diff:.4g}")
+
+
+def control_check(c: list[float], k: list[float], cfg: SeedConfig) -> Check:
+    if len(k) < cfg.min_seeds:
+        return Check("seeds.control", "FAIL", len(k), cfg.min_seeds,
+                     f"random-reward control has {len(k)} seed(s); comparison refused")
+    diff = st.iqm_difference(c, k)
+    lo, hi = st.bootstrap_ci(c, k, reps=cfg.reps, confidence=cfg.confidence, seed=cfg.bootstrap_seed)
+    return Check("seeds.control", "PASS" if lo > 0 else "FAIL", diff, 0,
+                 f"candidate - random-reward control: IQM {diff:+.4g}, CI [{lo:+.4g}, {hi:+.4g}]")
+
+
+def component_metric(metric: str, name: str) -> str:
+    """The metrics key of reward function ``name`` beside the total ``metric``: ``eval/reward`` ->
+    ``eval/reward/NAME`` (the held-out evaluation), ``reward/raw`` -> ``reward/NAME`` (training)."""
+    return f"eval/reward/{name}" if metric == "eval/reward" else f"reward/{name}"
+
+
+def component_check(c: list[float], b: list[float], c_part: list[float], b_part: list[float],
+                    cfg: SeedConfig) -> Check:
+    total = st.iqm_difference(c, b)
+    part = cfg.component_weight * st.iqm_difference(c_part, b_part)
+    share = part / total if total > 0 else math.inf
+    verdict = "FAIL" if share >= 1 else "WARN" if share > cfg.max_component_share else "PASS"
+    return Check("seeds.component", verdict, share, cfg.max_component_share,
+                 f"{cfg.component} (weight {cfg.component_weight:g}) accounts for {part:+.4g} of the "
+                 f"{total:+.4g} IQM gain" + ("" if total > 0 else " (no gain to share)"))
+
+
+def seed_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig | None = None,
+                control: list[SeedRun] | None = None, parts: tuple[list[SeedRun], list[SeedRun]] | None = None
+                ) -> list[Check]:
+    cfg = cfg or SeedConfig()
+    checks = [count_check(base, cand, cfg), distinct_check(base, cand)]
+    if checks[0].verdict == "FAIL":
+        return checks
+    c, b = _scores(cand, cfg), _scores(base, cfg)
+    checks += [ci_check(c, b, cfg), loo_check(c, b, base, cand), probability_check(c, b, cfg),
+               welch_check(c, b, cfg), mde_check(c, b)]
+    se = eval_se_check(c, b, base, cand)
+    checks += [se] if se else []
+    if parts:
+        checks.append(component_check(c, b, _scores(parts[1], cfg), _scores(parts[0], cfg), cfg))
+    if control:
+        checks.append(control_check(c, _scores(control, cfg), cfg))
+    return checks
+
+
+def audit_seeds(baseline: list[str], candidate: list[str], cfg: SeedConfig | None = None,
+                control: list[str] | None = None) -> AuditReport:
+    """``trajkit audit seeds``: run folders / bench results of two arms -> :class:`AuditReport`."""
+    cfg = cfg or SeedConfig()
+    ctrl = load_runs(control, cfg.metric) if control else None
+    parts = None
+    if cfg.component:
+        key = component_metric(cfg.metric, cfg.component)
+        parts = (load_runs(baseline, key), load_runs(candidate, key))
+    return AuditReport(seed_checks(load_runs(baseline, cfg.metric), load_runs(candidate, cfg.metric), cfg, ctrl,
+                                   parts))
+
+
+def per_seed_table(runs: list[SeedRun], cfg: SeedConfig) -> list[str]:
+    """One line per run: its name, seed, number of evaluations and score (for the CLI's listing)."""
+    return [f"  {r.name}  seed={r.seed}  evals={len(r.evals)}  score={r.score(cfg.last_k):.4g}" for r in runs]
