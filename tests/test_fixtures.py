@@ -33,7 +33,7 @@ def test_missing_fixture_fails_when_required(tmp_path):
     assert rc == 1, out
     assert "1 failed" in out and "skipped" not in out and "error" not in out.split("FAILURES")[0].lower()
     assert f"kimi-row-0c699abf.json: {WHERE}" in out
-    assert "TRAJKIT_REQUIRE_FIXTURES=1 makes a missing fixture a failure" in out
+    assert "TRAJKIT_REQUIRE_FIXTURES=1 makes a missing fixture or prerequisite a failure" in out
 
 
 def test_default_location_is_beside_the_checkout(tmp_path, monkeypatch):
