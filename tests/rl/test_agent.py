@@ -70,6 +70,23 @@ def test_a_trainer_step_through_the_gateway_trains_exactly_the_sampled_tokens(ti
         [task.prompt(i).text for i in range(2)]
 
 
+def test_agent_rollouts_are_a_function_of_the_step_seed(tiny):
+    """Harnesses send no seed; the gateway seeds each call from the round's seed, its session and its index
+    there, so two trainers with the same seed sample the same tokens (and another seed others)."""
+    def sampled(*overrides):
+        task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+        trainer = Trainer(tiny(*overrides), task=task, logger=False)
+        try:
+            return [s.completion_ids for s in trainer.step_once().samples]
+        finally:
+            trainer.close()
+
+    first = sampled()
+    assert sampled() == first
+    assert sampled("seed=1") != first
+    assert len({tuple(ids) for ids in first}) > 1  # the runs of one step are seeded apart
+
+
 def test_a_weight_sync_waits_for_the_running_engine_call(tiny):
     task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
     trainer = Trainer(tiny(), task=task, logger=False)

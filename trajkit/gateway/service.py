@@ -14,6 +14,7 @@ template rewrote history) the whole prompt is encoded afresh and the stitched ch
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 import uuid
@@ -151,6 +152,8 @@ class Gateway:
         max_new = s.max_tokens if s.max_tokens is not None else min(self.config.default_max_tokens, room)
         if self.config.force_temperature is not None:
             s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
+        if s.seed is None and self.config.force_seed is not None:
+            s = replace(s, seed=session_seed(self.config.force_seed, session.id, session.next_call()))
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
                                  stop_token_ids=self.stop_ids, top_logprobs=s.top_logprobs,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
@@ -272,3 +275,10 @@ def forced_call_text(tool_choice) -> str:
 
 def _has_stop(text: str, stop: list[str]) -> bool:
     return any(s in text for s in stop)
+
+
+def session_seed(seed: int, session: str, call: int) -> int:
+    """The seed of call ``call`` of ``session`` under ``GatewayConfig.force_seed = seed`` (63 bits; the
+    session id enters through a hash that is the same in every process, unlike ``hash(str)``)."""
+    digest = int.from_bytes(hashlib.blake2b(session.encode(), digest_size=8).digest(), "little")
+    return mix(mix(seed, digest), call)

@@ -60,6 +60,13 @@ class Session:
     records: list[CallRecord] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     texts: list[tuple[str, list[int]]] = field(default_factory=list, repr=False)  # (decoded text, ids)
+    calls: int = 0  # requests prepared so far (records count only the finished ones)
+
+    def next_call(self) -> int:
+        """The index of a new request in this session (0, 1, ...), counted when it is prepared."""
+        with self.lock:
+            self.calls += 1
+            return self.calls - 1
 
     def add(self, record: CallRecord) -> CallRecord:
         with self.lock:
@@ -107,3 +114,4 @@ class SessionStore:
     def all(self) -> list[Session]:
         with self._lock:
             return list(self._sessions.values())
+

@@ -15,7 +15,9 @@ times, a group, by the trainer):
    running engine call to drain, and each record carries the ``policy_version`` that sampled it;
 2. every request is sampled at the trainer's rollout temperature with top-k/top-p off and
    ``max_new_tokens`` as the default budget (``GatewayConfig.force_temperature``): the loss assumes that
-   distribution, whatever the harness asks for;
+   distribution, whatever the harness asks for; a request without a seed is seeded from the round's seed,
+   its session and its index there (``GatewayConfig.force_seed``), so the step's rollouts are a function
+   of the step's seed as in the plain rollout path;
 3. the harness runs once per prompt, all concurrently (the gateway batches their requests), each with its
    own API key = session id: a Python callable given a :class:`HarnessRun`, or a shell command
    (:func:`command_harness`);
@@ -41,7 +43,6 @@ import json
 import os
 import shlex
 import subprocess
-import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -144,7 +145,7 @@ class GatewayEnv:
         self.base_url = ""
         self._rollout = None
         self._stack = ExitStack()
-        self._prefix = uuid.uuid4().hex[:8]
+        self._prefix = "run"  # session ids (and so their calls' seeds) are the same on every run
         self._round = 0
 
     def attach(self, rollout) -> None:
@@ -168,6 +169,7 @@ class GatewayEnv:
             raise ConfigError("GatewayEnv serves the trainer's engine: run it through trajkit.rl.Rollout.run, "
                               "which attaches it first")
         self.config.force_temperature = params.temperature
+        self.config.force_seed = params.seed  # the round's seed: each run's calls are seeded from it
         self.config.default_max_tokens = params.max_new_tokens
         self._round += 1
         runs = [HarnessRun(self.base_url, f"{self._prefix}-{self._round}-{i}", self.model, _task_text(p),
