@@ -27,7 +27,10 @@ CHAT_CONV = [{"role": "user", "content": "Say hello."},
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)  # later tests get the thread count they would get alone
 
 
 @pytest.fixture(scope="module")
