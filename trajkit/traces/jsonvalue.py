@@ -115,18 +115,22 @@ def deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
-def _holds_float(value: Any) -> bool:
-    """Whether a float occurs anywhere in ``value`` (without recursion)."""
+def _holds(value: Any, kinds: type | tuple[type, ...]) -> bool:
+    """Whether a scalar of ``kinds`` occurs anywhere in ``value`` (without recursion)."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, float):
-            return True
         if isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+        elif isinstance(item, kinds):
+            return True
     return False
+
+
+def _holds_float(value: Any) -> bool:
+    return _holds(value, float)
 
 
 def _check_depth(text: str | bytes, value: Any) -> Any:
@@ -182,16 +186,7 @@ def _default(obj: Any) -> Any:
 def has_exact(value: Any) -> bool:
     """Whether ``value`` holds a :class:`BigInt` or :class:`ExactFloat` (which only :func:`dumps` writes
     exactly), without recursion."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, (BigInt, ExactFloat)):
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+    return _holds(value, (BigInt, ExactFloat))
 
 
 def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
