@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trajkit.gateway.sessions import Session
+from trajkit.gateway.sessions import Session, record_line
 from trajkit.gateway.stitch import stitch
 
 HERMES_SYSTEM = (
@@ -143,8 +143,7 @@ def save_sessions(sessions: Iterable[Session], out_dir: str | Path) -> int:
     sessions = list(sessions)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "records.jsonl", "".join(json.dumps({"session": s.id, **r.as_dict()}) + "\n"
-                                               for s in sessions for r in s.records))
+    write_atomic(out / "records.jsonl", "".join(record_line(s.id, r) for s in sessions for r in s.records))
     write_samples([row for s in sessions for row in session_samples(s)], out / "samples.jsonl")
     write_hermes([row for s in sessions for row in session_hermes_rows(s)], out / "hermes.jsonl")
     return len(sessions)

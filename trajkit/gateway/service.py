@@ -18,6 +18,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from trajkit.engine import SamplingParams
@@ -66,6 +67,7 @@ class Gateway:
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
         self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
         self.started = time.time()
+        self.on_record: list[Callable[[str, CallRecord], None]] = []  # told (session id, record) per finished call
 
     # --- request handling ---------------------------------------------------------------------------
     async def chat(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
@@ -82,7 +84,9 @@ class Gateway:
         prep.forced = forced
         result = await self._generate(prep, live, blocks=True)
         record = self._record(prep, result, "chat", req.model, messages=req.messages, tools=req.tools)
-        return self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        out = self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        self._finished(session, record)
+        return out
 
     async def completion(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
         req = completion_request(body, self.config.max_n)
@@ -99,7 +103,14 @@ class Gateway:
         prep = self._prepare(session, ids, req.sampling, "prompt")
         result = await self._generate(prep, live, blocks=False)
         record = self._record(prep, result, "completions", req.model, chat=False)
-        return self._completion_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        out = self._completion_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        self._finished(session, record)
+        return out
+
+    def _finished(self, session: Session, record: CallRecord) -> None:
+        """The call is complete (its message built): tell the listeners (``--save-dir``'s log) before replying."""
+        for listener in self.on_record:
+            listener(session.id, record)
 
     async def _generate(self, prep: Prepared, live: Live | None, blocks: bool) -> JobResult:
         """Queue the job; with ``live``, hand it each choice's safe text as the tokens arrive."""
