@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from trajkit.engine import SamplingParams
 from trajkit.engine.rng import mix
 from trajkit.gateway.config import GatewayConfig
-from trajkit.gateway.errors import ApiError
+from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
 from trajkit.gateway.parse import parse_output
 from trajkit.gateway.render import ChatRenderer
@@ -153,13 +153,10 @@ class Gateway:
     def _prepare(self, session: Session, prompt_ids: list[int], s: Sampling, prompt_param: str) -> Prepared:
         room = self.max_context - len(prompt_ids)
         if room < 1:
-            raise ApiError(f"the prompt is {len(prompt_ids)} tokens; this model's context is {self.max_context} "
-                           "tokens (shorten the conversation)", param=prompt_param, code="context_length_exceeded")
-        if s.max_tokens is not None and s.max_tokens > room:
-            raise ApiError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({s.max_tokens}) exceeds the "
-                           f"context of {self.max_context} tokens; set max_tokens <= {room}",
-                           param="max_tokens", code="context_length_exceeded")
-        max_new = s.max_tokens if s.max_tokens is not None else min(self.config.default_max_tokens, room)
+            raise prompt_too_long(len(prompt_ids), self.max_context, prompt_param)
+        if s.max_tokens is not None and s.max_tokens > room and self.config.max_tokens_overflow == "error":
+            raise output_too_long(len(prompt_ids), s.max_tokens, self.max_context)
+        max_new = min(s.max_tokens if s.max_tokens is not None else self.config.default_max_tokens, room)
         if self.config.force_temperature is not None:
             s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
@@ -261,7 +258,8 @@ class Gateway:
     def models_list(self) -> dict[str, Any]:
         return {"object": "list", "data": [
             {"id": m, "object": "model", "created": int(self.started), "owned_by": "trajkit",
-             "context_length": self.config.reported_context_length, "max_model_len": self.max_context}
+             "context_length": self.config.reported_context_length or self.max_context,
+             "max_model_len": self.max_context}
             for m in self.models]}
 
     def close(self) -> None:
