@@ -39,7 +39,7 @@ def _start(model_dir: str, save_dir: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "trajkit.cli.main", "serve", "--model", model_dir,
                              "--port", "0", "--model-name", "tiny", "--save-dir", str(save_dir)],
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT), preexec_fn=_default_sigint)
     deadline, seen = time.time() + 180, []
     while time.time() < deadline:
         line = proc.stderr.readline()
@@ -51,6 +51,13 @@ def _start(model_dir: str, save_dir: Path) -> tuple[subprocess.Popen, str]:
             return proc, f"http://127.0.0.1:{m.group(1)}"
     proc.kill()
     raise AssertionError("trajkit serve did not start:\n" + "".join(seen))
+
+
+def _default_sigint() -> None:
+    """A job started in the background by a non-interactive shell inherits SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler (uvicorn still stops on it and the files are still written, but
+    the exit status would be 0, not 130): the child gets the default, as a terminal's Ctrl-C finds it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _post(url: str, body: dict, sid: str) -> dict:
