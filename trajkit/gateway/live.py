@@ -9,8 +9,8 @@ certain to be a prefix of the choice's final text (the ``content`` the non-strea
   characters are held back (they may begin one);
 - for chat (``blocks=True``): only the text before the first ``<`` (which may open a ``<think>`` or
   ``<tool_call>`` block; those are parsed when the choice ends and sent then as ``reasoning_content`` /
-  ``tool_calls`` deltas), with trailing whitespace held back (layout before a block is stripped), and
-  nothing at all when the text starts with whitespace (the parser strips it when a block follows).
+  ``tool_calls`` deltas), with trailing whitespace held back (the newline before a call is layout), and
+  nothing at all when the text starts with whitespace (held back to the end: a conservative rule).
 
 Whatever is held back is sent with the final chunks, as the rest of the parsed ``content``.
 """

@@ -40,12 +40,13 @@ class ChatRenderer:
     def for_tokenizer(cls, tokenizer) -> ChatRenderer:
         return cls(tokenizer, choose_rendering(probe_template(tokenizer)))
 
-    def text(self, messages: list[dict], tools: list[dict] | None) -> str:
-        """The prompt text with the generation prompt (``<|im_start|>assistant\\n`` for ChatML)."""
+    def text(self, messages: list[dict], tools: list[dict] | None, generation: bool = True) -> str:
+        """The prompt text, with the generation prompt (``<|im_start|>assistant\\n`` for ChatML) unless
+        ``generation`` is false (a conversation that ends with an assistant turn)."""
         if self.rendering.mode == "structured":
-            return render(self.tokenizer, messages, tools or None, add_generation_prompt=True)
+            return render(self.tokenizer, messages, tools or None, add_generation_prompt=generation)
         return render(self.tokenizer, inline_messages(messages, tools, self.rendering.tool_role),
-                      None, add_generation_prompt=True)
+                      None, add_generation_prompt=generation)
 
 
 def hermes_assistant_text(msg: dict) -> str:

@@ -26,7 +26,7 @@ from trajkit.engine.rng import mix
 from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
-from trajkit.gateway.parse import parse_output
+from trajkit.gateway.parse import NOT_REPRODUCIBLE, not_reproducible, parse_output
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
 from trajkit.gateway.scheduler import JobResult, Scheduler
@@ -84,7 +84,7 @@ class Gateway:
         prep.forced = forced
         result = await self._generate(prep, live, blocks=True)
         record = self._record(prep, result, "chat", req.model, messages=req.messages, tools=req.tools)
-        out = self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        out = self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs, tools)
         self._finished(session, record)
         return out
 
@@ -193,10 +193,15 @@ class Gateway:
         return ChoiceRecord(ids, lps, finish, forced + text, top_logprobs=tops)
 
     # --- responses ----------------------------------------------------------------------------------
-    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False) -> dict[str, Any]:
+    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False,
+                       tools: list | None = None) -> dict[str, Any]:
         choices = []
         for k, ch in enumerate(rec.choices):
             parsed = parse_output(ch.text, f"{sid}:{rec.index}:{k}")
+            if not any(d["code"] == NOT_REPRODUCIBLE for d in parsed.diagnostics):
+                why = self._renders_back(rec, ch, parsed.message(), tools)
+                if why is not None:
+                    parsed.diagnostics.append(not_reproducible(*why))
             ch.message = parsed.message()
             finish = "tool_calls" if parsed.calls else ch.finish_reason
             item = {"index": k, "message": ch.message, "finish_reason": finish,
@@ -205,6 +210,25 @@ class Gateway:
                 item["token_ids"] = ch.token_ids
             choices.append(item)
         return self._envelope(rec, sid, "chat.completion", choices, with_ids)
+
+    def _renders_back(self, rec: CallRecord, ch: ChoiceRecord, msg: dict, tools: list | None
+                      ) -> tuple[str, int] | None:
+        """None when the template's render of the conversation with ``msg`` appended starts with the decode
+        of the prompt + sampled ids (what the next call's prompt-id reuse needs); else (why not, where in
+        the reply)."""
+        sampled = self._decode(rec.prompt_ids + ch.token_ids)
+        try:
+            again = self.renderer.text(list(rec.messages or []) + [msg], tools, generation=False)
+        except Exception as exc:  # a template that raises on the message: say so, never fail the call
+            return f"the chat template cannot render the message back ({type(exc).__name__}: {exc})", 0
+        if again.startswith(sampled):
+            return None
+        at = next((i for i, (a, b) in enumerate(zip(again, sampled)) if a != b), min(len(again), len(sampled)))
+        reply_at = at - (len(sampled) - len(self._decode(ch.token_ids)))
+        if reply_at < 0:
+            return ("the chat template renders the earlier turns differently once this reply is appended (it is "
+                    "not append-only, e.g. it drops earlier reasoning)"), 0
+        return "the chat template renders this message as other text than the model wrote", reply_at
 
     def _completion_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False
                              ) -> dict[str, Any]:
