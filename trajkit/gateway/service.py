@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -31,6 +32,9 @@ from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
 from trajkit.gateway.scheduler import JobResult, Scheduler
 from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Session, SessionStore
+from trajkit.gateway.stops import stop_plan
+
+log = logging.getLogger("trajkit.gateway")
 
 
 class Live(Protocol):
@@ -65,7 +69,10 @@ class Gateway:
                                    continuous=self.config.continuous)
         limit = getattr(engine.model.config, "max_position_embeddings", None)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
-        self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
+        self.stops = stop_plan(tokenizer, getattr(getattr(engine, "model", None), "generation_config", None))
+        self.stop_ids = self.stops.ids
+        if self.stops.warning:
+            log.warning("trajkit gateway: %s", self.stops.warning)
         self.started = time.time()
         self.on_record: list[Callable[[str, CallRecord], None]] = []  # told (session id, record) per finished call
 
@@ -163,7 +170,8 @@ class Gateway:
                                  stop_token_ids=self.stop_ids, top_logprobs=s.top_logprobs,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
                   for i in range(s.n)]
-        return Prepared(session, prompt_ids, params, s.stop, time.perf_counter())
+        stop = s.stop + [t for t in self.stops.strings if t not in s.stop]
+        return Prepared(session, prompt_ids, params, stop, time.perf_counter())
 
     def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
                 messages=None, tools=None) -> CallRecord:
