@@ -87,7 +87,7 @@ def completion(draw) -> tuple[str, list[dict], bool]:
     return text + tail, calls, canonical
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None, derandomize=True, database=None)  # fixed examples: never fails by chance
 @given(completion())
 def test_the_message_renders_back_to_the_sampled_text_or_says_why(case):
     text, calls, canonical = case
@@ -144,7 +144,8 @@ def replay_gateway(request):
     gw.close()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=completion(), n=st.integers(0, 10 ** 9))
 def test_sending_the_message_back_extends_the_sampled_ids_unless_the_fork_says_why(replay_gateway, case, n):
     text, _, _ = case

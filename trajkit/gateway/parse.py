@@ -75,9 +75,26 @@ def call_id(seed: str, index: int) -> str:
 
 
 def parse_output(text: str, id_seed: str = "") -> ParsedMessage:
-    """Split ``text`` (a completion, end-of-turn token excluded) as the module docstring says."""
+    """Split ``text`` (a completion, end-of-turn token excluded) as the module docstring says. When the
+    reasoning split leaves a message that cannot render back (``<think>\n\n</think>\n\n\n<tool_call>…``:
+    empty content cannot carry the newline before the call), the think block is kept in ``content``
+    instead, if that message renders back."""
     segments, calls = parse_assistant(text, 0, [])
-    reasoning, segments = _reasoning(segments)
+    parsed = _message(text, segments, calls, id_seed, split_reasoning=True)
+    if parsed.reasoning is not None and _flagged(parsed):
+        whole = _message(text, segments, calls, id_seed, split_reasoning=False)
+        if not _flagged(whole):
+            return whole
+    return parsed
+
+
+def _flagged(parsed: ParsedMessage) -> bool:
+    return any(d["code"] == NOT_REPRODUCIBLE for d in parsed.diagnostics)
+
+
+def _message(text: str, segments: list[Segment], calls: list[ToolCall], id_seed: str, split_reasoning: bool
+             ) -> ParsedMessage:
+    reasoning, segments = _reasoning(segments) if split_reasoning else (None, segments)
     items: list[ToolCall | str] = []  # returned calls, and every other piece of text verbatim
     problems: list[dict[str, Any]] = []
     for seg in segments:
