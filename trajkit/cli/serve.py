@@ -29,7 +29,7 @@ def cmd_serve(args) -> int:
     print(f"trajkit serve: {args.model} as {gateway.config.model_name} on "
           f"http://{gateway.config.host}:{gateway.config.port}/v1 ({gateway.renderer.rendering.mode} rendering)"
           + (f"; each call appended to {log.path}" if log else ""), file=sys.stderr)
-    print(f"trajkit serve: tool calls as Hermes <tool_call> blocks; "
+    print(f"trajkit serve: tool-call format {gateway.format.name} ({gateway.format_note}); "
           f"{gateway.stops.describe(gateway.tokenizer)}", file=sys.stderr)
     try:
         serve(gateway)

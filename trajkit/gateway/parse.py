@@ -145,7 +145,8 @@ def _reasoning(segments: list[Segment]) -> tuple[str | None, list[Segment]]:
         return None, segments
     raw, after = segments[0].raw, segments[1].raw
     inner = raw[len(REASONING_OPEN):len(raw) - len(THINK_CLOSE) - 1]
-    if raw + after[:2] != REASONING_OPEN + inner + REASONING_CLOSE or len(raw) < len(REASONING_OPEN) + len(THINK_CLOSE) + 1:
+    too_short = len(raw) < len(REASONING_OPEN) + len(THINK_CLOSE) + 1  # "<think>\n</think>": no inner newline
+    if too_short or raw + after[:2] != REASONING_OPEN + inner + REASONING_CLOSE:
         return None, segments
     rest = after[2:]
     return inner, ([Segment("text", rest)] if rest else []) + segments[2:]

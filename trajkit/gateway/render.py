@@ -12,7 +12,7 @@ as the SFT export chooses it (:func:`~trajkit.traces.template_probe.choose_rende
 
 ``tool_choice="none"`` renders no tools; ``auto``, ``required`` and a named function render them all;
 ``required`` and a named function also force the start of the call after the prompt
-(:func:`trajkit.gateway.service.forced_call_text`).
+(the tool-call format's ``forced``, :mod:`trajkit.gateway.formats`).
 """
 from __future__ import annotations
 

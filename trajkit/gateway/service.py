@@ -14,7 +14,6 @@ template rewrote history) the whole prompt is encoded afresh and the stitched ch
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -27,7 +26,8 @@ from trajkit.engine.rng import mix
 from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
-from trajkit.gateway.parse import NOT_REPRODUCIBLE, not_reproducible, parse_output
+from trajkit.gateway.formats import resolve_format
+from trajkit.gateway.parse import NOT_REPRODUCIBLE, not_reproducible
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
 from trajkit.gateway.scheduler import JobResult, Scheduler
@@ -64,6 +64,8 @@ class Gateway:
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
+        self.format, self.format_note = resolve_format(self.config.tool_call_format, tokenizer,
+                                                       self.renderer.rendering.mode)
         self.sessions = SessionStore()
         self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
                                    continuous=self.config.continuous)
@@ -85,7 +87,7 @@ class Gateway:
         session = self.sessions.get(sid, req.model)
         tools = None if req.tool_choice == "none" else req.tools
         text = self.renderer.text(req.messages, tools)
-        forced = forced_call_text(req.tool_choice)
+        forced = self.format.forced(req.tool_choice)
         prompt_ids = self._prompt_ids(session, text) + (self._encode(forced) if forced else [])
         prep = self._prepare(session, prompt_ids, req.sampling, "messages")
         prep.forced = forced
@@ -126,7 +128,7 @@ class Gateway:
         loop = asyncio.get_running_loop()
         def decode(ids: list[int]) -> str:
             return prep.forced + self._decode(ids)
-        texts = [LiveText(decode, prep.stop, self.stop_ids, blocks) for _ in prep.params]
+        texts = [LiveText(decode, prep.stop, self.stop_ids, self.format.holds if blocks else "") for _ in prep.params]
 
         def push(k: int, ids: list[int]) -> None:  # on the event loop
             delta = texts[k].push(ids)
@@ -205,7 +207,7 @@ class Gateway:
                        tools: list | None = None) -> dict[str, Any]:
         choices = []
         for k, ch in enumerate(rec.choices):
-            parsed = parse_output(ch.text, f"{sid}:{rec.index}:{k}")
+            parsed = self.format.parse(ch.text, f"{sid}:{rec.index}:{k}")
             if not any(d["code"] == NOT_REPRODUCIBLE for d in parsed.diagnostics):
                 why = self._renders_back(rec, ch, parsed.message(), tools)
                 if why is not None:
@@ -296,19 +298,6 @@ class Gateway:
 
     def close(self) -> None:
         self.scheduler.close()
-
-
-def forced_call_text(tool_choice) -> str:
-    """The Hermes text that starts the reply when ``tool_choice`` demands a call: ``required`` -> the model
-    must open a ``<tool_call>`` and name a function; a named function -> the call's name is written for it
-    and the model writes the arguments. ``auto`` / ``none`` -> nothing. Forced tokens are prompt tokens (the
-    model did not sample them: mask 0 when stitched); a prefix, not a grammar: what the model writes after
-    it is parsed like any reply (a malformed call stays in ``content`` with a diagnostic)."""
-    if tool_choice == "required":
-        return '<tool_call>\n{"name": "'
-    if isinstance(tool_choice, dict):
-        return '<tool_call>\n{"name": ' + json.dumps(tool_choice["function"]["name"]) + ', "arguments": '
-    return ""
 
 
 def _has_stop(text: str, stop: list[str]) -> bool:
