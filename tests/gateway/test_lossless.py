@@ -52,7 +52,8 @@ def call_block(draw) -> tuple[str, dict | None, bool]:
         body = json.dumps({"arguments": args, "name": name})
         return "<tool_call>\n" + body + "\n</tool_call>", {"name": name, "arguments": args}, False
     if kind == "spaced":
-        return "<tool_call>\n\n" + head + json.dumps(args) + "} \n</tool_call>", {"name": name, "arguments": args}, False
+        return ("<tool_call>\n\n" + head + json.dumps(args) + "} \n</tool_call>",
+                {"name": name, "arguments": args}, False)
     if kind == "malformed":
         return "<tool_call>\n" + head + json.dumps(args)[:-1] + "\n</tool_call>\n", None, True
     return "<tool_call>\n" + head + json.dumps(args), None, True  # unclosed (only ever last)

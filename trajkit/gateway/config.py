@@ -26,7 +26,7 @@ class GatewayConfig(Checked):
     reported_context_length: int = 0
     max_context: int = 0
     max_tokens_overflow: Literal["clamp", "error"] = "clamp"
-    tool_call_format: Literal["auto", "hermes", "llama3_json"] = "auto"
+    tool_call_format: Literal["auto", "hermes", "llama3_json", "mistral"] = "auto"
     default_max_tokens: int = 256
     max_batch: int = 64
     batch_wait_ms: float = 5.0
@@ -48,7 +48,7 @@ class GatewayConfig(Checked):
         "max_tokens_overflow": "a prompt that fits with max_tokens that does not: clamp (sample at most the "
                                "room left) or error (vLLM's context_length_exceeded 400)",
         "tool_call_format": "how the model writes tool calls (auto = the chat template's own; hermes, "
-                            "llama3_json)",
+                            "llama3_json, mistral)",
         "default_max_tokens": "max_tokens when a request gives none",
         "max_batch": "most rows in the running batch (or in one engine call)",
         "batch_wait_ms": "how long an idle scheduler waits for more requests before it starts a batch",

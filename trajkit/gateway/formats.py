@@ -6,7 +6,9 @@ which live streaming stops sending: a block may start there).
 
 - ``hermes`` (Hermes, Qwen, trajkit's own template): ``<tool_call>\\n{"name", "arguments"}\\n</tool_call>``;
 - ``llama3_json`` (Llama 3.1/3.2 JSON calls): one bare JSON object ``{"name": …, "parameters": …}`` per
-  call, one per line, after any text; results come back in an ``ipython`` turn (the template's business).
+  call, one per line, after any text; results come back in an ``ipython`` turn (the template's business);
+- ``mistral`` (Mistral v3+): ``[TOOL_CALLS]`` and a JSON list of ``{"name", "arguments", "id"}``; the ids
+  are the model's own and are kept as the ``tool_calls`` ids.
 
 ``--tool-call-format auto`` (default) asks the template: it renders an assistant turn holding a call, and
 the format whose ``assistant_text`` of that turn appears in the render is the template's. A content-only
@@ -24,8 +26,8 @@ from trajkit.gateway.render import hermes_assistant_text
 from trajkit.models.chat import render
 
 PROBE_CALL = {"id": "call_probe", "type": "function", "function": {"name": "probe_fn", "arguments": '{"q": "Zq9"}'}}
-PROBE_TOOLS = [{"type": "function", "function": {"name": "probe_fn", "description": "A probe.",
-                                                  "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+PROBE_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+PROBE_TOOLS = [{"type": "function", "function": {"name": "probe_fn", "description": "A probe.", "parameters": PROBE_SCHEMA}}]
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,65 @@ def _written_arguments(raw: str, value: dict) -> str:
     return json.dumps(value["parameters"], ensure_ascii=False)
 
 
-FORMATS = {f.name: f for f in (Hermes(), Llama3Json())}
+@dataclass(frozen=True)
+class Mistral:
+    """``[TOOL_CALLS]`` then one JSON list of ``{"name", "arguments", "id"}`` (Mistral's v3+ templates). The
+    model writes each call's id: the returned ``tool_calls`` keep it, so the history sent back re-renders the
+    ids the model wrote."""
+
+    name: str = "mistral"
+    holds: str = "<["
+    marker: str = "[TOOL_CALLS]"
+
+    def assistant_text(self, msg: dict) -> str:
+        calls = msg.get("tool_calls") or []
+        if not calls:
+            return msg.get("content") or ""
+        items = [_mistral_item(c) for c in calls]
+        return (msg.get("content") or "") + self.marker + "[" + ", ".join(items) + "]"
+
+    def forced(self, tool_choice: Any) -> str:
+        if tool_choice == "required":
+            return self.marker + '[{"name": "'
+        if isinstance(tool_choice, dict):
+            return self.marker + '[{"name": ' + json.dumps(tool_choice["function"]["name"]) + ', "arguments": '
+        return ""
+
+    def parse(self, text: str, id_seed: str = "") -> ParsedMessage:
+        at = text.find(self.marker)
+        try:
+            value = json.loads(text[at + len(self.marker):]) if at >= 0 else None
+        except ValueError:
+            value = None
+        ok = isinstance(value, list) and value and all(
+            isinstance(v, dict) and isinstance(v.get("name"), str) and isinstance(v.get("arguments"), dict)
+            for v in value)
+        if not ok:
+            return ParsedMessage(text, None)
+        calls = [{"id": v["id"] if isinstance(v.get("id"), str) else call_id(id_seed, k), "type": "function",
+                  "function": {"name": v["name"], "arguments": json.dumps(v["arguments"], ensure_ascii=False)}}
+                 for k, v in enumerate(value)]
+        parsed = ParsedMessage(text[:at] or None, None, calls)
+        back = self.assistant_text(parsed.message())
+        if back != text:
+            first = next((i for i, (a, b) in enumerate(zip(back, text)) if a != b), min(len(back), len(text)))
+            parsed.diagnostics.append(not_reproducible(
+                "the call list is not written as [{\"name\": …, \"arguments\": …, \"id\": …}] with JSON's "
+                "default spacing (or a call has no id, or extra keys)", first))
+        return parsed
+
+
+def _mistral_item(call: dict) -> str:
+    fn = call["function"]
+    try:
+        args = json.dumps(json.loads(fn["arguments"]), ensure_ascii=False)
+    except ValueError:
+        args = fn["arguments"]
+    return ('{"name": ' + json.dumps(fn["name"], ensure_ascii=False) + ', "arguments": ' + args
+            + ', "id": ' + json.dumps(call.get("id", ""), ensure_ascii=False) + "}")
+
+
+FORMATS = {f.name: f for f in (Hermes(), Llama3Json(), Mistral())}
 
 
 def detect_format(tokenizer) -> str | None:

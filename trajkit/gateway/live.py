@@ -8,8 +8,9 @@ certain to be a prefix of the choice's final text (the ``content`` the non-strea
 - cut before the first stop string; while none has appeared, the last ``len(longest stop) - 1``
   characters are held back (they may begin one);
 - for chat: only the text before the first character that may open a block (``<`` for a ``<think>`` or
-  ``<tool_call>``, and ``{`` in the Llama JSON format; those are parsed when the choice ends and sent then as ``reasoning_content`` /
-  ``tool_calls`` deltas), with trailing whitespace held back (the newline before a call is layout), and
+  ``<tool_call>``, ``{`` in the Llama JSON format; the tool-call format's ``holds``): blocks are parsed
+  when the choice ends and sent then as ``reasoning_content`` /
+  ``tool_calls`` deltas; trailing whitespace is held back (the newline before a call is layout), and
   nothing at all when the text starts with whitespace (held back to the end: a conservative rule).
 
 Whatever is held back is sent with the final chunks, as the rest of the parsed ``content``.
