@@ -80,7 +80,7 @@ def capture_script(tokenizer, workdir: Path) -> tuple[list[dict], list[dict]]:
     """The agent's second request (after one replayed ``terminal`` call) + :data:`FINAL`, canonicalised;
     and its tools. Raises AssertionError with the agent's stderr when it did not get that far."""
     gateway = Gateway(ReplayEngine(tokenizer, [CALL_TEXT, FINAL_TEXT]), tokenizer, GatewayConfig(model_name="tiny"))
-    with running(gateway) as url:
+    with running(gateway) as url:  # (the replay engine's window, 65536, is one the agent takes)
         proc = run_agent(url, "capture", "tiny", TASK, workdir)
     gateway.close()
     records = gateway.sessions.find("capture").records if gateway.sessions.find("capture") else []

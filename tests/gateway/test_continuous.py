@@ -138,7 +138,7 @@ def test_streaming_sends_text_while_generating(random_gateway):
     assert "".join(content) == plain["choices"][0]["message"]["content"]
 
 
-def _live(stop=(), blocks=True):
+def _live(stop=(), blocks="<"):
     return LiveText(lambda ids: bytes(ids).decode("utf-8", errors="replace"), list(stop), (0,), blocks)
 
 
@@ -149,7 +149,7 @@ def test_live_text_sends_only_what_the_final_content_starts_with():
     live = _live()
     assert [live.push(list(t.encode())) for t in ("Hi ", "there\n", "<tool_call>", "x")] == ["Hi", " there", "", ""]
     assert rest("Hi there", live.sent) == ""  # the parser strips the layout before the block
-    live = _live(blocks=False)
+    live = _live(blocks="")
     assert [live.push(ids) for ids in (list(b"a<b"), [0xC3], [0xA9])] == ["a<b", "", "\u00e9"]  # half a UTF-8 char waits
     assert _live().push(list(b" lead")) == ""  # leading whitespace: stripped if a block follows, so wait
     with pytest.raises(AssertionError):

@@ -25,6 +25,7 @@ from trajkit.traces.tools import tools_from_system_prompt
 
 from . import hermes_support as hs
 
+HERMES_WINDOW = 131072  # /v1/models reports the model's window by default; the agent refuses one under 64K
 
 
 def _need_agent() -> None:
@@ -87,7 +88,8 @@ def test_the_hermes_agent_runs_against_the_gateway_and_its_trajectory_matches_th
                                       init_scale=5.0), length=16).model
     # each reply: 16 visible bytes, then its end; the first request stops at its 12-token default, so the
     # agent asks it to continue (a multi-call session), and that reply ends the run
-    gw = Gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="tiny", default_max_tokens=12))
+    gw = Gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="tiny", default_max_tokens=12,
+                                                                  reported_context_length=HERMES_WINDOW))
     with running(gw) as url:
         proc = hs.run_agent(url, "agent-session", "tiny", "Run `echo hi`.", tmp_path)
     gw.close()
@@ -117,7 +119,8 @@ def calling_model(tmp_path_factory):
 
 def test_the_hermes_agent_runs_a_real_tool_call_through_the_gateway(calling_model, tmp_path, capsys):
     model, tok = calling_model
-    gw = Gateway(Engine(model), tok, GatewayConfig(model_name="tiny", force_temperature=0.0))
+    gw = Gateway(Engine(model), tok, GatewayConfig(model_name="tiny", force_temperature=0.0,
+                                                    reported_context_length=HERMES_WINDOW))
     with running(gw) as url:
         proc = hs.run_agent(url, "agent-call", "tiny", hs.TASK, tmp_path)
     gw.close()
@@ -151,6 +154,34 @@ def test_the_hermes_agent_runs_a_real_tool_call_through_the_gateway(calling_mode
     assert stats["traces"] == 1 and stats["tool_calls"] == 1 and stats["malformed_tool_calls"] == 0
 
 
+def test_the_hermes_agent_finishes_when_its_max_tokens_exceed_the_models_window(calling_model, tmp_path):
+    """Issue 18: the agent's default settings against a model whose whole window (8192) is smaller than the
+    ``max_tokens`` it asks for after a reply stopped at the length limit (4096 * 2). The first reply is cut
+    (``default_max_tokens=8``), the agent asks to continue with 8192, the gateway clamps it to the room left
+    (it was a 400 the agent read as prompt overflow: "Cannot compress further", no trajectory), and the agent
+    ends its loop and saves its trajectory, whatever the model writes after the cut."""
+    model, tok = calling_model
+    gw = Gateway(Engine(model), tok, GatewayConfig(model_name="tiny", force_temperature=0.0, default_max_tokens=8,
+                                                    reported_context_length=HERMES_WINDOW))
+    asked, chat = [], gw.chat
+
+    async def spy(body, sid, live=None):
+        asked.append(body.get("max_tokens", body.get("max_completion_tokens")))
+        return await chat(body, sid, live)
+    gw.chat = spy
+    with running(gw) as url:
+        proc = hs.run_agent(url, "agent-small", "tiny", hs.TASK, tmp_path)
+    gw.close()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = gw.sessions.find("agent-small").records
+    assert len(asked) == len(records), asked  # every request was answered (before: a 400, and the agent quit)
+    over = [i for i, m in enumerate(asked) if m is not None and len(records[i].prompt_ids) + m > gw.max_context]
+    assert over, (asked, [len(r.prompt_ids) for r in records])  # the agent did ask for more than the room left
+    assert all(len(r.prompt_ids) + len(r.choices[0].token_ids) <= gw.max_context for r in records)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["completed"]
+    _saved_matches_export(tmp_path / "trajectory_samples.jsonl", gw.sessions.find("agent-small"))
+
+
 def solved(harness_output, **kwargs) -> list[float]:
     """The verifier: the agent completed and its final answer is the scripted one (the command's output)."""
     out = []
@@ -180,7 +211,8 @@ def test_an_rl_step_with_the_hermes_agent_as_the_harness(calling_model, tmp_path
     runs.mkdir()
     command = (f'cd "$(mktemp -d {runs}/run-XXXX)" && HERMES_HOME="$PWD" {hs.agent_python()} {hs.DRIVER} '
                "{base_url} {api_key} {model} {task}")
-    task = AgentTask([{"prompt": hs.TASK}], tok, command, reward_funcs=[solved], timeout_s=240)
+    task = AgentTask([{"prompt": hs.TASK}], tok, command, reward_funcs=[solved], timeout_s=240,
+                     gateway=GatewayConfig(model_name="policy", reported_context_length=HERMES_WINDOW))
     cfg = load_config(None, ["steps=1", "threads=1", "draft.kind=none", "rollout.prompts_per_step=1",
                              "rollout.group_size=2", "rollout.temperature=1.0", "rollout.max_new_tokens=200",
                              "optim.lr=1e-3", "log.report_to=[]", f"log.out_dir={tmp_path / 'log'}"])

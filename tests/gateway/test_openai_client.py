@@ -150,7 +150,18 @@ def test_multi_turn_stitches_into_one_sample_with_sampled_tokens_masked_in(rando
     ({"model": "tiny", "messages": USER, "tool_choice": {"type": "function", "function": {"name": "x"}}},
      "tool_choice", 400),
     ({"model": "tiny", "messages": [{"role": "user", "content": "x" * 2000}]}, "messages", 400),
-    ({"model": "tiny", "messages": USER, "max_tokens": 1000}, "max_tokens", 400),
+    # as OpenAI: a tool result names its call; a call has an id and arguments (a string)
+    ({"model": "tiny", "messages": USER + [{"role": "tool", "content": "out"}]}, "messages[1].tool_call_id", 400),
+    ({"model": "tiny", "messages": USER + [{"role": "tool", "tool_call_id": "", "content": "o"}]},
+     "messages[1].tool_call_id", 400),
+    ({"model": "tiny", "messages": [{"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "terminal", "arguments": "{}"}}]}]}, "messages[0].tool_calls[0].id", 400),
+    ({"model": "tiny", "messages": [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "terminal"}}]}]},
+     "messages[0].tool_calls[0].function.arguments", 400),
+    ({"model": "tiny", "messages": [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "terminal", "arguments": ["ls"]}}]}]},
+     "messages[0].tool_calls[0].function.arguments", 400),
 ])
 def test_bad_requests_get_an_openai_error_naming_the_field(random_gateway, body, param, status):
     _, url = random_gateway
@@ -158,6 +169,34 @@ def test_bad_requests_get_an_openai_error_naming_the_field(random_gateway, body,
     assert r.status_code == status, r.text
     assert r.json()["error"]["param"] == param and r.json()["error"]["message"]
     assert httpx.get(url.removesuffix("/v1") + "/health").json()["status"] == "ok"
+
+
+def test_a_tool_message_without_tool_call_id_is_refused_in_openais_words(random_gateway):
+    _, url = random_gateway
+    with pytest.raises(openai.BadRequestError) as err:
+        _client(url, "s-no-id").chat.completions.create(model="tiny", max_tokens=2, messages=USER + [
+            {"role": "assistant", "content": "", "tool_calls": [CALL_BAD]}, {"role": "tool", "content": "out"}])
+    assert err.value.body["message"] == ("Missing parameter 'tool_call_id': messages with role 'tool' must have a "
+                                         "'tool_call_id'")
+
+
+CALL_BAD = {"id": "c0", "type": "function", "function": {"name": "terminal", "arguments": '{"command": "ls'}}
+
+
+def test_arguments_that_are_not_json_are_kept_verbatim(random_gateway):
+    """As OpenAI: a call's ``arguments`` sent back in the history need not be JSON (a model wrote them). The
+    prompt holds them exactly as sent, and so does the saved Hermes row (never an invented ``{}``)."""
+    gw, url = random_gateway
+    msgs = USER + [{"role": "assistant", "content": "", "tool_calls": [CALL_BAD]},
+                   {"role": "tool", "tool_call_id": "c0", "content": "out"}]
+    r = httpx.post(url + "/chat/completions", json={"model": "tiny", "messages": msgs, "max_tokens": 2,
+                   "return_token_ids": True}, headers={"Authorization": "Bearer s-bad-args"})
+    assert r.status_code == 200, r.text
+    prompt = _decode(gw.tokenizer, r.json()["prompt_token_ids"])
+    assert '"arguments": {"command": "ls}' in prompt
+    row = httpx.get(url.removesuffix("/v1") + "/trajkit/sessions/s-bad-args/hermes").json()["data"][0]
+    call_turn = next(t["value"] for t in row["conversations"] if t["from"] == "gpt")
+    assert '"arguments": {"command": "ls}' in call_turn
 
 
 def test_invalid_json_probe_routes_and_models(random_gateway):
@@ -168,7 +207,7 @@ def test_invalid_json_probe_routes_and_models(random_gateway):
     assert httpx.post(root + "/api/show", json={"name": "tiny"}).status_code == 404
     models = _client(url).models.list().data
     assert [m.id for m in models] == ["tiny", "other"]
-    assert models[0].context_length == gw.config.reported_context_length
+    assert models[0].context_length == 1024 == gw.max_context  # the window enforced (max_context), not 131072
 
 
 def test_a_session_is_bound_to_one_model(random_gateway):

@@ -35,7 +35,8 @@ def test_stitch_extends_the_longest_prefix_chain_and_forks_otherwise():
     a, b = stitch(recs)
     assert (a.prompt_ids, a.completion_ids, a.loss_mask) == ([1, 2], [7, 8, 3, 9], [1, 1, 0, 1])
     assert a.logprobs == [-0.5, -0.5, 0.0, -0.5] and a.policy_versions == [0, 1] and a.policy_version == -1
-    assert (b.prompt_ids, b.completion_ids, b.fork_at) == ([1, 5], [6], {"call": 2, "token": 1})
+    assert (b.prompt_ids, b.completion_ids) == ([1, 5], [6]) and (b.fork_at["call"], b.fork_at["token"]) == (2, 1)
+    assert "does not extend" in b.fork_at["reason"]  # no diagnostic on the replies: the generic reason
 
 
 def test_stitch_branches_per_choice_and_continues_the_branch_that_was_used():

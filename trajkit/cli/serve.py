@@ -18,18 +18,25 @@ def cmd_serve(args) -> int:
     from trajkit.gateway.server import load_gateway, serve
 
     k = args.k if args.k == "auto" else int(args.k)
+    log = None
+    if args.save_dir:
+        from trajkit.gateway.persist import SessionLog
+
+        log = SessionLog(args.save_dir)  # refuses a directory holding an earlier run's records, before loading
     gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k)
+    if log is not None:
+        gateway.on_record.append(log.append)
     print(f"trajkit serve: {args.model} as {gateway.config.model_name} on "
-          f"http://{gateway.config.host}:{gateway.config.port}/v1 ({gateway.renderer.rendering.mode} rendering)",
-          file=sys.stderr)
+          f"http://{gateway.config.host}:{gateway.config.port}/v1 ({gateway.renderer.rendering.mode} rendering)"
+          + (f"; each call appended to {log.path}" if log else ""), file=sys.stderr)
+    print(f"trajkit serve: tool-call format {gateway.format.name} ({gateway.format_note}); "
+          f"{gateway.stops.describe(gateway.tokenizer)}", file=sys.stderr)
     try:
         serve(gateway)
     finally:
-        if args.save_dir:
-            from trajkit.gateway.export import save_sessions
-
-            n = save_sessions(gateway.sessions.all(), args.save_dir)
-            print(f"trajkit serve: wrote {n} session(s) to {args.save_dir}", file=sys.stderr)
+        if log is not None:
+            n = log.close(gateway.sessions.all())
+            print(f"trajkit serve: {log.calls} call(s) of {n} session(s) in {args.save_dir}", file=sys.stderr)
     return 0
 
 
@@ -42,7 +49,7 @@ def register(sub) -> None:
     p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
     p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window); ngram needs no --draft")
     p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
-    p.add_argument("--save-dir", default=None, help="on exit, write records.jsonl, samples.jsonl and hermes.jsonl here")
+    p.add_argument("--save-dir", default=None, help="append each call to records.jsonl here as it finishes; on exit (SIGINT, SIGTERM) add samples.jsonl and hermes.jsonl")
     add_arguments(p, GatewayConfig)
     p.set_defaults(handler=cmd_serve)
 

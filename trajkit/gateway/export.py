@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trajkit.gateway.sessions import Session
+from trajkit.gateway.sessions import Session, record_line
 from trajkit.gateway.stitch import stitch
 
 HERMES_SYSTEM = (
@@ -86,17 +86,22 @@ def _gpt_value(m: dict) -> str:
         if content.strip():
             out += content + "\n"
         for c in calls:
-            try:
-                args = json.loads(c["function"]["arguments"])
-            except ValueError:
-                args = {}
-            out += "<tool_call>\n" + json.dumps({"name": c["function"]["name"], "arguments": args},
-                                                ensure_ascii=False) + "\n</tool_call>\n"
+            out += "<tool_call>\n" + _call_json(c["function"]) + "\n</tool_call>\n"
     else:
         out += content
     if "<think>" not in out:
         out = "<think>\n</think>\n" + out
     return out.rstrip() if calls else out.strip()
+
+
+def _call_json(fn: dict) -> str:
+    """A call as the Hermes JSON; arguments that are not JSON are written as they were sent (the row keeps
+    them, and ``trajkit traces`` reports the call as malformed, instead of an invented ``{}``)."""
+    try:
+        args = json.loads(fn["arguments"])
+    except ValueError:
+        return '{"name": ' + json.dumps(fn["name"], ensure_ascii=False) + ', "arguments": ' + fn["arguments"] + "}"
+    return json.dumps({"name": fn["name"], "arguments": args}, ensure_ascii=False)
 
 
 def _tool_block(m: dict, calls: list[dict], index: int) -> str:
@@ -143,8 +148,7 @@ def save_sessions(sessions: Iterable[Session], out_dir: str | Path) -> int:
     sessions = list(sessions)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "records.jsonl", "".join(json.dumps({"session": s.id, **r.as_dict()}) + "\n"
-                                               for s in sessions for r in s.records))
+    write_atomic(out / "records.jsonl", "".join(record_line(s.id, r) for s in sessions for r in s.records))
     write_samples([row for s in sessions for row in session_samples(s)], out / "samples.jsonl")
     write_hermes([row for s in sessions for row in session_hermes_rows(s)], out / "hermes.jsonl")
     return len(sessions)

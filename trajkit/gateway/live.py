@@ -7,10 +7,11 @@ certain to be a prefix of the choice's final text (the ``content`` the non-strea
   (``\\ufffd``) held back;
 - cut before the first stop string; while none has appeared, the last ``len(longest stop) - 1``
   characters are held back (they may begin one);
-- for chat (``blocks=True``): only the text before the first ``<`` (which may open a ``<think>`` or
-  ``<tool_call>`` block; those are parsed when the choice ends and sent then as ``reasoning_content`` /
-  ``tool_calls`` deltas), with trailing whitespace held back (layout before a block is stripped), and
-  nothing at all when the text starts with whitespace (the parser strips it when a block follows).
+- for chat: only the text before the first character that may open a block (``<`` for a ``<think>`` or
+  ``<tool_call>``, ``{`` in the Llama JSON format; the tool-call format's ``holds``): blocks are parsed
+  when the choice ends and sent then as ``reasoning_content`` /
+  ``tool_calls`` deltas; trailing whitespace is held back (the newline before a call is layout), and
+  nothing at all when the text starts with whitespace (held back to the end: a conservative rule).
 
 Whatever is held back is sent with the final chunks, as the rest of the parsed ``content``.
 """
@@ -22,7 +23,8 @@ from collections.abc import Callable
 class LiveText:
     """Feed a choice's new token ids with :meth:`push`; it returns the new text that is safe to send."""
 
-    def __init__(self, decode: Callable[[list[int]], str], stop: list[str], stop_ids: tuple[int, ...], blocks: bool):
+    def __init__(self, decode: Callable[[list[int]], str], stop: list[str], stop_ids: tuple[int, ...], blocks: str):
+        """``blocks``: the characters at which a block may start (the tool-call format's ``holds``; "" = none)."""
         self.decode, self.stop, self.stop_ids, self.blocks = decode, list(stop), frozenset(stop_ids), blocks
         self.hold = max((len(s) for s in self.stop), default=1) - 1
         self.ids: list[int] = []
@@ -48,7 +50,7 @@ class LiveText:
             text = text[:max(0, len(text) - self.hold)]
         if not self.blocks:
             return text
-        at = text.find("<")
+        at = min((i for i in (text.find(c) for c in self.blocks) if i >= 0), default=-1)
         if at >= 0:
             text, self.closed = text[:at], True
         if text[:1].isspace():

@@ -12,7 +12,7 @@ as the SFT export chooses it (:func:`~trajkit.traces.template_probe.choose_rende
 
 ``tool_choice="none"`` renders no tools; ``auto``, ``required`` and a named function render them all;
 ``required`` and a named function also force the start of the call after the prompt
-(:func:`trajkit.gateway.service.forced_call_text`).
+(the tool-call format's ``forced``, :mod:`trajkit.gateway.formats`).
 """
 from __future__ import annotations
 
@@ -40,12 +40,13 @@ class ChatRenderer:
     def for_tokenizer(cls, tokenizer) -> ChatRenderer:
         return cls(tokenizer, choose_rendering(probe_template(tokenizer)))
 
-    def text(self, messages: list[dict], tools: list[dict] | None) -> str:
-        """The prompt text with the generation prompt (``<|im_start|>assistant\\n`` for ChatML)."""
+    def text(self, messages: list[dict], tools: list[dict] | None, generation: bool = True) -> str:
+        """The prompt text, with the generation prompt (``<|im_start|>assistant\\n`` for ChatML) unless
+        ``generation`` is false (a conversation that ends with an assistant turn)."""
         if self.rendering.mode == "structured":
-            return render(self.tokenizer, messages, tools or None, add_generation_prompt=True)
+            return render(self.tokenizer, messages, tools or None, add_generation_prompt=generation)
         return render(self.tokenizer, inline_messages(messages, tools, self.rendering.tool_role),
-                      None, add_generation_prompt=True)
+                      None, add_generation_prompt=generation)
 
 
 def hermes_assistant_text(msg: dict) -> str:

@@ -3,9 +3,15 @@
 Fields the gateway does not use (``frequency_penalty``, ``user``, ``parallel_tool_calls``, ...) are ignored,
 as OpenAI-compatible servers do: harnesses send them routinely. ``top_k`` is accepted as an extension
 (``-1`` or ``0`` = off, vLLM's convention).
+
+As OpenAI: a ``tool`` message needs its ``tool_call_id``, and an assistant tool call its ``id`` and
+``function.arguments``. ``arguments`` is a string and is *not* required to be JSON (OpenAI accepts a model's
+malformed arguments sent back in the history): it is kept and rendered verbatim, so the history a model wrote
+re-renders as it wrote it. An object is accepted too (as vLLM does) and taken as its JSON text.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,8 +196,10 @@ def _message(m: Any, i: int) -> dict[str, Any]:
             out["tool_calls"] = [_call(c, f"{where}.tool_calls[{k}]") for k, c in enumerate(calls)]
     elif role == "tool":
         call_id = m.get("tool_call_id")
-        _need(call_id is None or isinstance(call_id, str), "tool_call_id must be a string", f"{where}.tool_call_id")
-        out["tool_call_id"] = call_id or ""
+        _need(call_id is not None and call_id != "", "Missing parameter 'tool_call_id': messages with role 'tool' "
+              "must have a 'tool_call_id'", f"{where}.tool_call_id")
+        _need(isinstance(call_id, str), f"tool_call_id must be a string, got {call_id!r}", f"{where}.tool_call_id")
+        out["tool_call_id"] = call_id
         if isinstance(m.get("name"), str):
             out["name"] = m["name"]
     elif role == "user" or role == "system":
@@ -205,12 +213,14 @@ def _call(c: Any, where: str) -> dict[str, Any]:
     fn = c["function"]
     _need(isinstance(fn.get("name"), str) and fn["name"] != "", "function.name must be a non-empty string",
           f"{where}.function.name")
-    args = fn.get("arguments", "{}")
-    _need(isinstance(args, (str, dict)), "function.arguments must be a JSON string", f"{where}.function.arguments")
-    if isinstance(args, dict):
-        import json
+    _need(isinstance(c.get("id"), str) and c["id"] != "", f"Missing required parameter: '{where}.id'", f"{where}.id")
+    args = fn.get("arguments")
+    _need(args is not None, f"Missing required parameter: '{where}.function.arguments'", f"{where}.function.arguments")
+    _need(isinstance(args, (str, dict)), "function.arguments must be a string (the call's JSON, as the model "
+          f"wrote it), got {type(args).__name__}", f"{where}.function.arguments")
+    if isinstance(args, dict):  # vLLM's leniency: an object is taken as its JSON
         args = json.dumps(args, ensure_ascii=False)
-    return {"id": c.get("id") or "", "type": "function", "function": {"name": fn["name"], "arguments": args}}
+    return {"id": c["id"], "type": "function", "function": {"name": fn["name"], "arguments": args}}
 
 
 def _tools(tools: Any) -> list[dict[str, Any]] | None:

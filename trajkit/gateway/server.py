@@ -3,6 +3,7 @@ loopback port in a background thread, for tests, benchmarks and the RL agent tas
 (model folder -> engine -> gateway)."""
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -42,13 +43,24 @@ def _uvicorn(gateway: Gateway, log_level: str):
 
 
 def serve(gateway: Gateway, log_level: str = "info") -> None:
-    """Serve on ``gateway.config.host:port`` until interrupted."""
+    """Serve on ``gateway.config.host:port`` until interrupted. SIGINT ends it with ``KeyboardInterrupt``,
+    SIGTERM (``kill``, ``timeout``, systemd, ``docker stop``) with ``SystemExit(143)``: uvicorn shuts down
+    gracefully, then re-raises the signal it caught, and without a handler of ours SIGTERM's default
+    action would end the process before any caller's ``finally`` (the ``--save-dir`` save) could run."""
     server = _uvicorn(gateway, log_level)
     server.config.host, server.config.port = gateway.config.host, gateway.config.port
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if main else None
     try:
         server.run()
     finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         gateway.close()
+
+
+def _terminated(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 @contextmanager

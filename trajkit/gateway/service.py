@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from trajkit.engine import SamplingParams
 from trajkit.engine.rng import mix
 from trajkit.gateway.config import GatewayConfig
-from trajkit.gateway.errors import ApiError
+from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
-from trajkit.gateway.parse import parse_output
+from trajkit.gateway.formats import resolve_format
+from trajkit.gateway.parse import NOT_REPRODUCIBLE, not_reproducible
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
 from trajkit.gateway.scheduler import JobResult, Scheduler
 from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Session, SessionStore
+from trajkit.gateway.stops import stop_plan
+
+log = logging.getLogger("trajkit.gateway")
 
 
 class Live(Protocol):
@@ -60,13 +65,19 @@ class Gateway:
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
+        self.format, self.format_note = resolve_format(self.config.tool_call_format, tokenizer,
+                                                       self.renderer.rendering.mode)
         self.sessions = SessionStore()
         self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
                                    continuous=self.config.continuous)
         limit = getattr(engine.model.config, "max_position_embeddings", None)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
-        self.stop_ids = tuple(t for t in {tokenizer.eos_token_id} if t is not None)
+        self.stops = stop_plan(tokenizer, getattr(getattr(engine, "model", None), "generation_config", None))
+        self.stop_ids = self.stops.ids
+        if self.stops.warning:
+            log.warning("trajkit gateway: %s", self.stops.warning)
         self.started = time.time()
+        self.on_record: list[Callable[[str, CallRecord], None]] = []  # told (session id, record) per finished call
 
     # --- request handling ---------------------------------------------------------------------------
     async def chat(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
@@ -77,13 +88,15 @@ class Gateway:
         session = self.sessions.get(sid, req.model)
         tools = None if req.tool_choice == "none" else req.tools
         text = self.renderer.text(req.messages, tools)
-        forced = forced_call_text(req.tool_choice)
+        forced = self.format.forced(req.tool_choice)
         prompt_ids = self._prompt_ids(session, text) + (self._encode(forced) if forced else [])
         prep = self._prepare(session, prompt_ids, req.sampling, "messages")
         prep.forced = forced
         result = await self._generate(prep, live, blocks=True)
         record = self._record(prep, result, "chat", req.model, messages=req.messages, tools=req.tools)
-        return self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        out = self._chat_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs, tools)
+        self._finished(session, record)
+        return out
 
     async def completion(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
         req = completion_request(body, self.config.max_n)
@@ -100,7 +113,14 @@ class Gateway:
         prep = self._prepare(session, ids, req.sampling, "prompt")
         result = await self._generate(prep, live, blocks=False)
         record = self._record(prep, result, "completions", req.model, chat=False)
-        return self._completion_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        out = self._completion_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
+        self._finished(session, record)
+        return out
+
+    def _finished(self, session: Session, record: CallRecord) -> None:
+        """The call is complete (its message built): tell the listeners (``--save-dir``'s log) before replying."""
+        for listener in self.on_record:
+            listener(session.id, record)
 
     async def _generate(self, prep: Prepared, live: Live | None, blocks: bool) -> JobResult:
         """Queue the job; with ``live``, hand it each choice's safe text as the tokens arrive."""
@@ -109,7 +129,7 @@ class Gateway:
         loop = asyncio.get_running_loop()
         def decode(ids: list[int]) -> str:
             return prep.forced + self._decode(ids)
-        texts = [LiveText(decode, prep.stop, self.stop_ids, blocks) for _ in prep.params]
+        texts = [LiveText(decode, prep.stop, self.stop_ids, self.format.holds if blocks else "") for _ in prep.params]
 
         def push(k: int, ids: list[int]) -> None:  # on the event loop
             delta = texts[k].push(ids)
@@ -143,13 +163,10 @@ class Gateway:
     def _prepare(self, session: Session, prompt_ids: list[int], s: Sampling, prompt_param: str) -> Prepared:
         room = self.max_context - len(prompt_ids)
         if room < 1:
-            raise ApiError(f"the prompt is {len(prompt_ids)} tokens; this model's context is {self.max_context} "
-                           "tokens (shorten the conversation)", param=prompt_param, code="context_length_exceeded")
-        if s.max_tokens is not None and s.max_tokens > room:
-            raise ApiError(f"prompt ({len(prompt_ids)} tokens) + max_tokens ({s.max_tokens}) exceeds the "
-                           f"context of {self.max_context} tokens; set max_tokens <= {room}",
-                           param="max_tokens", code="context_length_exceeded")
-        max_new = s.max_tokens if s.max_tokens is not None else min(self.config.default_max_tokens, room)
+            raise prompt_too_long(len(prompt_ids), self.max_context, prompt_param)
+        if s.max_tokens is not None and s.max_tokens > room and self.config.max_tokens_overflow == "error":
+            raise output_too_long(len(prompt_ids), s.max_tokens, self.max_context)
+        max_new = min(s.max_tokens if s.max_tokens is not None else self.config.default_max_tokens, room)
         if self.config.force_temperature is not None:
             s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
         if s.seed is None and self.config.force_seed is not None:
@@ -158,7 +175,8 @@ class Gateway:
                                  stop_token_ids=self.stop_ids, top_logprobs=s.top_logprobs,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
                   for i in range(s.n)]
-        return Prepared(session, prompt_ids, params, s.stop, time.perf_counter())
+        stop = s.stop + [t for t in self.stops.strings if t not in s.stop]
+        return Prepared(session, prompt_ids, params, stop, time.perf_counter())
 
     def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
                 messages=None, tools=None) -> CallRecord:
@@ -188,10 +206,15 @@ class Gateway:
         return ChoiceRecord(ids, lps, finish, forced + text, top_logprobs=tops)
 
     # --- responses ----------------------------------------------------------------------------------
-    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False) -> dict[str, Any]:
+    def _chat_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False,
+                       tools: list | None = None) -> dict[str, Any]:
         choices = []
         for k, ch in enumerate(rec.choices):
-            parsed = parse_output(ch.text, f"{sid}:{rec.index}:{k}")
+            parsed = self.format.parse(ch.text, f"{sid}:{rec.index}:{k}")
+            if not any(d["code"] == NOT_REPRODUCIBLE for d in parsed.diagnostics):
+                why = self._renders_back(rec, ch, parsed.message(), tools)
+                if why is not None:
+                    parsed.diagnostics.append(not_reproducible(*why))
             ch.message = parsed.message()
             finish = "tool_calls" if parsed.calls else ch.finish_reason
             item = {"index": k, "message": ch.message, "finish_reason": finish,
@@ -200,6 +223,25 @@ class Gateway:
                 item["token_ids"] = ch.token_ids
             choices.append(item)
         return self._envelope(rec, sid, "chat.completion", choices, with_ids)
+
+    def _renders_back(self, rec: CallRecord, ch: ChoiceRecord, msg: dict, tools: list | None
+                      ) -> tuple[str, int] | None:
+        """None when the template's render of the conversation with ``msg`` appended starts with the decode
+        of the prompt + sampled ids (what the next call's prompt-id reuse needs); else (why not, where in
+        the reply)."""
+        sampled = self._decode(rec.prompt_ids + ch.token_ids)
+        try:
+            again = self.renderer.text(list(rec.messages or []) + [msg], tools, generation=False)
+        except Exception as exc:  # a template that raises on the message: say so, never fail the call
+            return f"the chat template cannot render the message back ({type(exc).__name__}: {exc})", 0
+        if again.startswith(sampled):
+            return None
+        at = next((i for i, (a, b) in enumerate(zip(again, sampled)) if a != b), min(len(again), len(sampled)))
+        reply_at = at - (len(sampled) - len(self._decode(ch.token_ids)))
+        if reply_at < 0:
+            return ("the chat template renders the earlier turns differently once this reply is appended (it is "
+                    "not append-only, e.g. it drops earlier reasoning)"), 0
+        return "the chat template renders this message as other text than the model wrote", reply_at
 
     def _completion_response(self, rec: CallRecord, sid: str, with_ids: bool, logprobs: bool = False
                              ) -> dict[str, Any]:
@@ -253,24 +295,12 @@ class Gateway:
     def models_list(self) -> dict[str, Any]:
         return {"object": "list", "data": [
             {"id": m, "object": "model", "created": int(self.started), "owned_by": "trajkit",
-             "context_length": self.config.reported_context_length, "max_model_len": self.max_context}
+             "context_length": self.config.reported_context_length or self.max_context,
+             "max_model_len": self.max_context}
             for m in self.models]}
 
     def close(self) -> None:
         self.scheduler.close()
-
-
-def forced_call_text(tool_choice) -> str:
-    """The Hermes text that starts the reply when ``tool_choice`` demands a call: ``required`` -> the model
-    must open a ``<tool_call>`` and name a function; a named function -> the call's name is written for it
-    and the model writes the arguments. ``auto`` / ``none`` -> nothing. Forced tokens are prompt tokens (the
-    model did not sample them: mask 0 when stitched); a prefix, not a grammar: what the model writes after
-    it is parsed like any reply (a malformed call stays in ``content`` with a diagnostic)."""
-    if tool_choice == "required":
-        return '<tool_call>\n{"name": "'
-    if isinstance(tool_choice, dict):
-        return '<tool_call>\n{"name": ' + json.dumps(tool_choice["function"]["name"]) + ', "arguments": '
-    return ""
 
 
 def _has_stop(text: str, stop: list[str]) -> bool:

@@ -18,6 +18,7 @@ choice that sampled ``"ok"`` then ``<|im_end|>`` = 258 in the byte vocabulary)::
 """
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -51,6 +52,11 @@ class CallRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def record_line(session_id: str, record: CallRecord) -> str:
+    """One line of ``records.jsonl`` (the one layout the live ``--save-dir`` log and ``save_sessions`` write)."""
+    return json.dumps({"session": session_id, **record.as_dict()}) + "\n"
 
 
 @dataclass

@@ -16,7 +16,9 @@ Worked example (byte-free ids for brevity)::
     call 2: P=[1, 5]          S=[6]         -> [1, 2, 7, 8, 3, 9] is not a prefix of P: chain B, prompt [1, 5]
 
 Nothing is decoded or re-tokenised: the only input is ids. ``fork_at`` on a chain that began while another
-existed records the call and the token where its prompt first differs from the closest existing chain.
+existed records the call, the token where its prompt first differs from the closest existing chain, and a
+``reason``: the ``history_not_reproducible`` diagnostic the gateway gave that chain's last reply when it
+knew the reply would not render back (:mod:`~trajkit.gateway.parse`), else a generic one.
 """
 from __future__ import annotations
 
@@ -71,9 +73,24 @@ def _common(a: list[int], b: list[int]) -> int:
     return next((i for i in range(n) if a[i] != b[i]), n)
 
 
+def _fork(chains: list[Chain], prompt: list[int], call: int, records: dict[int, CallRecord]) -> dict[str, Any]:
+    """Where a new chain leaves the closest one, and why when the gateway knew at the time: the
+    ``history_not_reproducible`` diagnostic of that chain's last reply (:mod:`~trajkit.gateway.parse`)."""
+    closest = max(chains, key=lambda c: _common(c.ids, prompt))
+    out: dict[str, Any] = {"call": call, "token": _common(closest.ids, prompt)}
+    last, k = closest.calls[-1]
+    message = records[last].choices[k].message if last in records else None
+    reasons = [d["detail"] for d in (message or {}).get("trajkit_diagnostics", [])
+               if d.get("code") == "history_not_reproducible"]
+    out["reason"] = reasons[0] if reasons else ("the prompt does not extend the chain's tokens (the harness "
+                                                "changed its history, or the template rendered it otherwise)")
+    return out
+
+
 def stitch(records: list[CallRecord]) -> list[Chain]:
     """The session's chains (see the module docstring), in the order they were started."""
     chains: list[Chain] = []
+    by_index = {r.index: r for r in records}
     for rec in records:
         prompt = rec.prompt_ids
         base = max((c for c in chains if _is_prefix(c.ids, prompt)), key=lambda c: len(c.ids), default=None)
@@ -83,9 +100,7 @@ def stitch(records: list[CallRecord]) -> list[Chain]:
                 new.append(base.extended(prompt[len(base.ids):], choice.token_ids, choice.logprobs,
                                          (rec.index, k), rec.policy_version))
             else:
-                fork = None
-                if chains:
-                    fork = {"call": rec.index, "token": max(_common(c.ids, prompt) for c in chains)}
+                fork = _fork(chains, prompt, rec.index, by_index) if chains else None
                 new.append(Chain(list(prompt), list(choice.token_ids), list(choice.logprobs),
                                  [1] * len(choice.token_ids), [(rec.index, k)], [rec.policy_version], fork))
         if base is not None:

@@ -239,11 +239,11 @@ class AgentTask:
 
     def __init__(self, train, tokenizer, harness: Harness | str, eval=None, *, seed: int = 0,
                  eval_fraction: float = 0.0, reward_funcs: Sequence[RewardFunc] = (exact_match,),
-                 timeout_s: float = 300.0, strict: bool = False):
+                 timeout_s: float = 300.0, strict: bool = False, gateway: GatewayConfig | None = None):
         self.rows = DatasetTask(train, tokenizer, eval, seed=seed, eval_fraction=eval_fraction, strict=strict)
         if isinstance(harness, str):
             harness = command_harness(harness, timeout_s)
-        self.env = GatewayEnv(tokenizer, harness)
+        self.env = GatewayEnv(tokenizer, harness, config=gateway)  # gateway: e.g. the window /v1/models reports
         self.reward_funcs = list(reward_funcs)
 
     def prompt(self, index: int, split: str = "train") -> Prompt:
