@@ -22,7 +22,8 @@ def test_trainer_builds_muon_from_the_config(tiny):
     assert muon["nesterov"] is True and muon["ns_steps"] == 5
     assert (adamw["lr"], adamw["betas"], adamw["weight_decay"]) == (3e-3, (0.9, 0.99), 0.0)
     names = {id(p): n for n, p in state.policy.named_parameters()}
-    assert sorted(names[id(p)] for p in muon["params"]) == sorted(n for n in names.values() if n.endswith("proj.weight"))
+    projections = sorted(n for n in names.values() if n.endswith("proj.weight"))
+    assert sorted(names[id(p)] for p in muon["params"]) == projections
     default = Trainer(tiny("optim.name=muon", "optim.lr=1e-4"), logger=False).state.optimizer
     assert default.param_groups[0]["lr"] == 1e-4  # muon_lr=0: optim.lr
     assert default.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"

@@ -12,7 +12,8 @@ from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.build import random_model
 from trajkit.rl.trainer import Trainer
 
-YARN = ("policy.rope_scaling.type=yarn", "policy.rope_scaling.factor=4", "shaping.overlong_buffer=3", "loss.kl_coef=0.01")
+YARN = ("policy.rope_scaling.type=yarn", "policy.rope_scaling.factor=4", "shaping.overlong_buffer=3",
+        "loss.kl_coef=0.01")
 
 
 def test_every_copy_of_the_policy_has_the_scaled_window(tiny, tmp_path):
@@ -25,7 +26,8 @@ def test_every_copy_of_the_policy_has_the_scaled_window(tiny, tmp_path):
     path = trainer.save(str(tmp_path / "ckpt"))
     saved = json.loads((tmp_path / "ckpt" / "policy" / "config.json").read_text())
     assert saved["max_position_embeddings"] == 4096
-    assert saved["rope_parameters"]["factor"] == 4.0 and saved["rope_parameters"]["original_max_position_embeddings"] == 1024
+    assert saved["rope_parameters"]["factor"] == 4.0
+    assert saved["rope_parameters"]["original_max_position_embeddings"] == 1024
     resumed = Trainer(tiny(*YARN, f"checkpoint.resume_from={path}"), logger=False)
     assert resumed.state.policy.config.max_position_embeddings == 4096
 
