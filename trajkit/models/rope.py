@@ -13,7 +13,8 @@ interpolation), the ones between are blended linearly, and the attention logits 
   "rope_theta", ...}`` (the model's other rope keys, e.g. ``partial_rotary_factor``, kept);
 - ``config.max_position_embeddings`` becomes ``int(s L)``: trajkit's engine refuses rows past it, the
   gateway enforces it and reports it as ``max_model_len``, and a saved checkpoint carries both, so
-  ``from_pretrained`` (and vLLM) load the extended model.
+  ``from_pretrained`` (and vLLM) load the extended model. The SFT export checks its ``--max-length``
+  against the same window (:func:`folder_window`).
 
 Applying the same scaling to a config that already has it is a no-op (a checkpoint of a scaled run loads
 as it was saved); any other rope type already there is refused, as are per-layer rope parameters.
@@ -28,8 +29,11 @@ YaRN's ``0.1 ln s + 1``. Fine-tuning at the new length, as the paper does (400 s
 """
 from __future__ import annotations
 
+import json
 import math
+import types
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Literal
 
 from trajkit.config import Checked
@@ -149,3 +153,20 @@ def rescaled(model, scaling: RopeScaling | None):
     out.load_state_dict(model.state_dict())
     out.generation_config = copy.deepcopy(model.generation_config)  # the folder's eos/pad ids, not defaults
     return out.train(model.training)
+
+
+def folder_window(folder: str | Path, scaling: RopeScaling | None = None) -> int | None:
+    """The positions a model folder's ``config.json`` allows, with ``scaling`` applied; None for a folder
+    without a model config (a tokenizer alone). Reads the JSON only (no transformers import)."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return None
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    window = raw.get("max_position_embeddings")
+    if not isinstance(window, int):
+        return None
+    if scaling is None or not scaling.active:
+        return window
+    config = types.SimpleNamespace(max_position_embeddings=window, rope_theta=raw.get("rope_theta"),
+                                   rope_parameters=raw.get("rope_parameters") or raw.get("rope_scaling"))
+    return yarn_parameters(config, scaling)[1]
