@@ -135,3 +135,12 @@ def test_other_rope_types_are_refused():
     config.rope_parameters = {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
     with pytest.raises(ConfigError, match="already uses rope type 'linear'"):
         apply_rope_scaling(config, YARN)
+
+
+def test_serve_flags_build_the_scaling():
+    from trajkit.cli.main import build_parser
+    from trajkit.config import from_args
+
+    args = build_parser().parse_args(["serve", "--model", "m", "--rope-type", "yarn", "--rope-factor", "4"])
+    assert from_args(RopeScaling, args, prefix="rope_") == YARN
+    assert not from_args(RopeScaling, build_parser().parse_args(["serve", "--model", "m"]), prefix="rope_").active
