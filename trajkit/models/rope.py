@@ -13,8 +13,8 @@ interpolation), the ones between are blended linearly, and the attention logits 
   "rope_theta", ...}`` (the model's other rope keys, e.g. ``partial_rotary_factor``, kept);
 - ``config.max_position_embeddings`` becomes ``int(s L)``: trajkit's engine refuses rows past it, the
   gateway enforces it and reports it as ``max_model_len``, and a saved checkpoint carries both, so
-  ``from_pretrained`` (and vLLM) load the extended model. The SFT export checks its ``--max-length``
-  against the same window (:func:`folder_window`).
+  ``from_pretrained`` loads the extended model (vLLM was not tried). The SFT export checks its
+  ``--max-length`` against the same window (:func:`folder_window`).
 
 Applying the same scaling to a config that already has it is a no-op (a checkpoint of a scaled run loads
 as it was saved); any other rope type already there is refused, as are per-layer rope parameters.
