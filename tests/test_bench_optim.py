@@ -33,7 +33,7 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
     assert args.handler(args) == 0
     res = json.loads(out.read_text())
     arms = {a["arm"]: a for a in res["arms"]}
-    assert list(arms) == ["adamw", "lora", "logra", "logra-nested"]
+    assert list(arms) == ["adamw", "lora", "logra", "logra-nested", "muon"]
     lora = layers * rank * sum(i + o for i, o in shapes.values())
     vocab = cfg["vocab_size"] * h
     assert arms["adamw"]["trainable_params"] == projections + rest == 134_515_008
@@ -42,6 +42,10 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
         assert arms[name]["trainable_params"] == arms["adamw"]["adam_state_params"] == projections + rest
     assert arms["logra-nested"]["adam_state_params"] == rest  # tied embedding and norms under the nested AdamW
     assert arms["logra"]["adam_state_params"] == rest - vocab  # the embedding under RowAdam: norms only
+    muon = arms["muon"]  # Muon's momentum on the projections, AdamW's moments on the tied embedding and norms
+    assert (muon["trainable_params"], muon["muon_state_params"], muon["adam_state_params"]) == (
+        projections + rest, projections, rest)
+    assert all(a["muon_state_params"] == 0 for name, a in arms.items() if name != "muon")
     for a in arms.values():
         assert 0 < a["runtime_rss_mib"] <= a["after_load_rss_mib"] <= a["peak_rss_mib"]
         assert a["training_rss_mib"] == a["peak_rss_mib"] - a["runtime_rss_mib"]
@@ -52,4 +56,4 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
     assert res["allocator"] == "mmap" and all(a["large_allocations_mmapped"] == glibc for a in arms.values())
     table = capsys.readouterr().out
     assert "activation checkpointing on, logits chunk 3" in table and "peak-runtime" in table
-    assert "Adam state" in table and "logra-nested" in table
+    assert "Adam state" in table and "Muon state" in table and "logra-nested" in table

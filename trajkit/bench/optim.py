@@ -9,8 +9,10 @@ PyTorch itself and the loaded model: the ``after load`` column), on CUDA ``torch
 over the steps. LoRA and LoGRA use the same rank (``--rank``) on the same seven projections per layer.
 ``logra`` is trajkit's default (the vocabulary matrices under RowAdam with in-place gradients,
 :mod:`trajkit.optim.embeddings`); ``logra-nested`` leaves them to the nested AdamW, as the paper's
-description does. ``trainable`` counts the parameters the optimiser updates (LoGRA: all of them),
-``Adam state`` those that carry AdamW's two moments.
+description does. ``muon`` is ``torch.optim.Muon`` on the projections with AdamW on the embedding and norms
+(:mod:`trajkit.optim.muon`, ``match_rms_adamw`` so the same ``--lr``). ``trainable`` counts the parameters
+the optimiser updates (LoGRA: all of them), ``Adam state`` those that carry AdamW's two moments, ``Muon
+state`` those that carry Muon's one momentum buffer.
 
 The ``runtime`` column is the process's RSS once Python, PyTorch, transformers (and peft or trajkit.optim)
 are imported, before the model loads: the same in every arm and no part of training, so the table also
@@ -36,9 +38,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-DESCRIPTION = "peak memory and step time of AdamW vs LoRA (peft) vs LoGRA on SmolLM2-135M-Instruct"
+DESCRIPTION = "peak memory and step time of AdamW vs LoRA (peft) vs LoGRA vs Muon on SmolLM2-135M-Instruct"
 EXAMPLE = "trajkit bench optim --rows 8 --length 256 --rank 256 --out bench-out/optim.json"
-ARMS = ("adamw", "lora", "logra", "logra-nested")
+ARMS = ("adamw", "lora", "logra", "logra-nested", "muon")
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 # architectures with random weights (SmolLM2-360M-Instruct's config.json; the tokenizer is SmolLM2's)
 MODELS = {"smollm2-135m": None,
@@ -113,20 +115,48 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
-def _optimizer(arm: str, model, rank: int, lr: float):
+def _adamw(model, rank: int, lr: float):
     import torch
 
-    if arm == "adamw":
-        return model, torch.optim.AdamW(model.parameters(), lr=lr)
-    if arm == "lora":
-        from peft import LoraConfig, get_peft_model
+    return model, torch.optim.AdamW(model.parameters(), lr=lr)
 
-        model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
-                                                 target_modules=PROJECTIONS))
-        return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-    from trajkit.optim import LoGRA
 
-    return model, LoGRA(model, lr=lr, rank=rank, embeddings="adamw" if arm == "logra-nested" else "rows")
+def _lora(model, rank: int, lr: float):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
+                                             target_modules=PROJECTIONS))
+    return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+
+
+def _logra(embeddings: str):
+    def make(model, rank: int, lr: float):
+        from trajkit.optim import LoGRA
+
+        return model, LoGRA(model, lr=lr, rank=rank, embeddings=embeddings)
+    return make
+
+
+def _muon(model, rank: int, lr: float):
+    from trajkit.optim import MuonAdamW
+
+    return model, MuonAdamW(model, lr=lr)
+
+
+OPTIMIZERS = {"adamw": _adamw, "lora": _lora, "logra": _logra("rows"), "logra-nested": _logra("adamw"), "muon": _muon}
+
+
+def _state_params(opt) -> tuple[int, int]:
+    """(parameters with AdamW's two moments, parameters with Muon's momentum buffer) of ``opt``: LoGRA's
+    nested AdamW (None when it has nothing left to step), MuonAdamW's two halves, or ``opt`` itself."""
+    def count(o):
+        return sum(p.numel() for group in o.param_groups for p in group["params"]) if o is not None else 0
+    if hasattr(opt, "native"):
+        return count(opt.native), 0
+    if hasattr(opt, "muon"):
+        return count(opt.adamw), count(opt.muon)
+    return count(opt), 0
 
 
 def _loss(model, ids, adv, logits_chunk: int = 0):
@@ -166,10 +196,9 @@ def run_arm(arm: str, settings: dict) -> dict:
     model = _load(settings["model"], device)
     if settings["checkpointing"]:
         enable_activation_checkpointing(model)
-    model, opt = _optimizer(arm, model, settings["rank"], settings["lr"])
+    model, opt = OPTIMIZERS[arm](model, settings["rank"], settings["lr"])
     trainable = sum(p.numel() for group in opt.param_groups for p in group["params"])
-    adam = getattr(opt, "native", opt)  # LoGRA's nested AdamW (None when it has nothing left to step)
-    adam_params = sum(p.numel() for group in adam.param_groups for p in group["params"]) if adam else 0
+    adam_params, muon_params = _state_params(opt)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (settings["rows"], settings["length"]), generator=g).to(device)
     adv = torch.randn(settings["rows"], generator=g).to(device)
@@ -192,6 +221,7 @@ def run_arm(arm: str, settings: dict) -> dict:
         seconds = time.perf_counter() - start
     peak = _rss_mib()
     out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "adam_state_params": adam_params,
+           "muon_state_params": muon_params,
            "peak_rss_mib": peak, "after_load_rss_mib": after_load, "runtime_rss_mib": runtime,
            "training_rss_mib": peak - runtime, "large_allocations_mmapped": mmapped}
     if device.type == "cuda":
@@ -221,14 +251,14 @@ def _print_table(res: dict) -> None:
           f"{res['micro_batch']}, rank {res['rank']}, activation checkpointing "
           f"{'on' if res['checkpointing'] else 'off'}, logits chunk {res['logits_chunk'] or 'off'}; "
           f"memory = {key}, allocator {res['allocator']}")
-    print(f"{'arm':<12} {'trainable':>11} {'Adam state':>11} {'runtime':>8} {'after load':>11} {'peak MiB':>9} "
-          f"{'x AdamW':>8} {'peak-runtime':>13} {'x AdamW':>8} {'step s':>7}")
+    print(f"{'arm':<12} {'trainable':>11} {'Adam state':>11} {'Muon state':>11} {'runtime':>8} {'after load':>11} "
+          f"{'peak MiB':>9} {'x AdamW':>8} {'peak-runtime':>13} {'x AdamW':>8} {'step s':>7}")
 
     def ratio(x):
         return f"{x:.2f}" if x else "-"
     for r in res["arms"]:
         print(f"{r['arm']:<12} {r['trainable_params']:>11,} {r['adam_state_params']:>11,} "
-              f"{r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} {r[key]:>9.0f} "
+              f"{r['muon_state_params']:>11,} {r['runtime_rss_mib']:>8.0f} {r['after_load_rss_mib']:>11.0f} {r[key]:>9.0f} "
               f"{ratio(r['peak_vs_adamw']):>8} {r['training_rss_mib']:>13.0f} "
               f"{ratio(r['training_vs_adamw']):>8} {r['step_s']:>7.2f}")
 

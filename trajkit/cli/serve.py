@@ -10,12 +10,14 @@ EXAMPLE = """Examples:
   trajkit serve --model ./my-model --port 8000
   trajkit serve --model ./my-model --drafter ngram --k 3 --save-dir runs/gw
   trajkit serve --model ./my-model --draft ./my-draft --model-name policy --reported-context-length 131072
+  trajkit serve --model ./my-model --rope-type yarn --rope-factor 4      (YaRN: 4x the model's window)
 then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="SESSION").chat.completions.create(model="trajkit", ...)"""
 
 
 def cmd_serve(args) -> int:
     from trajkit.gateway.config import GatewayConfig
     from trajkit.gateway.server import load_gateway, serve
+    from trajkit.models.rope import RopeScaling
 
     k = args.k if args.k == "auto" else int(args.k)
     log = None
@@ -23,7 +25,8 @@ def cmd_serve(args) -> int:
         from trajkit.gateway.persist import SessionLog
 
         log = SessionLog(args.save_dir)  # refuses a directory holding an earlier run's records, before loading
-    gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k)
+    gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k,
+                           rope_scaling=from_args(RopeScaling, args, prefix="rope_"))
     if log is not None:
         gateway.on_record.append(log.append)
     print(f"trajkit serve: {args.model} as {gateway.config.model_name} on "
@@ -42,6 +45,7 @@ def cmd_serve(args) -> int:
 
 def register(sub) -> None:
     from trajkit.gateway.config import GatewayConfig
+    from trajkit.models.rope import RopeScaling
 
     p = sub.add_parser("serve", help=COMMANDS["serve"],
                        description=__doc__, epilog=EXAMPLE, formatter_class=_raw())
@@ -51,6 +55,7 @@ def register(sub) -> None:
     p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
     p.add_argument("--save-dir", default=None, help="append each call to records.jsonl here as it finishes; on exit (SIGINT, SIGTERM) add samples.jsonl and hermes.jsonl")
     add_arguments(p, GatewayConfig)
+    add_arguments(p, RopeScaling, prefix="rope_")
     p.set_defaults(handler=cmd_serve)
 
 

@@ -54,6 +54,7 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
 
     tokenizer = local_folder(args.tokenizer)
     config = from_args(TokenizeConfig, args)
+    _check_window(tokenizer, config.max_length, args)
     summary, counts = export_trace_tokens(traces, tokenizer, config, args.out, system=args.system,
                                           malformed=args.malformed, strict=args.strict, progress=not args.quiet,
                                           workers=args.workers)
@@ -62,6 +63,27 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
     out["skipped_malformed"] = counts.skipped_malformed
     out["skipped_rows"] = skipped_rows["skipped_rows"]
     return out
+
+
+def _check_window(folder: str, max_length: int, args) -> None:
+    """``--max-length`` within the model's window (its ``config.json``, scaled by ``--rope-*``), when the
+    tokenizer folder is a model folder: examples past it could not be trained on."""
+    import math
+
+    from trajkit.errors import ConfigError
+    from trajkit.models.rope import RopeScaling, folder_window
+
+    scaling = from_args(RopeScaling, args, prefix="rope_")
+    window = folder_window(folder, scaling)
+    if window is None or max_length <= window:
+        return
+    plain = folder_window(folder)
+    factor = math.ceil(max_length / plain)
+    how = f" with YaRN x{scaling.factor:g}" if scaling.active else ""
+    raise ConfigError(f"--max-length {max_length} is past the model's {window} positions ({folder}/config.json"
+                      f"{how}); lower --max-length to {window}, or extend the window with YaRN: --rope-type yarn "
+                      f"--rope-factor {factor} here, and policy.rope_scaling.type=yarn "
+                      f"policy.rope_scaling.factor={factor} in training")
 
 
 def cmd_export(args) -> int:
@@ -100,6 +122,7 @@ def cmd_template_info(args) -> int:
 
 
 def register(tsub, add_common) -> None:
+    from trajkit.models.rope import RopeScaling
     from trajkit.traces.tokenize import TokenizeConfig
 
     info = tsub.add_parser("template-info", help="what a tokenizer's chat template renders, and how export uses it",
@@ -118,7 +141,9 @@ def register(tsub, add_common) -> None:
                                     "its unmasked tokens decode exactly to the assistant turns.",
                         epilog="Examples: trajkit traces export kimi.jsonl --format openai --out sft.jsonl\n"
                                "  trajkit traces export kimi.jsonl --format tokens --tokenizer ./tok "
-                               "--max-length 8192 --think-policy drop --out sft.parquet")
+                               "--max-length 8192 --think-policy drop --out sft.parquet\n"
+                               "  trajkit traces export kimi.jsonl --format tokens --tokenizer ./smollm2 "
+                               "--max-length 32768 --rope-type yarn --rope-factor 4 --out long.parquet")
     add_common(p)
     p.add_argument("--format", required=True, choices=["openai", "tokens"], help="what to write")
     p.add_argument("--out", required=True, help="output: .jsonl/.jsonl.gz/.parquet or - for stdout (openai), "
@@ -131,4 +156,5 @@ def register(tsub, add_common) -> None:
     p.add_argument("--workers", type=int, default=1, help="tokenizer processes (tokens format)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_arguments(p, TokenizeConfig)
+    add_arguments(p, RopeScaling, prefix="rope_")  # the window --max-length is checked against (tokens format)
     p.set_defaults(handler=cmd_export)

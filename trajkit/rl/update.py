@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from trajkit.models.fit import soft_cross_entropy
-from trajkit.optim import LoGRA
+from trajkit.optim import LoGRA, MuonAdamW
 from trajkit.rl.batching import Batch, chunks, forward_logits, token_logprobs
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
@@ -35,7 +35,13 @@ def _logra(model, o, lr: float) -> torch.optim.Optimizer:
                  targets=o.logra_targets, embeddings=o.logra_embeddings, native_betas=(o.beta1, o.beta2))
 
 
-OPTIMIZERS = {"adamw": _adamw, "logra": _logra}
+def _muon(model, o, lr: float) -> torch.optim.Optimizer:
+    return MuonAdamW(model, lr=lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2),
+                     muon_lr=o.muon_lr or lr, muon_weight_decay=o.muon_weight_decay, momentum=o.muon_momentum,
+                     nesterov=o.muon_nesterov, adjust_lr=o.muon_adjust_lr, ns_steps=o.muon_ns_steps)
+
+
+OPTIMIZERS = {"adamw": _adamw, "logra": _logra, "muon": _muon}
 
 
 def make_optimizer(model, cfg: TrainConfig, lr: float | None = None, name: str | None = None) -> torch.optim.Optimizer:
