@@ -45,11 +45,14 @@ def random_gateway():
 @pytest.fixture(scope="session")
 def scripted_model():
     """Fine-tuned (~20 s on a loaded 2-core CPU) to reproduce TOOL_CONV and CHAT_CONV greedily."""
-    from trajkit.recipes.scripted import fit_replies
+    from trajkit.recipes.scripted import fit_replies, replay_mismatches
 
     model = build_model(TinySpec(vocab_size=259, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
                                  intermediate_size=128, max_positions=4096), seed=0)
-    fit_replies(model, byte_tokenizer(), [(TOOL_CONV, TOOLS), (CHAT_CONV, None)], steps=100, lr=5e-3)
+    script = [(TOOL_CONV, TOOLS), (CHAT_CONV, None)]
+    fit_replies(model, byte_tokenizer(), script, steps=100, lr=5e-3)
+    # the tests assert the scripted replies exactly: a fit that missed one is said here, not as a mystery there
+    assert replay_mismatches(model, byte_tokenizer(), script) == [], "the scripted model does not replay its script"
     return model
 
 
