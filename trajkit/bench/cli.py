@@ -9,14 +9,12 @@ imports, this benchmark the time).
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from trajkit.bench.child import run_timed
 from trajkit.bench.output import emit
 
 DESCRIPTION = "start-up time of trajkit --version/--help/traces commands vs a bare python start"
@@ -56,25 +54,13 @@ def commands(no_torch: bool) -> dict[str, list[str]]:
     return rows
 
 
-def _time_once(argv: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one run of ``argv``, its output discarded."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmark command failed ({' '.join(argv)}):\n{done.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def measure(rows: dict[str, list[str]], repeat: int) -> dict[str, dict[str, float]]:
     """Median wall and CPU seconds per row, the rows interleaved run by run."""
     walls: dict[str, list[float]] = {name: [] for name in rows}
     cpus: dict[str, list[float]] = {name: [] for name in rows}
     for _ in range(repeat):
         for name, argv in rows.items():
-            wall, cpu = _time_once(argv)
+            _, wall, cpu = run_timed(argv)
             walls[name].append(wall)
             cpus[name].append(cpu)
     floor = statistics.median(walls[FLOOR])

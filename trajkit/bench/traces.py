@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
 import sys
 from pathlib import Path
 
+from trajkit.bench.child import run_timed
 from trajkit.bench.corpus import add_corpus_arguments, corpus_path
 from trajkit.bench.output import emit
 
@@ -98,15 +97,8 @@ def add_arguments(parser) -> None:
 
 def _run_child(code: str, path: Path) -> dict:
     """One side's own report, plus the CPU seconds of the child and everything it started."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        raise RuntimeError(f"benchmark child failed:\n{out.stderr[-2000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return result
+    stdout, _, cpu = run_timed([sys.executable, "-c", code, str(path)], env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return {**json.loads(stdout.strip().splitlines()[-1]), "cpu_s": cpu}
 
 
 def _best(code: str, path: Path, repeat: int) -> dict:
