@@ -3,9 +3,10 @@
 Each command group lives in its own module exposing ``register(subparsers)``; a command's handler
 returns an exit code. The parser is built for the command being run: the other groups appear by name and
 help line only (:data:`trajkit.cli.commands.COMMANDS`), so no command pays for another's imports and
-``trajkit --version`` imports none of them (``tests/test_cli_imports.py`` pins both). Library errors (:class:`trajkit.errors.TrajkitError`) become one line on stderr
-and exit code 2; Ctrl-C becomes one line and exit code 130 (every output file is written atomically, so
-an interrupted command leaves the files it was writing as they were before).
+``trajkit --version`` imports none of them (``tests/test_cli_imports.py`` pins both). Library errors
+(:class:`trajkit.errors.TrajkitError`) become one line on stderr and exit code 2; Ctrl-C becomes one line
+and exit code 130 (every output file is written atomically, so an interrupted command leaves the files it
+was writing as they were before).
 """
 from __future__ import annotations
 

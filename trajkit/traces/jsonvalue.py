@@ -129,10 +129,6 @@ def _holds(value: Any, kinds: type | tuple[type, ...]) -> bool:
     return False
 
 
-def _holds_float(value: Any) -> bool:
-    return _holds(value, float)
-
-
 def _check_depth(text: str | bytes, value: Any) -> Any:
     # each level takes at least one byte of text, so a short text cannot nest too deeply
     if len(text) > MAX_DEPTH and deeper_than(value, MAX_DEPTH):
@@ -149,7 +145,7 @@ def loads(text: str | bytes) -> Any:
             raise
     else:
         # orjson reads every number it cannot keep (a big integer, a long decimal) as a float
-        if not _holds_float(value) or not _maybe_lossy(text):
+        if not _holds(value, float) or not _maybe_lossy(text):
             return _check_depth(text, value)
     try:
         value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)

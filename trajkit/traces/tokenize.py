@@ -521,18 +521,16 @@ def _label(conv: _Conversation, built: _Rendered, diagnostics: list[Diagnostic],
     ends_on_turn = len(trainable) == 1 and trainable[-1] == built.index[-1]
     try:
         try:
-            if conv.merges and ends_on_turn:  # known to merge: no joint encoding to try first
-                yield from _fitting(conv, conv.label_inference_view(built, apart=True)[0], diagnostics)
-            else:
+            if not (conv.merges and ends_on_turn):  # once known to merge, there is no joint encoding to try
                 yield conv.label(built)[0]
+                return
         except TokenMergeError:
             conv.merges = True
             if len(trainable) > 1:
                 yield from _windows(conv, list(trainable), 1, diagnostics, fallback=False)
-            elif not ends_on_turn:
+                return
+            if not ends_on_turn:
                 raise
-            else:
-                yield from _fitting(conv, conv.label_inference_view(built, apart=True)[0], diagnostics)
         except PrefixError:
             if fallback and len(trainable) > 1:
                 yield from _windows(conv, list(trainable), 1, diagnostics, fallback=False)
@@ -540,6 +538,8 @@ def _label(conv: _Conversation, built: _Rendered, diagnostics: list[Diagnostic],
                 raise
             else:
                 yield from _fitting(conv, conv.label_inference_view(built)[0], diagnostics)
+            return
+        yield from _fitting(conv, conv.label_inference_view(built, apart=True)[0], diagnostics)
     except SourceCheckError as exc:
         diagnostics.append(Diagnostic("source_check", list(trainable), str(exc)))
 
