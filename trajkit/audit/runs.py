@@ -18,6 +18,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from trajkit.errors import InputError
 
@@ -73,7 +74,7 @@ def _read_config(folder: str) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(open(path, encoding="utf-8").read())
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise InputError(f"not YAML ({' '.join(str(exc).split())})", path=path) from None
     return data if isinstance(data, dict) else {}
@@ -98,7 +99,7 @@ def load_bench(spec: str, metric: str) -> list[SeedRun]:
     """``FILE.json:ARM`` -> one :class:`SeedRun` per seed of that arm."""
     path, _, arm = spec.rpartition(":")
     try:
-        data = json.loads(open(path, encoding="utf-8").read())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read a bench result ({exc})", path=path) from None
     runs = data.get("runs") if isinstance(data, dict) else None

@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from trajkit.audit.report import Check
 from trajkit.errors import InputError
@@ -50,7 +51,7 @@ def _read_json(path: str, required: bool):
             raise InputError("missing", path=path, hint="a Hugging Face tokenizer folder holds tokenizer.json")
         return None
     try:
-        return json.loads(open(path, encoding="utf-8").read())
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON ({exc.msg})", path=path, row=exc.lineno) from None
 
@@ -62,7 +63,7 @@ def _token_text(value):
 def _chat_template(folder: str, config: dict) -> str | None:
     jinja = os.path.join(folder, "chat_template.jinja")
     if os.path.isfile(jinja):
-        return open(jinja, encoding="utf-8").read()
+        return Path(jinja).read_text(encoding="utf-8")
     data = _read_json(os.path.join(folder, "chat_template.json"), required=False)
     if isinstance(data, dict) and "chat_template" in data:
         return data["chat_template"]
