@@ -89,3 +89,20 @@ def test_hand_cases_follow_jsonschema():
         if certainly_valid(value, schema):
             assert jsonschema.validators.validator_for(schema)(schema).is_valid(value), (schema, value)
     assert certainly_valid(1.0, {"type": "integer"}) and not certainly_valid(True, {"type": "integer"})
+
+
+def test_equal_schemas_share_a_validator_and_keep_their_own_error_order():
+    """Validators are cached per schema text (tool tables repeat the same tools); a schema written with
+    its keys in another order is another text, so its errors come in its own order, as jsonschema's do."""
+    import copy
+
+    from trajkit.traces.tools import _validator
+
+    first = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+    swapped = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}
+    args = {"a": 1, "b": "x"}
+    assert _validator(copy.deepcopy(first)) is _validator(first)
+    for schema in (first, copy.deepcopy(first), swapped):
+        expected = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(args)]
+        got = [p.split(": ", 1)[1] for p in argument_problems(args, schema)]
+        assert got == expected and len(got) == 2

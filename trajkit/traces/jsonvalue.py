@@ -130,10 +130,17 @@ def _holds(value: Any, kinds: type | tuple[type, ...]) -> bool:
 
 
 def _check_depth(text: str | bytes, value: Any) -> Any:
-    # each level takes at least one byte of text, so a short text cannot nest too deeply
-    if len(text) > MAX_DEPTH and deeper_than(value, MAX_DEPTH):
+    # each level opens with its own "[" or "{", so a text with few of them cannot nest too deeply; counting
+    # them is the cheaper test on a short text (a tool response), walking the containers on a long one (a row)
+    if len(text) > MAX_DEPTH and (len(text) > 16384 or _openers(text) > MAX_DEPTH) and deeper_than(value, MAX_DEPTH):
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _openers(text: str | bytes) -> int:
+    if isinstance(text, str):
+        return text.count("{") + text.count("[")
+    return text.count(b"{") + text.count(b"[")
 
 
 def loads(text: str | bytes) -> Any:
@@ -145,7 +152,7 @@ def loads(text: str | bytes) -> Any:
             raise
     else:
         # orjson reads every number it cannot keep (a big integer, a long decimal) as a float
-        if not _holds(value, float) or not _maybe_lossy(text):
+        if not _maybe_lossy(text) or not _holds(value, float):  # the regex is the cheaper test
             return _check_depth(text, value)
     try:
         value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)

@@ -17,7 +17,7 @@ Why it exists: on a Hermes corpus jsonschema's ``iter_errors`` was ~35% of ``tra
 from __future__ import annotations
 
 from numbers import Number
-from typing import Any
+from typing import Any, Callable
 
 _ANNOTATIONS = frozenset(("description", "title", "default", "examples", "$comment", "format"))
 _KNOWN = _ANNOTATIONS | {"type", "properties", "required", "additionalProperties", "items", "enum", "minimum",
@@ -29,81 +29,110 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, Number) and not isinstance(value, bool)
 
 
-def _is_type(value: Any, name: str) -> bool:
-    """jsonschema's Draft 2020-12 type checker (an integer-valued float is an integer; a bool is no number)."""
-    if name == "string":
-        return isinstance(value, str)
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    if name == "number":
-        return _is_number(value)
-    if name == "integer":
-        return not isinstance(value, bool) and (isinstance(value, int)
-                                                or isinstance(value, float) and value.is_integer())
-    return False
+def _is_integer(value: Any) -> bool:
+    """jsonschema's Draft 2020-12 integer: an integer-valued float is one, a bool is not."""
+    return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and value.is_integer())
 
 
 def certainly_valid(instance: Any, schema: Any) -> bool:
     """True only when ``schema`` (a Draft 2020-12 schema that passed ``check_schema``) accepts ``instance``
     for certain; False means "ask jsonschema", not "invalid"."""
-    return _valid(instance, schema)
+    return compile_check(schema)(instance)
 
 
-def _valid(instance: Any, schema: Any) -> bool:
-    """``$schema`` (another draft), ``$ref``, combinators, patterns ...: not a known keyword, so not certain."""
+Check = Callable[[Any], bool]
+
+
+def compile_check(schema: Any) -> Check:
+    """:func:`certainly_valid` for one schema, compiled once into closures (the schema's keywords are read
+    here, not per call): ``compile_check(schema)(instance) == certainly_valid(instance, schema)``."""
     if schema is True:
-        return True
+        return _always
     if not isinstance(schema, dict) or not schema.keys() <= _KNOWN:
-        return False
+        return _never  # $schema (another draft), $ref, combinators, patterns ...: not certain
     kind = schema.get("type")
-    if kind is not None and not any(_is_type(instance, t) for t in ([kind] if isinstance(kind, str) else kind)):
-        return False
-    if "enum" in schema and not _in_string_enum(instance, schema["enum"]):
-        return False
-    if isinstance(instance, dict):
-        return _valid_object(instance, schema)
-    if isinstance(instance, list):
-        return _valid_array(instance, schema)
-    if isinstance(instance, str):
-        return schema.get("minLength", 0) <= len(instance) <= schema.get("maxLength", len(instance))
-    if _is_number(instance):
-        return _in_range(instance, schema)
+    kinds = None if kind is None else tuple(_TYPE.get(t, _never) for t in ([kind] if isinstance(kind, str) else kind))
+    enum = _enum_test(schema["enum"]) if "enum" in schema else None
+    for_object = _object_check(schema)
+    for_array = _array_check(schema)
+    low, high = schema.get("minLength", 0), schema.get("maxLength")
+    bounds = tuple((key, schema[key]) for key in _RANGE if key in schema)
+
+    def check(instance: Any) -> bool:
+        if kinds is not None and not any(test(instance) for test in kinds):
+            return False
+        if enum is not None and not enum(instance):
+            return False
+        if isinstance(instance, dict):
+            return for_object(instance)
+        if isinstance(instance, list):
+            return for_array(instance)
+        if isinstance(instance, str):
+            return low <= len(instance) and (high is None or len(instance) <= high)
+        if bounds and _is_number(instance):
+            return _in_range(instance, bounds)
+        return True
+
+    return check
+
+
+def _always(instance: Any) -> bool:
     return True
 
 
-def _in_string_enum(instance: Any, options: Any) -> bool:
-    return isinstance(instance, str) and all(isinstance(o, str) for o in options) and instance in options
+def _never(instance: Any) -> bool:
+    return False
 
 
-def _in_range(value: Any, schema: dict[str, Any]) -> bool:
-    if "minimum" in schema and value < schema["minimum"]:
-        return False
-    if "maximum" in schema and value > schema["maximum"]:
-        return False
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        return False
-    return not ("exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"])
+def _enum_test(options: Any) -> Check:
+    if not all(isinstance(o, str) for o in options):
+        return _never
+    allowed = frozenset(options)
+    return lambda instance: isinstance(instance, str) and instance in allowed
 
 
-def _valid_object(instance: dict[str, Any], schema: dict[str, Any]) -> bool:
-    if any(name not in instance for name in schema.get("required", ())):
-        return False
-    properties = schema.get("properties", {})
-    extra = schema.get("additionalProperties", True)
-    for key, value in instance.items():
-        if not _valid(value, properties[key] if key in properties else extra):
+_RANGE = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+_TYPE: dict[str, Check] = {  # jsonschema's Draft 2020-12 type checker
+    "string": lambda v: isinstance(v, str), "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list), "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None, "number": lambda v: _is_number(v),
+    "integer": _is_integer,
+}
+
+
+def _in_range(value: Any, bounds: tuple[tuple[str, Any], ...]) -> bool:
+    for key, limit in bounds:
+        if key == "minimum" and value < limit or key == "maximum" and value > limit:
+            return False
+        if key == "exclusiveMinimum" and value <= limit or key == "exclusiveMaximum" and value >= limit:
             return False
     return True
 
 
-def _valid_array(instance: list[Any], schema: dict[str, Any]) -> bool:
-    if not schema.get("minItems", 0) <= len(instance) <= schema.get("maxItems", len(instance)):
-        return False
-    items = schema.get("items", True)
-    return items is True or all(_valid(item, items) for item in instance)
+def _object_check(schema: dict[str, Any]) -> Check:
+    required = tuple(schema.get("required", ()))
+    properties = {key: compile_check(sub) for key, sub in schema.get("properties", {}).items()}
+    extra = compile_check(schema.get("additionalProperties", True))
+
+    def check(instance: dict[str, Any]) -> bool:
+        for name in required:
+            if name not in instance:
+                return False
+        for key, value in instance.items():
+            if not properties.get(key, extra)(value):
+                return False
+        return True
+
+    return check
+
+
+def _array_check(schema: dict[str, Any]) -> Check:
+    low, high = schema.get("minItems", 0), schema.get("maxItems")
+    items = compile_check(schema.get("items", True))
+
+    def check(instance: list[Any]) -> bool:
+        if len(instance) < low or high is not None and len(instance) > high:
+            return False
+        return items is _always or all(items(item) for item in instance)
+
+    return check
