@@ -11,7 +11,8 @@ the disk quota of everything the trial writes) with the overlay's upper and work
 3. the process becomes the sandbox's own host uid (``200000`` + a random offset, one per sandbox) with no
    capabilities, under ``prlimit`` (address space = ``memory_mb``, file size, process count = ``nproc``: root
    is exempt from ``RLIMIT_NPROC``, this uid is not), enters a user namespace where that uid is root, and
-   ``chroot``s into the overlay, dropping every capability of its bounding set (so no second ``chroot``);
+   ``chroot``s into the overlay, keeping of its capabilities only Docker's default set less ``sys_chroot`` and
+   ``mknod`` (so no second ``chroot``, no mounts, no devices); they act only on the sandbox's own files;
 4. ``sh -c COMMAND`` in the working directory. At the time limit the outer ``unshare`` is killed; with it goes
    the namespace's init and so every process of the command (a pid namespace dies with its init).
 
@@ -43,6 +44,10 @@ DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS = ("unshare", "setpriv", "prlimit", "chroot", "mount", "ip")
 UID_BASE, UID_SPAN = 200000, 100000
+# Docker's default capability set without sys_chroot and mknod (and, inside the user namespace, they act only
+# on files the sandbox owns): what a task's root needs to chown, chmod and delete its own files
+CAPS = ",".join(f"+{c}" for c in ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
+                                   "setpcap", "net_bind_service", "net_raw", "audit_write", "setfcap"))
 
 INNER = """set -e
 mount -t overlay overlay -o "lowerdir=/,upperdir=$SBX/disk/upper,workdir=$SBX/disk/work" "$SBX/merged"
@@ -150,11 +155,10 @@ class NamespaceSandbox:
             if kind == "mkdir":
                 self._own_dir(self._upper(dest))
             elif kind == "copy":
-                for src in sources:
+                for src in sources:  # Docker's rules: a folder's contents go to dest; a file to dest/ or dest
                     path = _inside(self.spec.context, src)
-                    target = dest if not dest.endswith("/") and len(sources) == 1 and not path.is_dir() \
-                        else f"{dest.rstrip('/')}/{path.name if path.is_file() else ''}".rstrip("/")
-                    self.upload(path, target)
+                    many = dest.endswith("/") or len(sources) > 1
+                    self.upload(path, f"{dest.rstrip('/')}/{path.name}" if path.is_file() and many else dest)
             else:
                 result = self.exec(sources, timeout_s=600.0)
                 self.build_log.append(result)
@@ -205,7 +209,7 @@ class NamespaceSandbox:
         merged = str(self.root / "merged")
         limits = ["prlimit", f"--nproc={lim.nproc}", f"--as={lim.memory_mb << 20}", f"--fsize={lim.file_mb << 20}",
                   f"--nofile={lim.nofile}", "--core=0", "--"]
-        drop = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs"]
+        drop = ["setpriv", f"--bounding-set=-all,{CAPS}", "--inh-caps=-all", "--no-new-privs"]
         shell = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "sh", "-c",
                  'cd "$1" || exit 126; shift; exec sh -c "$1"', "sh", cwd, command]
         if user in (None, "root", "0"):

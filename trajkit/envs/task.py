@@ -64,11 +64,10 @@ class Environment:
     memory_mb: int = 2048
     storage_mb: int = 10240
     network_mode: str = "none"
-    workdir: str = "/app"
+    workdir: str | None = None  # None: the Dockerfile's WORKDIR, else /app
     build_timeout_sec: float = 600.0
     docker_image: str | None = None
     gpus: int = 0
-    env: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -113,7 +112,7 @@ class HarborTask:
 
 PHASE_KEYS = {"timeout_sec": float, "env": dict, "user": str}
 ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": str, "workdir": str,
-            "build_timeout_sec": float, "docker_image": str, "gpus": int, "env": dict}
+            "build_timeout_sec": float, "docker_image": str, "gpus": int}
 TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
             "source")
 
@@ -144,7 +143,7 @@ def load_task(path: str | Path) -> HarborTask:
     env_values, env_extra = _read(env_table, ENV_KEYS, "environment", toml_path)
     unknown += [f"environment.{k}" for k in env_extra]
     environment = Environment(**env_values, extra=env_extra)
-    if not environment.workdir.startswith("/"):
+    if environment.workdir is not None and not environment.workdir.startswith("/"):
         raise TaskError(f"must be an absolute path, got {environment.workdir!r}", path=str(toml_path),
                         field="environment.workdir")
     return HarborTask(path=path, name=str(task_section.get("name") or path.name), instruction=text,
