@@ -150,7 +150,9 @@ def run_trial(task: HarborTask, agent: Agent, agent_name: str = "", sandbox: str
         result.reward = result.rewards.get("reward", sum(result.rewards.values()) / len(result.rewards))
         return result
     except (TrajkitError, OSError) as exc:
-        return _fail(result, phase, f"task {task.name}: {exc}")
+        message = str(exc)
+        return _fail(result, phase, message if message.startswith(f"task {task.name}:") else
+                     f"task {task.name}: {message}")
     finally:
         t0 = time.perf_counter()
         if box is not None:

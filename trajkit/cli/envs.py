@@ -1,0 +1,44 @@
+"""``trajkit envs …``: Harbor-format environments. ``check``: static checks, then the Oracle and NOP agents in
+fresh sandboxes; a table (or ``--json``); exit 1 when any task fails, 2 for unusable input."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from trajkit.cli.commands import COMMANDS
+
+CHECK_EPILOG = """Examples:
+  trajkit envs check trajkit/envs/tasks               # every shipped task: Oracle 1, NOP 0
+  trajkit envs check my-tasks/ --json --strict        # JSON rows; stop at the first task that does not load
+
+DIR is a Harbor task folder (instruction.md, task.toml, tests/test.sh, solution/solve.sh, environment/) or a
+folder of them. Verdicts: ok, invalid, no solution, reward outside /logs/verifier, timeout, needs network,
+no reward, oracle error, wrong solution, vacuous test (docs/envs.md). The default sandbox needs root and no
+daemon (namespaces + overlayfs + chroot); --sandbox docker needs a running Docker daemon."""
+
+
+def cmd_check(args) -> int:
+    from trajkit.envs.check import check_tasks, table, to_json
+
+    rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run)
+    print(json.dumps(to_json(rows), indent=2) if args.json else table(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("envs", help=COMMANDS["envs"],
+                       description="Harbor-format environments: load, sandbox, check (Oracle = 1, NOP = 0).",
+                       epilog=CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    esub = p.add_subparsers(dest="envs_command", metavar="COMMAND")
+    check = esub.add_parser("check", help="run the Oracle and NOP agents on each task and give a verdict",
+                            description="Static checks, then the Oracle and NOP agents of each Harbor task in fresh "
+                                        "sandboxes: a table (task, oracle, nop, verdict, seconds) or --json.",
+                            epilog=CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("dir", help="a Harbor task folder or a folder of task folders")
+    check.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    check.add_argument("--strict", action="store_true", help="stop at the first task that does not load")
+    check.add_argument("--sandbox", choices=("namespace", "docker"), default="namespace",
+                       help="where trials run (default: namespace, no daemon)")
+    check.add_argument("--allow-run", action="store_true",
+                       help="run Dockerfile RUN steps in the sandbox (on the host's userland, not the image's)")
+    check.set_defaults(handler=cmd_check)
