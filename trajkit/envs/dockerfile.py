@@ -14,6 +14,7 @@ Ignored as metadata: ``FROM``, ``LABEL``, ``ARG`` (its default only), ``EXPOSE``
 """
 from __future__ import annotations
 
+import posixpath
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ def _logical_lines(text: str):
         if not buf:
             start = n
         if line.endswith("\\"):
-            buf += line[:-1] + " "
+            buf += line[:-1].rstrip() + " "
             continue
         yield start, buf + line
         buf = ""
@@ -85,7 +86,7 @@ def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = Fals
             words = [w for w in words if not w.startswith("--")]
             if len(words) < 2 or any("://" in w for w in words):
                 raise fail("needs local sources and a destination (no URLs)")
-            dest = words[-1] if words[-1].startswith("/") else f"{plan.workdir or '/'}/{words[-1]}"
+            dest = posixpath.normpath(posixpath.join(plan.workdir or "/", words[-1])) + "/" * words[-1].endswith("/")
             plan.steps.append(("copy", words[:-1], dest))
         elif op == "RUN":
             if not allow_run:
