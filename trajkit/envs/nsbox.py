@@ -104,6 +104,7 @@ class NamespaceSandbox:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             _kill(proc)
+            self._wait_gone()
         if self.root is None:
             return
         disk = self.root / "disk"
@@ -216,9 +217,29 @@ class NamespaceSandbox:
             become = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *limits,
                       "unshare", "--user", "--map-root-user", "chroot", merged, *drop]
         else:  # another user of the sandbox's /etc/passwd: chroot as host root, then drop to that user
-            become = ["chroot", merged, *limits, *drop[:1], f"--reuid={user}", f"--regid={user}", "--init-groups",
+            uid, gid = self._lookup(user)
+            become = ["chroot", merged, *limits, *drop[:1], f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                       *drop[1:]]
         return [*outer, "sh", str(self.root / "inner.sh"), *become, *shell]
+
+    def _wait_gone(self, timeout_s: float = 10.0) -> None:
+        """Wait until the killed namespace's processes (the sandbox uid's) have been reaped by the kernel."""
+        deadline = time.monotonic() + timeout_s
+        while _processes_of(self.uid):
+            if time.monotonic() > deadline:
+                raise SandboxError(f"processes of sandbox uid {self.uid} outlived their namespace: "
+                                   f"{_processes_of(self.uid)}")
+            time.sleep(0.01)
+
+    def _lookup(self, user: str) -> tuple[int, int]:
+        """(uid, gid) of ``user`` (a name or number) in the sandbox's /etc/passwd."""
+        upper = self.root / "disk" / "upper" / "etc" / "passwd"
+        passwd = (upper if upper.is_file() else Path("/etc/passwd")).read_text(encoding="utf-8", errors="replace")
+        for line in passwd.splitlines():
+            fields = line.split(":")
+            if len(fields) > 3 and user in (fields[0], fields[2]):
+                return int(fields[2]), int(fields[3])
+        raise SandboxError(f"user {user!r} is not in the sandbox's /etc/passwd")
 
     def exec(self, command: str, timeout_s: float, user: str | None = None, env: dict[str, str] | None = None,
              cwd: str | None = None) -> ExecResult:
@@ -234,10 +255,24 @@ class NamespaceSandbox:
                 code, timed_out = self._proc.wait(timeout=timeout_s), False
             except subprocess.TimeoutExpired:
                 _kill(self._proc)
+                self._wait_gone()
                 code, timed_out = None, True
             seconds = time.perf_counter() - t0
             self._proc = None
             return ExecResult(code, _tail(out), _tail(err), seconds, timed_out)
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Host pids whose real uid is ``uid``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    out.append(int(pid))
+            except FileNotFoundError:
+                continue
+    return out
 
 
 def _tail(fh) -> str:
