@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from trajkit.envs import docker, nsbox
-from trajkit.envs.sandbox import Limits, SandboxError, SandboxSpec, make_sandbox
+from trajkit.envs.backends import make_sandbox
+from trajkit.envs.sandbox import Limits, SandboxError, SandboxSpec
 
 
 @pytest.fixture(params=["namespace", "docker"])

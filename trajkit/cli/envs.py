@@ -20,7 +20,7 @@ daemon (namespaces + overlayfs + chroot); --sandbox docker needs a running Docke
 def cmd_check(args) -> int:
     from trajkit.envs.check import check_tasks, table, to_json
 
-    rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run)
+    rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs)
     print(json.dumps(to_json(rows), indent=2) if args.json else table(rows))
     return 0 if all(r.ok for r in rows) else 1
 
@@ -41,4 +41,5 @@ def register(sub) -> None:
                        help="where trials run (default: namespace, no daemon)")
     check.add_argument("--allow-run", action="store_true",
                        help="run Dockerfile RUN steps in the sandbox (on the host's userland, not the image's)")
+    check.add_argument("--jobs", type=int, default=4, help="tasks checked at once (default 4)")
     check.set_defaults(handler=cmd_check)

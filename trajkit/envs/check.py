@@ -16,6 +16,7 @@ Skill2Env's acceptance rule: the Oracle (``solution/solve.sh``) scores 1 on ever
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -94,11 +95,14 @@ def check_task(task: HarborTask, sandbox: str = "namespace", allow_run: bool = F
                     time.perf_counter() - t0, timings)
 
 
-def check_tasks(root, strict: bool = False, sandbox: str = "namespace", allow_run: bool = False) -> list[CheckRow]:
-    """Every task under ``root``: a folder that does not load is an ``invalid`` row (or raises when ``strict``)."""
+def check_tasks(root, strict: bool = False, sandbox: str = "namespace", allow_run: bool = False,
+                jobs: int = 4) -> list[CheckRow]:
+    """Every task under ``root``, ``jobs`` at a time: a folder that does not load is an ``invalid`` row (or
+    raises when ``strict``)."""
     report = load_tasks(root, strict=strict)
     rows = [CheckRow(_task_name(e), "invalid", detail=str(e)) for e in report.errors]
-    rows += [check_task(t, sandbox, allow_run) for t in report.tasks]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        rows += list(pool.map(lambda t: check_task(t, sandbox, allow_run), report.tasks))
     return sorted(rows, key=lambda r: r.task)
 
 

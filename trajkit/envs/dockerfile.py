@@ -10,7 +10,7 @@ Ignored as metadata: ``FROM``, ``LABEL``, ``ARG`` (its default only), ``EXPOSE``
 
 >>> plan = parse_dockerfile("FROM python:3.11\\nWORKDIR /app\\nENV A=1 B=\\"two words\\"\\nCOPY data.txt /app/\\n")
 >>> (plan.workdir, plan.env, plan.steps)
-('/app', {'A': '1', 'B': 'two words'}, [('copy', ['data.txt'], '/app/')])
+('/app', {'A': '1', 'B': 'two words'}, [('mkdir', [], '/app'), ('copy', ['data.txt'], '/app/')])
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A sandbox is started once per trial, runs commands (``exec``, each under its own
 extra environment variables), takes files in (``upload``) and gives files back (``download``), and is
 stopped, after which nothing of it remains on the host. Implementations: :class:`~trajkit.envs.nsbox.
 NamespaceSandbox` (no daemon: namespaces, overlayfs, chroot), :class:`~trajkit.envs.docker.DockerSandbox`
-(when a Docker daemon answers). :func:`make_sandbox` picks one by name.
+(when a Docker daemon answers). :func:`trajkit.envs.backends.make_sandbox` picks one by name.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from trajkit.errors import ConfigError, TrajkitError
+from trajkit.errors import TrajkitError
 
 
 class SandboxError(TrajkitError, RuntimeError):
@@ -82,16 +82,3 @@ class Sandbox(Protocol):
 
 
 MAX_OUTPUT = 1 << 20
-
-
-def make_sandbox(kind: str, spec: SandboxSpec) -> Sandbox:
-    """``kind``: ``namespace`` (the default, no daemon) or ``docker`` (needs a running daemon)."""
-    if kind == "namespace":
-        from trajkit.envs.nsbox import NamespaceSandbox
-
-        return NamespaceSandbox(spec)
-    if kind == "docker":
-        from trajkit.envs.docker import DockerSandbox
-
-        return DockerSandbox(spec)
-    raise ConfigError(f"sandbox must be 'namespace' or 'docker', got {kind!r}")

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trajkit.envs.dockerfile import parse_dockerfile
-from trajkit.envs.sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec, make_sandbox
+from trajkit.envs.backends import make_sandbox
+from trajkit.envs.sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from trajkit.envs.task import HarborTask
 from trajkit.errors import TrajkitError
 
