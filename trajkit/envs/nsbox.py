@@ -56,6 +56,7 @@ mount -t tmpfs -o mode=755,size=64k tmpfs "$SBX/merged/dev"
 for n in DEVICES; do : > "$SBX/merged/dev/$n"; mount --bind "/dev/$n" "$SBX/merged/dev/$n"; done
 mount -t tmpfs -o ro,size=4k tmpfs "$SBX/merged/sys"
 ip link set lo up
+if [ -d "$SBX/gw" ]; then mount --bind "$SBX/gw" "$SBX/merged/run/trajkit"; fi
 exec "$@"
 """.replace("DEVICES", " ".join(DEVICES))
 
@@ -77,6 +78,7 @@ class NamespaceSandbox:
         self.uid = UID_BASE + secrets.randbelow(UID_SPAN)
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
+        self._relay = None  # (host listener, inside port) once expose() was called
         self.build_log: list[ExecResult] = []
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -101,6 +103,9 @@ class NamespaceSandbox:
             raise
 
     def stop(self) -> None:
+        if self._relay is not None:
+            self._relay[0].close()
+            self._relay = None
         proc = self._proc
         if proc is not None and proc.poll() is None:
             _kill(proc)
@@ -201,6 +206,31 @@ class NamespaceSandbox:
             raise FileNotFoundError(f"{source}: no such file written in the sandbox")
         shutil.copyfile(path, dest)
 
+    # -- the one way out ------------------------------------------------------------------------------------
+    def expose(self, port: int) -> str:
+        """Make the host's ``127.0.0.1:port`` (the gateway) reachable from the next commands as
+        ``127.0.0.1:port`` inside, without a network: a Unix socket in ``/run/trajkit`` (bind-mounted) and a
+        relay started beside each command (:mod:`trajkit.envs.relay`). Returns the ``host:port`` to use inside."""
+        from trajkit.envs import relay
+
+        if self.spec.limits.network:  # the host's loopback is the sandbox's: nothing to relay
+            return f"127.0.0.1:{port}"
+        gw = self.root / "gw"
+        gw.mkdir(mode=0o755, exist_ok=True)
+        shutil.copy(relay.__file__, gw / "relay.py")
+        self._own_dir(self._upper("/run/trajkit"))
+        if self._relay is None:
+            self._relay = (relay.unix_to_tcp(str(gw / "gateway.sock"), port), port)
+        return f"127.0.0.1:{port}"
+
+    def _with_relay(self, command: str) -> str:
+        if self._relay is None:
+            return command
+        ready = f"/tmp/.trajkit-relay-{self._relay[1]}"
+        return (f"python3 /run/trajkit/relay.py {self._relay[1]} /run/trajkit/gateway.sock {ready} & "
+                f"n=0; while [ ! -e {ready} ] && [ $n -lt 1000 ]; do sleep 0.01; n=$((n+1)); done; "
+                f"rm -f {ready}; {command}")
+
     # -- commands -------------------------------------------------------------------------------------------
     def _argv(self, command: str, user: str | None, env: dict[str, str], cwd: str) -> list[str]:
         lim = self.spec.limits
@@ -246,7 +276,7 @@ class NamespaceSandbox:
         if self.root is None:
             raise SandboxError("the sandbox is not started (call start first)")
         base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.spec.env, **(env or {})}
-        argv = self._argv(command, user, base, cwd or self.spec.workdir)
+        argv = self._argv(self._with_relay(command), user, base, cwd or self.spec.workdir)
         with self._lock, tempfile.TemporaryFile(dir=self.root) as out, tempfile.TemporaryFile(dir=self.root) as err:
             t0 = time.perf_counter()
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
