@@ -78,3 +78,60 @@ def test_a_harbor_task_needs_its_folder():
 
     with pytest.raises(ConfigError, match="task.name=harbor needs task.path=DIR"):
         load_config(None, TINY + ["task.name=harbor"])
+
+
+@pytest.fixture(scope="module")
+def scripted_policy():
+    """(model, tokenizer) of a tiny model fine-tuned to answer hello-file's shell-agent conversation with the
+    right command, then "Done." (cached; the first build takes about 30 s of CPU)."""
+    from trajkit.envs.shell_agent import SYSTEM
+    from trajkit.envs.task import load_task
+    from trajkit.models.load import load_model, load_tokenizer
+    from trajkit.recipes.scripted import ScriptedRecipe, scripted_model
+
+    task = load_task(SHIPPED / "hello-file")
+    conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.instruction},
+                    {"role": "assistant", "content": SOLVE}, {"role": "user", "content": "exit code: 0\n"},
+                    {"role": "assistant", "content": "Done."}]
+    folder = scripted_model([(conversation, None)], ScriptedRecipe(steps=80, vocab_size=512))
+    return load_model(folder / "model"), load_tokenizer(folder / "tokenizer")
+
+
+SOLVE = "```bash\nprintf 'Hello, Harbor!\\n' > /app/hello.txt\n```"
+
+
+def test_a_scripted_policy_solves_the_task_in_the_sandbox_and_gets_the_verifiers_reward(needs_sandbox, tmp_path,
+                                                                                          scripted_policy):
+    model, tokenizer = scripted_policy
+    trainer = Trainer(harbor(tmp_path, SHIPPED / "hello-file", "rollout.max_new_tokens=48"), model=model,
+                      tokenizer=tokenizer, logger=False)
+    try:
+        result = trainer.step_once()
+    finally:
+        trainer.close()
+    for s in result.samples:
+        records, sampled = _sampled(trainer, s)
+        assert [m["content"] for m in s.metadata["completion"]] == [SOLVE, "exit code: 0\n", "Done."]
+        assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == sampled and len(records) == 2
+        # the reply's command ran in the sandbox: the verifier (not the policy's text) gave the reward
+        assert s.raw_reward == json.loads(s.metadata["columns"]["harness_output"])["reward"] == 1.0
+        assert tokenizer.decode([t for t, m in zip(s.completion_ids, s.loss_mask) if not m]).count("exit code: 0") == 1
+    assert result.metrics["reward/raw"] == 1.0 and result.metrics["mismatch/max_abs"] < 1e-4
+
+
+def test_a_grpo_step_with_smollm2_on_a_harbor_task(needs_sandbox, tmp_path, smollm2_folder):
+    cfg = harbor(tmp_path, SHIPPED / "hello-file", "policy.source=path", f"policy.path={smollm2_folder}",
+                 "task.max_turns=1", "rollout.max_new_tokens=32", "threads=2", "optim.lr=1e-5")
+    trainer = Trainer(cfg, logger=False)
+    try:
+        result = trainer.step_once()
+    finally:
+        trainer.close()
+    assert len(result.samples) == 2
+    for s in result.samples:
+        validate_sample(s)
+        records, sampled = _sampled(trainer, s)
+        assert len(records) == 1 and [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == sampled
+        trial = json.loads(s.metadata["columns"]["harness_output"])
+        assert trial["error"] is None and s.raw_reward == trial["reward"]
+        assert "<|im_start|>system" in trainer.state.tokenizer.decode(s.prompt_ids)  # SmolLM2's own template
