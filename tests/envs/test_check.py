@@ -82,3 +82,17 @@ def test_reward_files_are_read_as_harbor_reads_them():
     assert parse_reward('{"reward": 0.5, "style": 1}', "reward.json") == {"reward": 0.5, "style": 1.0}
     assert parse_reward("-0.25\n", "reward.txt") == {"reward": -0.25}
     assert math.isclose(parse_reward("1e-3", "reward.txt")["reward"], 0.001)
+
+
+def test_the_readmes_envs_check_commands_run(needs_sandbox, capsys):
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"## Harbor environments.*?```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.startswith("trajkit envs")]
+    assert len(commands) == 2
+    codes = [main(shlex.split(c)[1:] + ["--jobs", "4"]) for c in commands]
+    assert codes == [0, 1]  # the shipped tasks pass, the broken ones fail
+    capsys.readouterr()
