@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from tests.envs.conftest import BROKEN, SHIPPED
+from tests.envs.conftest import BROKEN, JUDGE_REPLY, SHIPPED, SOLVE
 from tests.rl.conftest import TINY
 from trajkit.rl.config import load_config
 from trajkit.rl.sample import validate_sample
@@ -80,26 +80,6 @@ def test_a_harbor_task_needs_its_folder():
         load_config(None, TINY + ["task.name=harbor"])
 
 
-@pytest.fixture(scope="module")
-def scripted_policy():
-    """(model, tokenizer) of a tiny model fine-tuned to answer hello-file's shell-agent conversation with the
-    right command, then "Done." (cached; the first build takes about 30 s of CPU)."""
-    from trajkit.envs.shell_agent import SYSTEM
-    from trajkit.envs.task import load_task
-    from trajkit.models.load import load_model, load_tokenizer
-    from trajkit.recipes.scripted import ScriptedRecipe, scripted_model
-
-    task = load_task(SHIPPED / "hello-file")
-    conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.instruction},
-                    {"role": "assistant", "content": SOLVE}, {"role": "user", "content": "exit code: 0\n"},
-                    {"role": "assistant", "content": "Done."}]
-    folder = scripted_model([(conversation, None)], ScriptedRecipe(steps=80, vocab_size=512))
-    return load_model(folder / "model"), load_tokenizer(folder / "tokenizer")
-
-
-SOLVE = "```bash\nprintf 'Hello, Harbor!\\n' > /app/hello.txt\n```"
-
-
 def test_a_scripted_policy_solves_the_task_in_the_sandbox_and_gets_the_verifiers_reward(needs_sandbox, tmp_path,
                                                                                           scripted_policy):
     model, tokenizer = scripted_policy
@@ -135,3 +115,27 @@ def test_a_grpo_step_with_smollm2_on_a_harbor_task(needs_sandbox, tmp_path, smol
         trial = json.loads(s.metadata["columns"]["harness_output"])
         assert trial["error"] is None and s.raw_reward == trial["reward"]
         assert "<|im_start|>system" in trainer.state.tokenizer.decode(s.prompt_ids)  # SmolLM2's own template
+
+
+def test_with_a_judge_the_reward_is_polars_rubric_reward(needs_sandbox, tmp_path, scripted_folder):
+    """The scripted policy solves hello-file (outcome 1) and the scripted judge, served by a second gateway,
+    scores the run 4: reward 1 + 0.2 * 4 / 5 for every sample."""
+    from trajkit.engine import Engine
+    from trajkit.gateway import Gateway, GatewayConfig, running
+    from trajkit.models.load import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer(scripted_folder / "tokenizer")
+    judge = Gateway(Engine(load_model(scripted_folder / "model")), tokenizer,
+                    GatewayConfig(model_name="judge", default_max_tokens=64))
+    with running(judge) as url:
+        cfg = harbor(tmp_path, SHIPPED / "hello-file", "rollout.max_new_tokens=48", f"task.judge_url={url}")
+        trainer = Trainer(cfg, model=load_model(scripted_folder / "model"), tokenizer=tokenizer, logger=False)
+        try:
+            result = trainer.step_once()
+        finally:
+            trainer.close()
+    judge.close()
+    for s in result.samples:
+        trial = json.loads(s.metadata["columns"]["harness_output"])
+        assert (trial["outcome"], trial["judge_score"], trial["judge_fallback"]) == (1.0, 4.0, None)
+        assert s.raw_reward == pytest.approx(1.16)

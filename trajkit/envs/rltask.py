@@ -14,8 +14,11 @@ temperature and seeded from the step's seed), reached through the sandbox's rela
   group's baseline); a run whose agent made no call at all is an empty sample. Neither stops the step, even
   when every run of a round fails.
 
-Each sample's ``metadata["columns"]["harness_output"]`` holds the trial's record as JSON (reward, rewards,
-error, failed phase, per-phase seconds).
+With a judge (``task.judge_url``, ``task.judge_model``: any OpenAI-compatible endpoint) a successful trial's
+reward is Polar's rubric reward (:mod:`trajkit.envs.rubric`: outcome + 0.2 * score / 5 from ``tests/rubric.md``,
+the outcome alone when the judge fails). Each sample's ``metadata["columns"]["harness_output"]`` holds the
+trial's record as JSON (reward, rewards, error, failed phase, per-phase seconds; outcome, judge_score and
+judge_fallback with a judge).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import json
 import warnings
 
 from trajkit.envs.agents import shell_agent
+from trajkit.envs.rubric import Judge, rubric_reward
 from trajkit.envs.task import load_tasks
 from trajkit.envs.trial import run_trial
 from trajkit.errors import ConfigError
@@ -46,7 +50,7 @@ class HarborRLTask:
     name = "harbor"
 
     def __init__(self, path: str, tokenizer, seed: int = 0, max_turns: int = 4, sandbox: str = "namespace",
-                 strict: bool = False, gateway=None):
+                 strict: bool = False, gateway=None, judge: Judge | None = None):
         report = load_tasks(path, strict=strict)
         if report.errors:
             warnings.warn(f"{len(report.errors)} task(s) under {path} skipped; first: {report.errors[0]}", stacklevel=2)
@@ -55,6 +59,7 @@ class HarborRLTask:
         self.tasks = {t.name: t for t in report.tasks}
         self.names = sorted(self.tasks)
         self.seed, self.tokenizer, self.max_turns, self.sandbox = seed, tokenizer, max_turns, sandbox
+        self.judge = judge
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False)
         self.reward_funcs = [trial_reward]
 
@@ -73,9 +78,15 @@ class HarborRLTask:
         task = self.tasks[run.columns["harbor_task"]]
         agent = shell_agent(run.base_url, run.api_key, run.model, self.max_turns)
         result = run_trial(task, agent, "shell", self.sandbox)
-        return json.dumps(result.to_dict())
+        record = result.to_dict()
+        if self.judge is not None and result.ok:
+            rubric = rubric_reward(task, result.reward, result.agent_result.output, self.judge)
+            record.update(reward=rubric.reward, outcome=rubric.outcome, judge_score=rubric.score,
+                          judge_fallback=rubric.fallback)
+        return json.dumps(record)
 
 
 def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
     """The ``harbor`` entry of :data:`trajkit.rl.registry.TASKS`."""
-    return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict)
+    judge = Judge(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
+    return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge)

@@ -124,7 +124,8 @@ class TaskConfig(Checked):
     ``agent`` reads its tasks the same way and runs the harness ``command`` once per group member against a
     gateway over the policy's engine (:mod:`trajkit.rl.agent`), each run limited to ``harness_timeout_s``.
     ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
-    (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`).
+    (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
+    OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
     The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
@@ -140,6 +141,8 @@ class TaskConfig(Checked):
     command: str | None = None
     harness_timeout_s: float = 300.0
     sandbox: Literal["namespace", "docker"] = "namespace"
+    judge_url: str | None = None
+    judge_model: str = "judge"
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
