@@ -6,7 +6,7 @@ import pytest
 
 from tests.envs.conftest import JUDGE_REPLY, SHELL_OUTPUT, SHIPPED
 from trajkit.engine import Engine
-from trajkit.envs.rubric import Judge, parse_score, polar_reward, rubric_reward
+from trajkit.envs.rubric import ChatModel, parse_score, polar_reward, rubric_reward
 from trajkit.envs.task import load_task
 from trajkit.gateway import Gateway, GatewayConfig, running
 
@@ -33,7 +33,7 @@ def judge_url(scripted_policy):
 
 def test_a_judge_behind_the_gateway_scores_the_run(judge_url):
     task = load_task(SHIPPED / "hello-file")
-    result = rubric_reward(task, 1.0, SHELL_OUTPUT, Judge(judge_url))
+    result = rubric_reward(task, 1.0, SHELL_OUTPUT, ChatModel(judge_url))
     assert (result.score, result.fallback, result.outcome) == (4.0, None, 1.0)
     assert result.reward == pytest.approx(1.0 + 0.2 * 4 / 5)
     assert parse_score(JUDGE_REPLY) == 4.0
@@ -41,7 +41,7 @@ def test_a_judge_behind_the_gateway_scores_the_run(judge_url):
 
 def test_the_outcome_stands_when_the_judge_fails(judge_url, tmp_path):
     task = load_task(SHIPPED / "hello-file")
-    unreachable = rubric_reward(task, 1.0, SHELL_OUTPUT, Judge("http://127.0.0.1:9/v1", timeout_s=2))
+    unreachable = rubric_reward(task, 1.0, SHELL_OUTPUT, ChatModel("http://127.0.0.1:9/v1", timeout_s=2))
     assert (unreachable.reward, unreachable.score) == (1.0, None) and "the judge failed: ConnectError" in unreachable.fallback
     from trajkit.models.spec import TinySpec, build_model
     from trajkit.models.tokenizer import byte_tokenizer
@@ -49,8 +49,8 @@ def test_the_outcome_stands_when_the_judge_fails(judge_url, tmp_path):
     babbler = Gateway(Engine(build_model(TinySpec(vocab_size=259, hidden_size=32, max_positions=4096), seed=0)),
                       byte_tokenizer(), GatewayConfig(model_name="judge", default_max_tokens=6))
     with running(babbler) as url:  # six bytes cannot hold "SCORE: n"
-        babble = rubric_reward(task, 1.0, SHELL_OUTPUT, Judge(url))
+        babble = rubric_reward(task, 1.0, SHELL_OUTPUT, ChatModel(url))
     babbler.close()
     assert (babble.reward, babble.score) == (1.0, None) and babble.fallback.startswith("no SCORE in [-5, 5]")
-    no_rubric = rubric_reward(load_task(SHIPPED / "python-fib"), 1.0, "", Judge(judge_url))
+    no_rubric = rubric_reward(load_task(SHIPPED / "python-fib"), 1.0, "", ChatModel(judge_url))
     assert (no_rubric.reward, no_rubric.fallback) == (1.0, "the task has no tests/rubric.md")

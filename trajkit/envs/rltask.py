@@ -26,7 +26,7 @@ import json
 import warnings
 
 from trajkit.envs.agents import shell_agent
-from trajkit.envs.rubric import Judge, rubric_reward
+from trajkit.envs.rubric import ChatModel, rubric_reward
 from trajkit.envs.task import load_tasks
 from trajkit.envs.trial import run_trial
 from trajkit.errors import ConfigError
@@ -50,7 +50,7 @@ class HarborRLTask:
     name = "harbor"
 
     def __init__(self, path: str, tokenizer, seed: int = 0, max_turns: int = 4, sandbox: str = "namespace",
-                 strict: bool = False, gateway=None, judge: Judge | None = None):
+                 strict: bool = False, gateway=None, judge: ChatModel | None = None):
         report = load_tasks(path, strict=strict)
         if report.errors:
             warnings.warn(f"{len(report.errors)} task(s) under {path} skipped; first: {report.errors[0]}", stacklevel=2)
@@ -88,5 +88,5 @@ class HarborRLTask:
 
 def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
     """The ``harbor`` entry of :data:`trajkit.rl.registry.TASKS`."""
-    judge = Judge(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
+    judge = ChatModel(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
     return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge)

@@ -47,7 +47,7 @@ def judge_messages(task: HarborTask, rubric: str, agent_output: str) -> list[dic
 
 
 @dataclass
-class Judge:
+class ChatModel:
     """An OpenAI-compatible chat endpoint (``base_url`` ends in ``/v1``)."""
 
     base_url: str
@@ -71,7 +71,7 @@ class RubricResult:
     fallback: str | None  # why the outcome alone was used (None when the judge scored)
 
 
-def rubric_reward(task: HarborTask, outcome: float, agent_output: str, judge: Judge) -> RubricResult:
+def rubric_reward(task: HarborTask, outcome: float, agent_output: str, judge: ChatModel) -> RubricResult:
     """Polar's rubric reward for one trial (module docstring)."""
     path = task.tests_dir / "rubric.md"
     if not path.is_file():
