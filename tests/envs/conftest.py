@@ -59,7 +59,7 @@ def scripted_folder():
                {"role": "assistant", "content": "\n".join(PLAN)}]
     writers = [writer_messages(skill, t) + [{"role": "assistant", "content": WRITTEN[t]}] for t in PLAN]
     conversations = [agent, judge, planner, *writers]
-    return scripted_model([(c, None) for c in conversations], ScriptedRecipe(steps=150, vocab_size=768))
+    return scripted_model([(c, None) for c in conversations], ScriptedRecipe(steps=100, vocab_size=768))
 
 
 @pytest.fixture
