@@ -3,7 +3,8 @@
 Layers (a package may import only those listed for it, besides the shared base modules ``trajkit.errors``,
 ``trajkit.config``, ``trajkit._lazy`` and ``trajkit.progress``): ``models`` at the bottom, ``traces`` on
 models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models
-and synth, ``gateway`` on engine, models and traces, ``rl`` on engine, models, traces, recipes, gateway and optim; ``audit`` (checks over the files the others write) on traces and models only; ``cli``, ``bench`` and
+and synth, ``gateway`` on engine, models and traces, ``rl`` on engine, models, traces, recipes, gateway and optim; ``envs`` (Harbor tasks, sandboxes, trials, the RL task
+over them) on rl and everything rl reaches; ``audit`` (checks over the files the others write) on traces and models only; ``cli``, ``bench`` and
 ``demo`` on anything.
 
 The graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` statement counts,
@@ -32,6 +33,8 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
     "trajkit.rl": ("trajkit.engine", "trajkit.models", "trajkit.traces", "trajkit.recipes", "trajkit.synth",
                    "trajkit.gateway", "trajkit.optim"),
     "trajkit.audit": ("trajkit.traces", "trajkit.models"),  # reads files the others write, never their objects
+    "trajkit.envs": ("trajkit.rl", "trajkit.engine", "trajkit.models", "trajkit.traces", "trajkit.recipes",
+                     "trajkit.synth", "trajkit.gateway", "trajkit.optim"),  # Harbor tasks, sandboxes, the RL task
 }
 
 

@@ -13,5 +13,6 @@ COMMANDS: dict[str, str] = {
     "train": "RL post-training (GRPO family) with speculative rollouts",
     "models": "prepare real models offline",
     "demo": "run every stage on the bundled data (offline)",
+    "envs": "Harbor-format environments: check tasks in a sandbox (Oracle = 1, NOP = 0)",
     "audit": "catch results that are not real: leaks, seed noise, label bugs, tokenizer mismatches, reward hacks",
 }

@@ -31,7 +31,8 @@ times, a group, by the trainer):
 
 A run that fails (the harness raised, exited non-zero or timed out, or made no call) becomes an empty sample
 (no tokens, ``metadata["harness_error"]``); its reward is what the reward functions give an empty completion.
-A round in which every run fails raises :class:`HarnessError` (the command is broken, not the policy).
+A round in which every run fails raises :class:`HarnessError` (the command is broken, not the policy), unless
+the environment is made with ``raise_when_all_fail=False`` (Harbor trials, where a whole group can time out).
 
 Deviation from a fully asynchronous agent loop (Polar): rollouts and updates alternate, so the harness never
 sees weights change mid-run; chains that fork (a harness that rewrites its history) keep only the chain of
@@ -137,8 +138,9 @@ class GatewayEnv:
     """Episodes made by ``harness`` runs against a gateway over the trainer's engine (module docstring)."""
 
     def __init__(self, tokenizer, harness: Harness, model_name: str = "policy", max_parallel: int = 64,
-                 config: GatewayConfig | None = None):
+                 config: GatewayConfig | None = None, raise_when_all_fail: bool = True):
         self.tokenizer, self.harness, self.max_parallel = tokenizer, harness, max_parallel
+        self.raise_when_all_fail = raise_when_all_fail  # False: a round of failed runs is a round of empty samples
         self.config = config or GatewayConfig(model_name=model_name)
         self.model = self.config.model_name.split(",")[0].strip()
         self.gateway: Gateway | None = None
@@ -179,7 +181,7 @@ class GatewayEnv:
         self.gateway.scheduler.drain()
         samples = [self._sample(p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
         errors = [s.metadata["harness_error"] for s in samples if "harness_error" in s.metadata]
-        if errors and len(errors) == len(samples):
+        if errors and len(errors) == len(samples) and self.raise_when_all_fail:
             raise HarnessError(f"every harness run of this round failed; first: {errors[0]}")
         if errors:
             warnings.warn(f"{len(errors)} of {len(samples)} harness runs failed; first: {errors[0]}", stacklevel=2)

@@ -123,6 +123,9 @@ class TaskConfig(Checked):
     Parquet with a ``prompt`` column; held-out ``eval_path`` or the last ``eval_fraction`` of the rows).
     ``agent`` reads its tasks the same way and runs the harness ``command`` once per group member against a
     gateway over the policy's engine (:mod:`trajkit.rl.agent`), each run limited to ``harness_timeout_s``.
+    ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
+    (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
+    OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
     The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
@@ -137,6 +140,9 @@ class TaskConfig(Checked):
     tool_timeout_s: float = 0.5
     command: str | None = None
     harness_timeout_s: float = 300.0
+    sandbox: Literal["namespace", "docker"] = "namespace"
+    judge_url: str | None = None
+    judge_model: str = "judge"
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
@@ -149,6 +155,8 @@ class TaskConfig(Checked):
         if self.name not in TASKS and not is_import_path(self.name):
             raise ConfigError(f"task.name must be one of {sorted(TASKS)} or an import path 'pkg.module:factory', "
                               f"got {self.name!r}")
+        if self.name == "harbor" and not self.path:
+            raise ConfigError("task.name=harbor needs task.path=DIR (a Harbor task folder or a folder of them)")
         if self.name in ("dataset", "agent") and not self.path:
             raise ConfigError(f"task.name={self.name} needs task.path=FILE (.jsonl or .parquet with a 'prompt' "
                               "column)")

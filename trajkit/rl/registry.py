@@ -1,7 +1,8 @@
 """Task registry: ``task.name`` in a config -> a factory ``(TaskConfig, seed, tokenizer) -> Task``.
 
 ``TaskConfig`` validates its ``name`` against :data:`TASKS`, so a task registered here is accepted by
-configs and CLI overrides with no other change; a name written as an import path
+configs and CLI overrides with no other change. An entry may be an import path of a factory (``harbor``: the
+Harbor task of :mod:`trajkit.envs`, a package above this one, loaded only when chosen); a name written as an import path
 (``my_pkg.tasks:make_task``) is imported instead, so a user's task needs no edit of this file.
 """
 from __future__ import annotations
@@ -15,14 +16,14 @@ from trajkit.rl.tasks import ChatArithmeticTask, StringTask, Task
 from trajkit.rl.toolenv import CalculatorTask
 
 # (TaskConfig, seed, tokenizer) -> Task; TaskConfig is not imported: it validates names against TASKS
-TaskFactory = Callable[[Any, int, Any], Task]
+TaskFactory = Callable[[Any, int, Any], Task]  # or an import path 'pkg.module:factory' to one
 
 
 def _string(op: str) -> TaskFactory:
     return lambda c, seed, tok: StringTask(op, seed, tok, c.min_len, c.max_len, c.alphabet)
 
 
-TASKS: dict[str, TaskFactory] = {
+TASKS: dict[str, TaskFactory | str] = {
     "copy": _string("copy"), "rev": _string("rev"), "sort": _string("sort"), "add": _string("add"),
     "rep": _string("rep"),
     "calculator": lambda c, seed, tok: CalculatorTask(seed, tok, c.max_len, c.max_turns, c.tool_timeout_s),
@@ -30,6 +31,7 @@ TASKS: dict[str, TaskFactory] = {
     "dataset": lambda c, seed, tok: DatasetTask(c.path, tok, c.eval_path, seed=seed, eval_fraction=c.eval_fraction,
                                                 strict=c.strict),
     "agent": lambda c, seed, tok: _agent(c, seed, tok),
+    "harbor": "trajkit.envs.rltask:make_task",  # trajkit.envs sits above trajkit.rl: named, not imported
 }
 
 
@@ -49,4 +51,7 @@ def make_task(cfg, seed: int, tokenizer) -> Task:
             raise ConfigError(f"task.name: {cfg.name!r} is not callable (a task factory takes "
                               "(TaskConfig, seed, tokenizer))")
         return factory(cfg, seed, tokenizer)
-    return TASKS[cfg.name](cfg, seed, tokenizer)
+    factory = TASKS[cfg.name]
+    if isinstance(factory, str):
+        factory = import_object(factory, "task.name")
+    return factory(cfg, seed, tokenizer)

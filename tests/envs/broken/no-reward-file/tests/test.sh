@@ -1,0 +1,2 @@
+#!/bin/bash
+[ "$(cat /app/ok.txt)" = ok ]

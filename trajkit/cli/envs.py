@@ -1,0 +1,80 @@
+"""``trajkit envs …``: Harbor-format environments. ``check``: static checks, then the Oracle and NOP agents in
+fresh sandboxes; a table (or ``--json``); exit 1 when any task fails, 2 for unusable input. ``compile``: tasks
+from an Agent Skill with a model, kept when they pass the same checks."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from trajkit.cli.commands import COMMANDS
+
+CHECK_EPILOG = """Examples:
+  trajkit envs check trajkit/envs/tasks               # every shipped task: Oracle 1, NOP 0
+  trajkit envs check my-tasks/ --json --strict        # JSON rows; stop at the first task that does not load
+
+DIR is a Harbor task folder (instruction.md, task.toml, tests/test.sh, solution/solve.sh, environment/) or a
+folder of them. Verdicts: ok, invalid, no solution, reward outside /logs/verifier, timeout, needs network,
+no reward, oracle error, wrong solution, vacuous test (docs/envs.md). The default sandbox needs root and no
+daemon (namespaces + overlayfs + chroot); --sandbox docker needs a running Docker daemon."""
+
+
+def cmd_check(args) -> int:
+    from trajkit.envs.check import check_tasks, table, to_json
+
+    rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs)
+    print(json.dumps(to_json(rows), indent=2) if args.json else table(rows))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+COMPILE_EPILOG = """Example:
+  trajkit envs compile skills/pdf/SKILL.md --model http://127.0.0.1:8000/v1 --model-name qwen --out tasks/pdf
+
+The model (any OpenAI-compatible endpoint: trajkit serve, vLLM, a hosted API) plans up to --tasks task titles
+from the skill, then writes each task's instruction.md, tests/test.sh and solution/solve.sh; trajkit writes
+task.toml, runs the static checks and the Oracle and NOP agents, and keeps only the tasks that pass (OUT/NAME;
+the others under OUT/rejected/ with the reason in OUT/compile.json). Exit 0 when a task was kept, else 1."""
+
+
+def cmd_compile(args) -> int:
+    from trajkit.envs.compile import compile_skill
+    from trajkit.envs.rubric import ChatModel
+
+    rows = compile_skill(args.skill, ChatModel(args.model, args.model_name, args.api_key), args.out, args.tasks,
+                         args.sandbox)
+    for r in rows:
+        print(f"{r.verdict:<30} {r.name:<40} {r.detail[:100]}")
+    kept = sum(r.verdict == "ok" for r in rows)
+    print(f"{kept} of {len(rows)} tasks kept in {args.out}")
+    return 0 if kept else 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("envs", help=COMMANDS["envs"],
+                       description="Harbor-format environments: load, sandbox, check (Oracle = 1, NOP = 0).",
+                       epilog=CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    esub = p.add_subparsers(dest="envs_command", metavar="COMMAND")
+    check = esub.add_parser("check", help="run the Oracle and NOP agents on each task and give a verdict",
+                            description="Static checks, then the Oracle and NOP agents of each Harbor task in fresh "
+                                        "sandboxes: a table (task, oracle, nop, verdict, seconds) or --json.",
+                            epilog=CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("dir", help="a Harbor task folder or a folder of task folders")
+    check.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    check.add_argument("--strict", action="store_true", help="stop at the first task that does not load")
+    check.add_argument("--sandbox", choices=("namespace", "docker"), default="namespace",
+                       help="where trials run (default: namespace, no daemon)")
+    check.add_argument("--allow-run", action="store_true",
+                       help="run Dockerfile RUN steps in the sandbox (on the host's userland, not the image's)")
+    check.add_argument("--jobs", type=int, default=4, help="tasks checked at once (default 4)")
+    check.set_defaults(handler=cmd_check)
+    comp = esub.add_parser("compile", help="Harbor tasks from an Agent Skill, kept when Oracle = 1 and NOP = 0",
+                           description="Skill2Env-style: plan tasks from SKILL.md with a model, write them, check "
+                                       "them, keep the sound ones.",
+                           epilog=COMPILE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    comp.add_argument("skill", help="the skill's SKILL.md")
+    comp.add_argument("--model", required=True, help="the model endpoint's base URL (ending in /v1)")
+    comp.add_argument("--model-name", default="policy", help="the model name to request (default policy)")
+    comp.add_argument("--api-key", default="trajkit", help="the API key to send")
+    comp.add_argument("--out", required=True, help="where the kept tasks go")
+    comp.add_argument("--tasks", type=int, default=4, help="how many tasks to plan (default 4)")
+    comp.add_argument("--sandbox", choices=("namespace", "docker"), default="namespace")
+    comp.set_defaults(handler=cmd_compile)

@@ -1,0 +1,236 @@
+"""Harbor task folders -> typed :class:`HarborTask` objects.
+
+A Harbor task is a folder (the layout of Harbor's ``harbor tasks init``)::
+
+    my-task/
+      instruction.md        what the agent is told
+      task.toml             [task] [metadata] [agent] [verifier] [solution] [environment]
+      environment/          a Dockerfile (or plain files copied into the workdir)
+      tests/test.sh         writes /logs/verifier/reward.json (a dict of numbers) or reward.txt (one float)
+      solution/solve.sh     optional: the Oracle's solution
+
+:func:`load_task` reads one folder, :func:`load_tasks` a task folder or a folder of task folders. Keys of
+``task.toml`` this loader does not know are kept (``HarborTask.extra``, ``Section.extra``) and reported
+(``HarborTask.unknown_keys``), as Harbor ignores them. A bad task raises :class:`TaskError` naming the file and
+the field; :func:`load_tasks` collects those per task (lenient) unless ``strict``, when the first one stops it.
+
+Harbor's deprecated spellings are read: ``allow_internet`` (-> ``network_mode``), ``memory``/``storage`` such
+as ``"4G"`` (-> ``memory_mb``/``storage_mb``). Deviation: Harbor's network default is on; here a task gets the
+network only when it asks (``network_mode`` other than ``"none"``, or ``allow_internet = true``).
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp()) / "hello"
+>>> (d / "tests").mkdir(parents=True)
+>>> _ = (d / "instruction.md").write_text("Write hi to /app/out.txt")
+>>> _ = (d / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt")
+>>> _ = (d / "task.toml").write_text('[verifier]\\ntimeout_sec = 30\\n[environment]\\nmemory = "1G"\\nfoo = 1\\n')
+>>> t = load_task(d)
+>>> (t.name, t.verifier.timeout_sec, t.agent.timeout_sec, t.environment.memory_mb, t.unknown_keys)
+('hello', 30.0, 600.0, 1024, ['environment.foo'])
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trajkit.errors import InputError
+
+DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec
+NETWORK_OFF = ("none", "no", "off", "disabled")
+
+
+class TaskError(InputError):
+    """A task folder cannot be used: the message names the file and the field."""
+
+
+@dataclass
+class Phase:
+    """``[agent]``, ``[verifier]`` or ``[solution]``: a time limit and extra environment variables."""
+
+    timeout_sec: float = DEFAULT_TIMEOUT_S
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Environment:
+    """``[environment]``: resources, network, working directory and a prebuilt image name (not pulled here)."""
+
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    storage_mb: int = 10240
+    network_mode: str = "none"
+    workdir: str | None = None  # None: the Dockerfile's WORKDIR, else /app
+    build_timeout_sec: float = 600.0
+    docker_image: str | None = None
+    gpus: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def network(self) -> bool:
+        return self.network_mode.lower() not in NETWORK_OFF
+
+
+@dataclass
+class HarborTask:
+    """One task folder, read (see the module docstring)."""
+
+    path: Path
+    name: str
+    instruction: str
+    agent: Phase
+    verifier: Phase
+    solution: Phase
+    environment: Environment
+    metadata: dict[str, Any] = field(default_factory=dict)
+    version: str = "1.0"
+    extra: dict[str, Any] = field(default_factory=dict)
+    unknown_keys: list[str] = field(default_factory=list)
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_dir(self) -> Path | None:
+        d = self.path / "solution"
+        return d if (d / "solve.sh").is_file() else None
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.path / "environment"
+
+    @property
+    def dockerfile(self) -> Path | None:
+        f = self.environment_dir / "Dockerfile"
+        return f if f.is_file() else None
+
+
+PHASE_KEYS = {"timeout_sec": float, "env": dict, "user": str}
+ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": str, "workdir": str,
+            "build_timeout_sec": float, "docker_image": str, "gpus": int}
+TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
+            "source")
+
+
+def load_task(path: str | Path) -> HarborTask:
+    """The task in folder ``path`` (raises :class:`TaskError` naming the file and field)."""
+    path = Path(path)
+    toml_path, instruction = path / "task.toml", path / "instruction.md"
+    for required in (toml_path, instruction, path / "tests" / "test.sh"):
+        if not required.is_file():
+            raise TaskError(f"missing {required.relative_to(path)}", path=str(path),
+                            hint="a Harbor task has instruction.md, task.toml and tests/test.sh")
+    try:
+        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"not valid TOML: {exc}", path=str(toml_path)) from None
+    text = instruction.read_text(encoding="utf-8")
+    if not text.strip():
+        raise TaskError("the instruction is empty", path=str(instruction))
+    unknown = [k for k in data if k not in TOP_KEYS]
+    task_section = _table(data, "task", toml_path)
+    sections = {}
+    for name in ("agent", "verifier", "solution"):
+        sections[name], extra = _read(_table(data, name, toml_path), PHASE_KEYS, name, toml_path)
+        sections[name] = Phase(**sections[name], extra=extra)
+        unknown += [f"{name}.{k}" for k in extra]
+    env_table = _normalize_environment(_table(data, "environment", toml_path), toml_path)
+    env_values, env_extra = _read(env_table, ENV_KEYS, "environment", toml_path)
+    unknown += [f"environment.{k}" for k in env_extra]
+    environment = Environment(**env_values, extra=env_extra)
+    if environment.workdir is not None and not environment.workdir.startswith("/"):
+        raise TaskError(f"must be an absolute path, got {environment.workdir!r}", path=str(toml_path),
+                        field="environment.workdir")
+    return HarborTask(path=path, name=str(task_section.get("name") or path.name), instruction=text,
+                      environment=environment, metadata={**_table(data, "metadata", toml_path), **task_section},
+                      version=str(data.get("schema_version", data.get("version", "1.0"))),
+                      extra={k: data[k] for k in data if k not in TOP_KEYS}, unknown_keys=unknown, **sections)
+
+
+def _table(data: dict, name: str, where: Path) -> dict:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise TaskError(f"must be a table ([{name}]), got {type(value).__name__}", path=str(where), field=name)
+    return value
+
+
+def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tuple[dict, dict]:
+    """(known values, converted to their types; unknown keys as they are)."""
+    values, extra = {}, {}
+    for key, value in table.items():
+        kind = keys.get(key)
+        if kind is None:
+            extra[key] = value
+            continue
+        ok = (isinstance(value, kind) or (kind is float and isinstance(value, int))) and not isinstance(value, bool)
+        if not ok:
+            raise TaskError(f"must be {kind.__name__}, got {value!r}", path=str(where), field=f"{section}.{key}")
+        if key == "timeout_sec" and not value > 0:
+            raise TaskError(f"must be > 0, got {value!r}", path=str(where), field=f"{section}.{key}")
+        values[key] = {k: str(v) for k, v in value.items()} if kind is dict else kind(value)
+    return values, extra
+
+
+def _normalize_environment(table: dict, where: Path) -> dict:
+    """Harbor's deprecated spellings -> the 1.4 keys (``allow_internet``, ``memory``/``storage`` strings)."""
+    table = dict(table)
+    if "allow_internet" in table:
+        allow = table.pop("allow_internet")
+        if not isinstance(allow, bool):
+            raise TaskError(f"must be true or false, got {allow!r}", path=str(where), field="environment.allow_internet")
+        table.setdefault("network_mode", "bridge" if allow else "none")
+    for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+        if old in table:
+            table.setdefault(new, _megabytes(table.pop(old), f"environment.{old}", where))
+    return table
+
+
+def _megabytes(value: Any, name: str, where: Path) -> int:
+    """``"4G"`` -> 4096, ``"512M"`` -> 512, an int as megabytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(value), re.IGNORECASE)
+    if not m:
+        raise TaskError(f"must be a size such as '4G' or '512M', got {value!r}", path=str(where), field=name)
+    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2}[m.group(2).upper()]
+    return max(1, int(float(m.group(1)) * scale))
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_tasks` found: the tasks it read and the errors of those it could not."""
+
+    tasks: list[HarborTask]
+    errors: list[TaskError]
+
+
+def task_folders(root: str | Path) -> list[Path]:
+    """``root`` itself when it is a task (holds task.toml), else its sub-folders that hold one, sorted."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskError("not a folder", path=str(root), hint="give a Harbor task folder or a folder of them")
+    if (root / "task.toml").is_file():
+        return [root]
+    found = sorted(p for p in root.iterdir() if p.is_dir() and (p / "task.toml").is_file())
+    if not found:
+        raise TaskError("no task.toml here or in any sub-folder", path=str(root))
+    return found
+
+
+def load_tasks(root: str | Path, strict: bool = False) -> LoadReport:
+    """Every task under ``root`` (:func:`task_folders`); a bad one is reported and skipped, or raised when
+    ``strict``."""
+    tasks, errors = [], []
+    for folder in task_folders(root):
+        try:
+            tasks.append(load_task(folder))
+        except TaskError as exc:
+            if strict:
+                raise
+            errors.append(exc)
+    return LoadReport(tasks, errors)

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+grep -c 'ERROR' /app/server.log > /app/errors.txt

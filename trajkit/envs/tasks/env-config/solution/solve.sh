@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+echo "$APP_MODE" > /app/mode.txt

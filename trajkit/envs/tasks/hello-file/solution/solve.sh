@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+printf 'Hello, Harbor!\n' > /app/hello.txt
