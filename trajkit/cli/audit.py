@@ -15,12 +15,15 @@ from trajkit.config import add_arguments, from_args
 
 DATA_EPILOG = """Example:
   trajkit audit data --train sft.jsonl --eval eval.jsonl --json
+  trajkit audit data --train train.jsonl --run runs/my_run     # the run's own eval items, full vs clean metric
 
 Rows: Hermes ShareGPT (conversations), OpenAI chat (messages), prompt datasets (prompt/question + answer),
 or token exports (input_ids + labels, with --tokenizer: user turns as the prompt, trained tokens as the answer).
 Checks: leak.exact (normalised hash), leak.ngram (13-gram, 8 for short items; FAIL when the answer is
-covered), leak.near (5-word-shingle Jaccard >= 0.8 by MinHash, confirmed exactly). Exit 1 when a check
-fails, 2 for unreadable input. Method and sources: docs/audit.md."""
+covered), leak.near (5-word-shingle Jaccard >= 0.8 by MinHash, confirmed exactly); with --run,
+leak.clean_metric (the run's metric on all eval items and on the clean ones, from its eval_items.jsonl;
+FAIL when they differ by more than 2 standard errors). Exit 1 when a check fails, 2 for unreadable input.
+Method and sources: docs/audit.md."""
 
 SEEDS_EPILOG = """Examples:
   trajkit audit seeds --baseline runs/base_s0 runs/base_s1 runs/base_s2 --candidate runs/new_s0 runs/new_s1 runs/new_s2
@@ -75,7 +78,7 @@ def cmd_data(args) -> int:
     from trajkit.audit.config import LeakConfig
     from trajkit.audit.leaks import audit_data
 
-    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args), args.tokenizer), args)
+    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args), args.tokenizer, args.run), args)
 
 
 def cmd_seeds(args) -> int:
@@ -133,7 +136,9 @@ def register(subparsers) -> None:
     d = sub.add_parser("data", help="eval items found in train data (exact, 13-gram, near-duplicate)",
                        description="Leaks of eval items into train data.", epilog=DATA_EPILOG, formatter_class=raw)
     d.add_argument("--train", nargs="+", required=True, metavar="FILE", help="train data files")
-    d.add_argument("--eval", nargs="+", required=True, metavar="FILE", help="eval data files")
+    d.add_argument("--eval", nargs="+", metavar="FILE", help="eval data files (default with --run: the run's eval items)")
+    d.add_argument("--run", metavar="RUN", help="a trajkit train run folder (eval_items.jsonl): its metric "
+                                                "re-computed without the leaked eval items")
     d.add_argument("--tokenizer", metavar="DIR", help="tokenizer of token export rows (input_ids + labels)")
     d.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     add_arguments(d, LeakConfig)
