@@ -24,7 +24,6 @@ import math
 import os
 
 from trajkit.audit.items import Item
-from trajkit.audit.leaks import _digest, normalize_words
 from trajkit.audit.report import Check
 from trajkit.errors import InputError
 
@@ -71,27 +70,12 @@ def _mean_se(scores: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-def leaked_ids(rows: list[dict], evals: list[Item], flagged: set[Item]) -> tuple[set[str], int]:
-    """The ids of ``rows`` that are flagged eval items, and how many rows match no eval item at all."""
-    by_name = {e.where: e for e in evals}
-    by_prompt = {}
-    for e in evals:
-        by_prompt.setdefault(_digest(normalize_words(e.prompt)), e)
-    leaked, unmatched = set(), 0
-    for r in rows:
-        item = by_name.get(r["id"]) or by_prompt.get(_digest(normalize_words(r["prompt"])))
-        if item is None:
-            unmatched += 1
-        elif item in flagged:
-            leaked.add(r["id"])
-    return leaked, unmatched
-
-
-def clean_metric_check(run: str, steps: dict[int, list[dict]], evals: list[Item], flagged: set[Item]) -> Check:
-    """``leak.clean_metric`` of one run (see the module docstring)."""
+def clean_metric_check(run: str, steps: dict[int, list[dict]], leaked: set[str], unmatched: int) -> Check:
+    """``leak.clean_metric`` of one run (see the module docstring): ``leaked``, the ids of its eval items a
+    leak check flagged; ``unmatched``, how many of its last evaluation's items match no audited item
+    (:func:`trajkit.audit.leaks.leaked_ids` finds both)."""
     last = max(steps)
     rows = steps[last]
-    leaked, unmatched = leaked_ids(rows, evals, flagged)
     if unmatched == len(rows):
         raise InputError(f"none of the run's {len(rows)} eval items is an audited eval item (by id or prompt)",
                          path=os.path.join(run, EVAL_ITEMS_FILE), hint="give the --eval files this run evaluated on")

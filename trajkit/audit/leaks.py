@@ -231,8 +231,25 @@ def audit_data(train_paths: list[str], eval_paths: list[str] | None, config: Lea
         return AuditReport(leak_checks(train, load_items(eval_paths, tokenizer), config))
     from trajkit.audit.clean import clean_metric_check, read_eval_items, run_items
 
-    rows = read_eval_items(run)
-    evals = load_items(eval_paths, tokenizer) if eval_paths else run_items(rows)
+    steps = read_eval_items(run)
+    evals = load_items(eval_paths, tokenizer) if eval_paths else run_items(steps)
     flagged: set[Item] = set()
     checks = leak_checks(train, evals, config, flagged)
-    return AuditReport(checks + [clean_metric_check(run, rows, evals, flagged)])
+    return AuditReport(checks + [clean_metric_check(run, steps, *leaked_ids(steps[max(steps)], evals, flagged))])
+
+
+def leaked_ids(rows: list[dict], evals: list[Item], flagged: set[Item]) -> tuple[set[str], int]:
+    """The ids of a run's logged eval items (``rows`` of ``eval_items.jsonl``) that are ``flagged`` eval
+    items, matched by id (the item's name) else by normalised prompt; and how many rows match no item."""
+    by_name = {e.where: e for e in evals}
+    by_prompt: dict[str, Item] = {}
+    for e in evals:
+        by_prompt.setdefault(_digest(normalize_words(e.prompt)), e)
+    leaked, unmatched = set(), 0
+    for r in rows:
+        item = by_name.get(r["id"]) or by_prompt.get(_digest(normalize_words(r["prompt"])))
+        if item is None:
+            unmatched += 1
+        elif item in flagged:
+            leaked.add(r["id"])
+    return leaked, unmatched
