@@ -45,10 +45,13 @@ labels.empty, labels.duplicates."""
 
 TOKENIZERS_EPILOG = """Example:
   trajkit audit tokenizers export/tok trainer/tok engine/tok --samples sft-tokens.parquet
+  trajkit audit tokenizers engine/tok --records save/records.jsonl --trained train-samples.jsonl
 
 Fingerprints of vocab, merges, normaliser, pre-tokeniser, added and special tokens with ids, chat
 template, eos ids, BOS policy and decoder; each folder compared with the first, component by component
-(FAIL on a difference, naming it). --samples: token export rows whose ids change in encode(decode(ids))."""
+(FAIL on a difference, naming it). --samples: token export rows whose ids change in encode(decode(ids)).
+--records + --trained: trained samples whose ids are not the ones the gateway recorded at generation
+(FAIL; "re-encoded from text" when they equal encode(decode(generated ids)) under the first tokenizer)."""
 
 
 REWARDS_EPILOG = """Examples:
@@ -97,7 +100,7 @@ def cmd_labels(args) -> int:
 def cmd_tokenizers(args) -> int:
     from trajkit.audit.tokenizers import audit_tokenizers
 
-    return _emit(audit_tokenizers(args.folders, args.samples), args)
+    return _emit(audit_tokenizers(args.folders, args.samples, args.records, args.trained), args)
 
 
 def cmd_rewards(args) -> int:
@@ -163,6 +166,9 @@ def register(subparsers) -> None:
                        formatter_class=raw)
     t.add_argument("folders", nargs="+", metavar="DIR", help="tokenizer folders; the first is the reference")
     t.add_argument("--samples", nargs="+", metavar="FILE", help="token export rows for the retokenization drift")
+    t.add_argument("--records", metavar="FILE", help="the gateway's records.jsonl (ids at generation), with --trained")
+    t.add_argument("--trained", nargs="+", metavar="FILE",
+                   help="samples trained on (prompt_ids, completion_ids, loss_mask, metadata.session/calls)")
     t.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     t.set_defaults(handler=cmd_tokenizers)
     rw = sub.add_parser("rewards", help="do the task's rewards pay empty, echoed or format-only answers",
