@@ -62,10 +62,11 @@ Builds the config's task and its reward functions (the ones trajkit train would 
 completions on the first N train and eval prompts: empty, an echo of the prompt, format-only skeletons
 (<think></think>, \\boxed{}, <answer></answer>, an empty tool call). Any function paying any of them: FAIL."""
 
-RUN_EPILOG = """Example:
+RUN_EPILOG = """Examples:
   trajkit audit run runs/rl_rep --window 5
+  trajkit audit run bench-out/train.json:plain bench-out/train.json:random
 
-Per run folder (metrics.jsonl): run.rows (dataset runs: a row drawn twice in an epoch, or never: FAIL),
+Per run folder (metrics.jsonl), or per seed of a trajkit bench train result FILE.json:ARM: run.rows (dataset runs: a row drawn twice in an epoch, or never: FAIL),
 run.reward_divergence (Kendall τ of train reward/raw and of the held-out
 metric over the last evaluations: train rising while held-out falls is a WARN, a FAIL when both trends are
 significant) and run.mismatch (exp(mismatch/mean_abs) > 1.05, a lower bound of NeMo RL's
@@ -182,7 +183,7 @@ def register(subparsers) -> None:
     r = sub.add_parser("run", help="rows fed per epoch, train reward vs held-out trend, log-prob mismatch of runs",
                        description="Reward divergence and mismatch history of runs.", epilog=RUN_EPILOG,
                        formatter_class=raw)
-    r.add_argument("runs", nargs="+", metavar="RUN", help="trajkit train run folders")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="trajkit train run folders or bench results FILE.json:ARM")
     r.add_argument("--metric", default="eval/reward", help="the held-out metric (default: eval/reward)")
     r.add_argument("--window", type=int, default=5, help="last evaluations to take the trend over (default: 5)")
     r.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
