@@ -10,6 +10,7 @@ import pytest
 from trajkit.audit.rewards import (kendall, mismatch_check, null_probe_check, probe_prompt,
                                    reward_divergence_check, run_checks)
 from trajkit.cli.main import main
+from trajkit.errors import InputError
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.rewards import RewardSet
 from trajkit.rl.tasks import StringTask, exact_match
@@ -116,3 +117,28 @@ def test_cli(tmp_path, capsys):
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert [c.id for c in run_checks([str(folder)])] == ["run.reward_divergence"]
     assert main(["audit", "run", str(folder)]) == 1
+
+
+def _bench_record(rows):
+    """One seed of a ``trajkit bench train --out`` file holding the same metrics as ``rows``."""
+    steps = [{k: v for k, v in r.items() if k not in ("step", "eval/reward")} for r in rows if r["step"] > 0]
+    return {"steps": steps, "eval": [[r["step"], r["eval/reward"]] for r in rows if "eval/reward" in r]}
+
+
+def test_run_checks_read_each_seed_of_a_bench_result_as_its_folder(tmp_path):
+    import json
+
+    seeds = [_rows([0.2, 0.3, 0.4, 0.5, 0.6], [0.5, 0.52, 0.55, 0.6, 0.61], mismatch=lambda s: 1e-7),
+             _rows([0.2, 0.3, 0.4, 0.5, 0.6], [0.50, 0.48, 0.45, 0.41, 0.40], mismatch=lambda s: 0.06 if s == 17 else 0)]
+    bench = tmp_path / "train.json"
+    bench.write_text(json.dumps({"runs": [{"plain": _bench_record(r), "other": {}} for r in seeds]}))
+    got = run_checks([f"{bench}:plain"])
+    want = []
+    for seed, rows in enumerate(seeds):
+        name = f"{bench}:plain:seed{seed}"
+        want += [reward_divergence_check(name, rows), mismatch_check(name, rows)]
+    assert got == want and [c.verdict for c in got] == ["PASS", "PASS", "FAIL", "FAIL"]
+    with pytest.raises(InputError, match="no arm 'nope' in seed 0"):
+        run_checks([f"{bench}:nope"])
+    with pytest.raises(InputError, match="neither a run folder nor FILE.json:ARM"):
+        run_checks([str(tmp_path / "missing.json:plain")])

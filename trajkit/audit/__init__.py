@@ -2,6 +2,7 @@
 a threshold and a verdict (PASS / WARN / FAIL), and names the items it concerns.
 
 - :mod:`trajkit.audit.leaks` — eval items in train data (``trajkit audit data``);
+- :mod:`trajkit.audit.clean` — a run's metric without its leaked eval items (``trajkit audit data --run``);
 - :mod:`trajkit.audit.seeds` — is a gain more than seed noise (``trajkit audit seeds``);
 - :mod:`trajkit.audit.labels` — what a token export trains (``trajkit audit labels``);
 - :mod:`trajkit.audit.tokenizers` — the same tokenizer at every stage? (``trajkit audit tokenizers``);

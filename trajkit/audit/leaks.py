@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from trajkit.audit.config import LeakConfig
 from trajkit.audit.items import Item
 from trajkit.audit.report import Check
+from trajkit.errors import InputError
 
 _DELETE = str.maketrans(string.ascii_uppercase, string.ascii_lowercase, string.punctuation)
 
@@ -47,12 +48,18 @@ def normalize_words(text: str) -> list[str]:
     return text.translate(_DELETE).split()
 
 
+def _flag(flagged: set[Item] | None, item: Item) -> None:
+    if flagged is not None:
+        flagged.add(item)
+
+
 def _digest(words: list[str]) -> str:
     return hashlib.sha1(" ".join(words).encode()).hexdigest()
 
 
-def exact_check(train: list[Item], evals: list[Item]) -> Check:
-    """FAIL when an eval item's normalised prompt (or prompt + answer) equals a train item's."""
+def exact_check(train: list[Item], evals: list[Item], flagged: set[Item] | None = None) -> Check:
+    """FAIL when an eval item's normalised prompt (or prompt + answer) equals a train item's; each flagged
+    eval item is added to ``flagged`` when given (as for the other two checks)."""
     prompts, full = {}, {}
     for t in train:
         prompts.setdefault(_digest(normalize_words(t.prompt)), t.where)
@@ -67,6 +74,7 @@ def exact_check(train: list[Item], evals: list[Item]) -> Check:
             hit, kind = prompts.get(_digest(normalize_words(e.prompt))), "prompt"
         if hit is not None:
             found.append(f"{e.where} = {hit} ({kind})")
+            _flag(flagged, e)
     verdict = "FAIL" if found else "PASS"
     return Check("leak.exact", verdict, len(found), 0,
                  f"{len(found)} of {len(evals)} eval items equal a train item after normalisation", found)
@@ -115,7 +123,7 @@ def item_overlap(item: Item, n: int, index: dict[int, str]) -> Overlap | None:
     return Overlap(n, _longest_run(covered), bool(answer) and all(covered[len(prompt):]), first)
 
 
-def ngram_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Check:
+def ngram_check(train: list[Item], evals: list[Item], config: LeakConfig, flagged: set[Item] | None = None) -> Check:
     """FAIL when the matched n-grams of an eval item cover its whole answer, WARN on a prompt-only match."""
     indexes: dict[int, dict[int, str]] = {}
     found, answer_hits, skipped = [], 0, 0
@@ -130,6 +138,7 @@ def ngram_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Che
         o = item_overlap(e, n, indexes[n])
         if o is not None:
             answer_hits += o.covers_answer
+            _flag(flagged, e)
             found.append(f"{e.where}: {o.n}-gram span of {o.longest} words from {o.train}"
                          + (", covers the answer" if o.covers_answer else ", question only"))
     verdict = "FAIL" if answer_hits else "WARN" if found else "PASS"
@@ -157,7 +166,7 @@ def jaccard(a: set, b: set) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def near_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Check:
+def near_check(train: list[Item], evals: list[Item], config: LeakConfig, flagged: set[Item] | None = None) -> Check:
     """WARN for each eval item with a train item at exact shingle Jaccard >= ``config.jaccard``."""
     from datasketch import MinHash, MinHashLSH
 
@@ -184,6 +193,7 @@ def near_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Chec
             best = j if best is None else max(best, j)
             if j >= config.jaccard:
                 found.append(f"{e.where} ~ {train[i].where} (Jaccard {j:.3f})")
+                _flag(flagged, e)
     verdict = "WARN" if found else "PASS"
     return Check("leak.near", verdict, len(found), config.jaccard,
                  f"{len(found)} of {len(evals)} eval items have a train item at {config.shingle}-word-shingle "
@@ -191,16 +201,21 @@ def near_check(train: list[Item], evals: list[Item], config: LeakConfig) -> Chec
                                                       else "no LSH candidate)"), found)
 
 
-def leak_checks(train: list[Item], evals: list[Item], config: LeakConfig | None = None) -> list[Check]:
-    """The three leak checks of eval items against train items."""
+def leak_checks(train: list[Item], evals: list[Item], config: LeakConfig | None = None,
+                flagged: set[Item] | None = None) -> list[Check]:
+    """The three leak checks of eval items against train items; ``flagged`` collects every eval item any
+    of them flags (exact, n-gram on the question or the answer, near-duplicate)."""
     config = config or LeakConfig()
-    return [exact_check(train, evals), ngram_check(train, evals, config), near_check(train, evals, config)]
+    return [exact_check(train, evals, flagged), ngram_check(train, evals, config, flagged),
+            near_check(train, evals, config, flagged)]
 
 
-def audit_data(train_paths: list[str], eval_paths: list[str], config: LeakConfig | None = None,
-               tokenizer_dir: str | None = None):
+def audit_data(train_paths: list[str], eval_paths: list[str] | None, config: LeakConfig | None = None,
+               tokenizer_dir: str | None = None, run: str | None = None):
     """``trajkit audit data``: the leak checks over files -> :class:`~trajkit.audit.report.AuditReport`;
-    ``tokenizer_dir`` reads token export rows."""
+    ``tokenizer_dir`` reads token export rows. ``run``: a run folder with ``eval_items.jsonl``; its metric
+    is re-computed without the leaked items (``leak.clean_metric``, :mod:`trajkit.audit.clean`), and when
+    no ``eval_paths`` are given the run's own eval items are the eval set."""
     from trajkit.audit.items import load_items
     from trajkit.audit.report import AuditReport
 
@@ -209,5 +224,32 @@ def audit_data(train_paths: list[str], eval_paths: list[str], config: LeakConfig
         from trajkit.models.load import load_tokenizer
 
         tokenizer = load_tokenizer(tokenizer_dir, what="--tokenizer")
-    train, evals = load_items(train_paths, tokenizer), load_items(eval_paths, tokenizer)
-    return AuditReport(leak_checks(train, evals, config))
+    train = load_items(train_paths, tokenizer)
+    if run is None:
+        if not eval_paths:
+            raise InputError("no eval data", hint="give --eval FILE..., or --run RUN (its eval_items.jsonl)")
+        return AuditReport(leak_checks(train, load_items(eval_paths, tokenizer), config))
+    from trajkit.audit.clean import clean_metric_check, read_eval_items, run_items
+
+    steps = read_eval_items(run)
+    evals = load_items(eval_paths, tokenizer) if eval_paths else run_items(steps)
+    flagged: set[Item] = set()
+    checks = leak_checks(train, evals, config, flagged)
+    return AuditReport(checks + [clean_metric_check(run, steps, *leaked_ids(steps[max(steps)], evals, flagged))])
+
+
+def leaked_ids(rows: list[dict], evals: list[Item], flagged: set[Item]) -> tuple[set[str], int]:
+    """The ids of a run's logged eval items (``rows`` of ``eval_items.jsonl``) that are ``flagged`` eval
+    items, matched by id (the item's name) else by normalised prompt; and how many rows match no item."""
+    by_name = {e.where: e for e in evals}
+    by_prompt: dict[str, Item] = {}
+    for e in evals:
+        by_prompt.setdefault(_digest(normalize_words(e.prompt)), e)
+    leaked, unmatched = set(), 0
+    for r in rows:
+        item = by_name.get(r["id"]) or by_prompt.get(_digest(normalize_words(r["prompt"])))
+        if item is None:
+            unmatched += 1
+        elif item in flagged:
+            leaked.add(r["id"])
+    return leaked, unmatched

@@ -136,13 +136,15 @@ def mismatch_check(name: str, rows: list[dict]) -> Check | None:
                  f"token_mult_prob_error); trend τ {tau:+.2f} (p {p:.3g}); {len(alarms)} alarm steps", items)
 
 
-def run_checks(folders: list[str], metric: str = "eval/reward", window: int = 5) -> list[Check]:
-    """``trajkit audit run``: divergence, mismatch and (dataset tasks) the rows fed, of each run folder."""
+def run_checks(specs: list[str], metric: str = "eval/reward", window: int = 5) -> list[Check]:
+    """``trajkit audit run``: divergence, mismatch and (dataset tasks) the rows fed, of each run folder
+    or each seed of a bench result ``FILE.json:ARM``."""
     from trajkit.audit.loader import rows_check
+    from trajkit.audit.runs import metric_rows
 
     checks = []
-    for f in folders:
-        rows = read_metrics(f)
-        checks.append(reward_divergence_check(f, rows, metric, window=window))
-        checks += [c for c in (mismatch_check(f, rows), rows_check(f, rows)) if c is not None]
+    for spec in specs:
+        for name, rows in metric_rows(spec):
+            checks.append(reward_divergence_check(name, rows, metric, window=window))
+            checks += [c for c in (mismatch_check(name, rows), rows_check(name, rows)) if c is not None]
     return checks

@@ -98,13 +98,7 @@ def load_folder(folder: str, metric: str) -> SeedRun:
 def load_bench(spec: str, metric: str) -> list[SeedRun]:
     """``FILE.json:ARM`` -> one :class:`SeedRun` per seed of that arm."""
     path, _, arm = spec.rpartition(":")
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read a bench result ({exc})", path=path) from None
-    runs = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
-        raise InputError("no runs list", path=path, field="runs", hint="a trajkit bench train --out file")
+    runs = _read_bench(path)
     if any(arm not in r for r in runs):
         raise InputError(f"no arm {arm!r} in every seed (arms: {', '.join(runs[0])})", path=path, field="runs")
     out = []
@@ -118,6 +112,38 @@ def load_bench(spec: str, metric: str) -> list[SeedRun]:
             raise InputError(f"arm {arm} seed {seed}: no finite {metric!r}", path=path,
                              hint="bench train records eval/reward when eval.every is set")
         out.append(SeedRun(f"{path}:{arm}:seed{seed}", seed, evals))
+    return out
+
+
+def _read_bench(path: str) -> list[dict]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read a bench result ({exc})", path=path) from None
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise InputError("no runs list", path=path, field="runs", hint="a trajkit bench train --out file")
+    return runs
+
+
+def metric_rows(spec: str) -> list[tuple[str, list[dict]]]:
+    """``[(name, metrics rows)]`` of a run folder (its ``metrics.jsonl``) or of each seed of a bench result
+    ``FILE.json:ARM`` (step ``i + 1``'s metrics from ``steps[i]``, ``eval/reward`` from ``eval``), the rows
+    ``trajkit audit run`` reads."""
+    if os.path.isdir(spec):
+        return [(spec, read_metrics(spec))]
+    path, _, arm = spec.rpartition(":")
+    if not (path and os.path.isfile(path)):
+        raise InputError("neither a run folder nor FILE.json:ARM", path=spec,
+                         hint="e.g. runs/seed0 or bench-out/train.json:spec")
+    out = []
+    for seed, record in enumerate(_read_bench(path)):
+        if arm not in record:
+            raise InputError(f"no arm {arm!r} in seed {seed} (arms: {', '.join(record)})", path=path, field="runs")
+        rows = {i + 1: {"step": i + 1, **m} for i, m in enumerate(record[arm].get("steps", []))}
+        for step, value in record[arm].get("eval", []):
+            rows.setdefault(int(step), {"step": int(step)})["eval/reward"] = value
+        out.append((f"{path}:{arm}:seed{seed}", [rows[k] for k in sorted(rows)]))
     return out
 
 

@@ -25,7 +25,10 @@ Every folder is compared with the first: each component that differs is a FAIL (
 naming what differs (tokens re-numbered, the first differing template line, ...). With ``--samples``
 (token export rows), the **retokenization drift** of each tokenizer: the share of rows whose ids do not
 survive a text round trip, ``encode(decode(ids)) != ids`` — ids a trainer would change if it re-encoded
-text (verl and NeMo RL keep token ids from the rollout for this reason). Drift is a WARN.
+text (verl and NeMo RL keep token ids from the rollout for this reason). Drift is a WARN. With
+``--records`` and ``--trained`` (the gateway's record of generation and the samples trained on), the
+samples whose ids were changed after generation, re-encoded from text or otherwise
+(:mod:`trajkit.audit.reencoded`): a FAIL.
 """
 from __future__ import annotations
 
@@ -202,8 +205,10 @@ def drift_check(folders: list[str], rows) -> Check:
                  f"highest share of the {len(rows)} sample rows whose ids change in encode(decode(ids))", items)
 
 
-def audit_tokenizers(folders: list[str], samples: list[str] | None = None):
-    """``trajkit audit tokenizers``: fingerprints, component diff and (with samples) drift -> AuditReport."""
+def audit_tokenizers(folders: list[str], samples: list[str] | None = None, records: str | None = None,
+                     trained: list[str] | None = None):
+    """``trajkit audit tokenizers``: fingerprints, component diff, (with ``samples``) drift and (with the
+    gateway ``records`` and the ``trained`` samples) re-encoded samples -> AuditReport."""
     from trajkit.audit.report import AuditReport
 
     checks = component_checks(folders)
@@ -211,4 +216,12 @@ def audit_tokenizers(folders: list[str], samples: list[str] | None = None):
         from trajkit.audit.labels import load_rows
 
         checks.append(drift_check(folders, load_rows(samples)))
+    if bool(records) != bool(trained):
+        raise InputError("--records and --trained go together", hint="the gateway's records.jsonl and the "
+                                                                     "samples trained on")
+    if records:
+        from trajkit.audit.reencoded import reencoded_check
+        from trajkit.models.load import load_tokenizer
+
+        checks.append(reencoded_check(trained, records, load_tokenizer(folders[0], what="tokenizer")))
     return AuditReport(checks)

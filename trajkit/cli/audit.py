@@ -15,12 +15,15 @@ from trajkit.config import add_arguments, from_args
 
 DATA_EPILOG = """Example:
   trajkit audit data --train sft.jsonl --eval eval.jsonl --json
+  trajkit audit data --train train.jsonl --run runs/my_run     # the run's own eval items, full vs clean metric
 
 Rows: Hermes ShareGPT (conversations), OpenAI chat (messages), prompt datasets (prompt/question + answer),
 or token exports (input_ids + labels, with --tokenizer: user turns as the prompt, trained tokens as the answer).
 Checks: leak.exact (normalised hash), leak.ngram (13-gram, 8 for short items; FAIL when the answer is
-covered), leak.near (5-word-shingle Jaccard >= 0.8 by MinHash, confirmed exactly). Exit 1 when a check
-fails, 2 for unreadable input. Method and sources: docs/audit.md."""
+covered), leak.near (5-word-shingle Jaccard >= 0.8 by MinHash, confirmed exactly); with --run,
+leak.clean_metric (the run's metric on all eval items and on the clean ones, from its eval_items.jsonl;
+FAIL when they differ by more than 2 standard errors). Exit 1 when a check fails, 2 for unreadable input.
+Method and sources: docs/audit.md."""
 
 SEEDS_EPILOG = """Examples:
   trajkit audit seeds --baseline runs/base_s0 runs/base_s1 runs/base_s2 --candidate runs/new_s0 runs/new_s1 runs/new_s2
@@ -42,10 +45,13 @@ labels.empty, labels.duplicates."""
 
 TOKENIZERS_EPILOG = """Example:
   trajkit audit tokenizers export/tok trainer/tok engine/tok --samples sft-tokens.parquet
+  trajkit audit tokenizers engine/tok --records save/records.jsonl --trained train-samples.jsonl
 
 Fingerprints of vocab, merges, normaliser, pre-tokeniser, added and special tokens with ids, chat
 template, eos ids, BOS policy and decoder; each folder compared with the first, component by component
-(FAIL on a difference, naming it). --samples: token export rows whose ids change in encode(decode(ids))."""
+(FAIL on a difference, naming it). --samples: token export rows whose ids change in encode(decode(ids)).
+--records + --trained: trained samples whose ids are not the ones the gateway recorded at generation
+(FAIL; "re-encoded from text" when they equal encode(decode(generated ids)) under the first tokenizer)."""
 
 
 REWARDS_EPILOG = """Examples:
@@ -56,10 +62,11 @@ Builds the config's task and its reward functions (the ones trajkit train would 
 completions on the first N train and eval prompts: empty, an echo of the prompt, format-only skeletons
 (<think></think>, \\boxed{}, <answer></answer>, an empty tool call). Any function paying any of them: FAIL."""
 
-RUN_EPILOG = """Example:
+RUN_EPILOG = """Examples:
   trajkit audit run runs/rl_rep --window 5
+  trajkit audit run bench-out/train.json:plain bench-out/train.json:random
 
-Per run folder (metrics.jsonl): run.rows (dataset runs: a row drawn twice in an epoch, or never: FAIL),
+Per run folder (metrics.jsonl), or per seed of a trajkit bench train result FILE.json:ARM: run.rows (dataset runs: a row drawn twice in an epoch, or never: FAIL),
 run.reward_divergence (Kendall τ of train reward/raw and of the held-out
 metric over the last evaluations: train rising while held-out falls is a WARN, a FAIL when both trends are
 significant) and run.mismatch (exp(mismatch/mean_abs) > 1.05, a lower bound of NeMo RL's
@@ -75,7 +82,7 @@ def cmd_data(args) -> int:
     from trajkit.audit.config import LeakConfig
     from trajkit.audit.leaks import audit_data
 
-    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args), args.tokenizer), args)
+    return _emit(audit_data(args.train, args.eval, from_args(LeakConfig, args), args.tokenizer, args.run), args)
 
 
 def cmd_seeds(args) -> int:
@@ -94,7 +101,7 @@ def cmd_labels(args) -> int:
 def cmd_tokenizers(args) -> int:
     from trajkit.audit.tokenizers import audit_tokenizers
 
-    return _emit(audit_tokenizers(args.folders, args.samples), args)
+    return _emit(audit_tokenizers(args.folders, args.samples, args.records, args.trained), args)
 
 
 def cmd_rewards(args) -> int:
@@ -133,7 +140,9 @@ def register(subparsers) -> None:
     d = sub.add_parser("data", help="eval items found in train data (exact, 13-gram, near-duplicate)",
                        description="Leaks of eval items into train data.", epilog=DATA_EPILOG, formatter_class=raw)
     d.add_argument("--train", nargs="+", required=True, metavar="FILE", help="train data files")
-    d.add_argument("--eval", nargs="+", required=True, metavar="FILE", help="eval data files")
+    d.add_argument("--eval", nargs="+", metavar="FILE", help="eval data files (default with --run: the run's eval items)")
+    d.add_argument("--run", metavar="RUN", help="a trajkit train run folder (eval_items.jsonl): its metric "
+                                                "re-computed without the leaked eval items")
     d.add_argument("--tokenizer", metavar="DIR", help="tokenizer of token export rows (input_ids + labels)")
     d.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     add_arguments(d, LeakConfig)
@@ -158,6 +167,9 @@ def register(subparsers) -> None:
                        formatter_class=raw)
     t.add_argument("folders", nargs="+", metavar="DIR", help="tokenizer folders; the first is the reference")
     t.add_argument("--samples", nargs="+", metavar="FILE", help="token export rows for the retokenization drift")
+    t.add_argument("--records", metavar="FILE", help="the gateway's records.jsonl (ids at generation), with --trained")
+    t.add_argument("--trained", nargs="+", metavar="FILE",
+                   help="samples trained on (prompt_ids, completion_ids, loss_mask, metadata.session/calls)")
     t.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')
     t.set_defaults(handler=cmd_tokenizers)
     rw = sub.add_parser("rewards", help="do the task's rewards pay empty, echoed or format-only answers",
@@ -171,7 +183,7 @@ def register(subparsers) -> None:
     r = sub.add_parser("run", help="rows fed per epoch, train reward vs held-out trend, log-prob mismatch of runs",
                        description="Reward divergence and mismatch history of runs.", epilog=RUN_EPILOG,
                        formatter_class=raw)
-    r.add_argument("runs", nargs="+", metavar="RUN", help="trajkit train run folders")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="trajkit train run folders or bench results FILE.json:ARM")
     r.add_argument("--metric", default="eval/reward", help="the held-out metric (default: eval/reward)")
     r.add_argument("--window", type=int, default=5, help="last evaluations to take the trend over (default: 5)")
     r.add_argument("--json", action="store_true", help='print {"checks": [...]} instead of the table')

@@ -2,6 +2,7 @@
 ``metrics.jsonl`` always, TensorBoard, Weights & Biases), and per-step sample dumps.
 
 Layout under ``log.out_dir``: ``config.yaml``, ``metrics.jsonl``, ``tensorboard/``, ``wandb/``,
+``eval_items.jsonl`` (each eval item's scores per evaluation, :mod:`trajkit.rl.evalitems`),
 ``samples/step_000001.jsonl`` (decoded prompt/completion, raw and shaped reward, advantage, lengths;
 for tool-use episodes also ``samples/step_000001.hermes.jsonl``, Hermes rows ``trajkit traces`` reads),
 ``checkpoints/step_000010/`` (:mod:`trajkit.rl.checkpoint`).

@@ -37,6 +37,7 @@ from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
 from trajkit.rl.config import TrainConfig, load_config, to_dict
 from trajkit.rl.data import DatasetTask
+from trajkit.rl.evalitems import append_eval_items
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.rl.registry import make_task
@@ -161,7 +162,8 @@ class Trainer:
     def evaluate(self) -> dict:
         """Mean reward on the fixed ``eval`` prompts (the same for every run seed), ``eval.samples`` each; the
         sampling seed depends on the run seed only, so the same run evaluates the same way every time. A
-        dataset task evaluates on at most its eval split's rows."""
+        dataset task evaluates on at most its eval split's rows. A logged run also appends each item's
+        scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
         s.rollout.sync(s.policy, s.draft)
         s.rollout.attach(s.task.env)
@@ -173,6 +175,8 @@ class Trainer:
                                 self.cfg.eval.temperature)
         samples = s.task.env.rollout(s.rollout.engine.generate, prompts, params)
         rewards, per = s.rewards(samples)
+        if self.logger is not None:
+            append_eval_items(self.logger.out_dir, s.step, prompts, rewards)
         scored = [r for r in rewards if not math.isnan(r)]
         out = {"eval/reward": sum(scored) / len(scored) if scored else math.nan}
         out.update({f"eval/{k}": v for k, v in per.items()})
