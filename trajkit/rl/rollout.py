@@ -24,6 +24,7 @@ import torch
 
 from trajkit.engine import Engine, GenerationStats, SamplingParams
 from trajkit.engine.drafters.registry import draft_kind
+from trajkit.rl.backend import build_backend
 from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.precision import DTYPES
@@ -32,23 +33,25 @@ from trajkit.rl.tasks import Prompt, Task
 
 
 class Rollout:
-    """Engine + drafter built from inference copies of ``policy`` and ``draft``."""
+    """The run's backend (``rollout.backend``) built from inference copies of ``policy`` and ``draft``;
+    ``engine`` is trajkit's engine when the backend is (None for another backend)."""
 
     def __init__(self, cfg: TrainConfig, policy, draft=None):
         self.cfg = cfg
-        self.draft_infer = frozen_copy(draft) if draft is not None else None
+        trajkit = cfg.rollout.backend == "trajkit"
+        self.draft_infer = frozen_copy(draft) if draft is not None and trajkit else None
         kind = draft_kind(cfg.draft.kind)
-        drafter = kind.drafter(self.draft_infer) if kind is not None else None
-        k = cfg.draft.num_draft_tokens if drafter is not None else None
+        drafter = kind.drafter(self.draft_infer) if kind is not None and trajkit else None
         infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype])
-        self.engine = Engine(infer, drafter=drafter, num_draft_tokens=k)
+        self.backend = build_backend(cfg, infer, drafter)
+        self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
         self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
         with self.lock:
-            self.engine.update_weights(policy.state_dict())
+            self.backend.update_weights(policy.state_dict())
         if draft is not None and self.draft_infer is not None:
             with torch.no_grad():
                 self.draft_infer.load_state_dict(draft.state_dict())
@@ -60,7 +63,7 @@ class Rollout:
             attach(self)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
-        out = self.engine.generate(prompt_ids, params)
+        out = self.backend.generate(prompt_ids, params)
         self.calls.append(out.stats)
         return out
 
@@ -75,8 +78,12 @@ class Rollout:
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:
-                s.policy_version = self.engine.policy_version
+                s.policy_version = self.backend.policy_version
         return samples
+
+    def close(self) -> None:
+        """Release the backend's workers (vLLM's actor)."""
+        self.backend.close()
 
     def metrics(self) -> dict:
         """The engine's counters over this step's generate calls, as ``gen/*`` metrics."""

@@ -171,7 +171,7 @@ class Trainer:
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.engine.generate, prompts, params)
+        samples = s.task.env.rollout(s.rollout.backend.generate, prompts, params)
         rewards, per = s.rewards(samples)
         scored = [r for r in rewards if not math.isnan(r)]
         out = {"eval/reward": sum(scored) / len(scored) if scored else math.nan}
@@ -185,6 +185,7 @@ class Trainer:
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
+        self.state.rollout.close()
         close_env = getattr(self.state.task.env, "close", None)  # an agent task's gateway server
         if close_env is not None:
             close_env()

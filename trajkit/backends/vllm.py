@@ -1,0 +1,136 @@
+"""vLLM as a backend: the offline ``LLM`` in a Ray actor that runs the vLLM virtualenv's python.
+
+Why an actor and not an in-process ``LLM``: vLLM pins its own transformers (the CPU build 0.32: <5.20;
+trajkit is on 5.24), so it lives in its own venv (``make vllm-venv``) and trajkit reaches it through Ray
+with ``runtime_env={"py_executable": <venv>/bin/python}`` (NeMo RL's pattern). The same actor is what a
+cluster places on a GPU node; on one machine :func:`~trajkit.backends.actors.ensure_ray` starts a local
+Ray the first time (or joins ``$RAY_ADDRESS``).
+
+Each call sends plain data: the prompts' ids (``TokensPrompt``, no re-tokenization), one vLLM
+``SamplingParams`` per row with its own seed (row ``i`` of a request seeded ``s`` gets ``mix(s, i)``, the
+seed trajkit's engine gives that row, :mod:`trajkit.engine.rng`; a per-row params list uses index 0),
+``logprobs=0`` for the sampled token's log-prob (``processed_logprobs``: after temperature). vLLM's
+numerics differ from trajkit's (its kernels, its batch shapes), so :attr:`VllmBackend.guarantees` does not
+promise exact log-probs: the conformance suite holds it to ``logprob_atol`` against a float32 forward, and
+the trainer measures the gap every step (``mismatch/*``) and can correct for it (``loss.tis``).
+Weights go to the actor through the Ray object store (:mod:`trajkit.backends.vllm_worker`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Sequence
+
+from trajkit.backends.actors import call, ensure_ray, require_ray, start_actor
+from trajkit.backends.base import Guarantees
+from trajkit.engine.params import MAX_TOP_LOGPROBS, SamplingParams, per_row
+from trajkit.engine.rng import mix
+from trajkit.engine.types import Completion, Completions, GenerationStats
+from trajkit.errors import ConfigError
+
+# A float32 CPU forward of SmolLM2-135M in vLLM against HF transformers': measured max |dlogp| ~2e-5 over
+# sampled tokens at T=0.7 (docs/backends.md); the suite allows 50x that
+LOGPROB_ATOL = 1e-3
+
+
+class VllmBackend:
+    """vLLM's ``LLM`` over the HF folder ``model_dir`` in an actor running ``python`` (the vLLM venv's)."""
+
+    name = "vllm"
+    guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=LOGPROB_ATOL)
+
+    def __init__(self, model_dir: str, *, python: str, max_model_len: int = 2048, seed: int = 0,
+                 speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
+                 kv_cache_gib: int = 1, num_cpus: float = 1, timeout_s: float = 600.0):
+        if not os.path.isfile(os.path.join(model_dir, "config.json")):
+            raise ConfigError(f"vLLM backend: {model_dir} is not a Hugging Face model folder (no config.json)")
+        from trajkit.backends.vllm_worker import VllmWorker
+
+        self.owns_ray = ensure_ray()
+        self.timeout_s = timeout_s
+        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+               "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        args = (model_dir, max_model_len, seed, MAX_TOP_LOGPROBS, speculative_config, dtype, enforce_eager)
+        self.actor = start_actor(VllmWorker, args, python=python, env=env, num_cpus=num_cpus)
+        self.info = call(self.actor.info.remote(), "vLLM backend start", timeout_s)
+        self.vocab_size = int(self.info["vocab_size"])
+        self.max_model_len = int(self.info["max_model_len"])
+        self.speculative = speculative_config is not None
+        self._version = 0
+        self._calls, self._tokens, self._seconds, self._sync_seconds = 0, 0, 0.0, 0.0
+        self._spec = {"proposed": 0, "accepted": 0}
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    def generate(self, prompt_ids: list[list[int]],
+                 params: SamplingParams | Sequence[SamplingParams] | None = None) -> Completions:
+        from trajkit.engine.engine import check_ids
+
+        params = SamplingParams() if params is None else params
+        prompts = check_ids(prompt_ids, self.vocab_size, "prompt_ids", allow_empty=False)
+        shared = isinstance(params, SamplingParams)
+        rows = per_row(params, len(prompts))
+        wire = [_vllm_fields(p, i if shared else 0) for i, p in enumerate(rows)]
+        started = time.perf_counter()
+        out = call(self.actor.generate.remote(prompts, wire), "vLLM generate", self.timeout_s)
+        seconds = time.perf_counter() - started
+        completions = [_completion(r, p) for r, p in zip(out["rows"], rows)]
+        stats = GenerationStats(rows=len(prompts), new_tokens=sum(len(c.token_ids) for c in completions),
+                                seconds=seconds, target_seconds=out["seconds"])
+        self._count(stats, out.get("spec") or {})
+        return Completions(completions, stats, self._version)
+
+    def update_weights(self, state_dict: dict) -> int:
+        """Policy weights -> the actor (through the object store), reloaded in place; the new version."""
+        ray = require_ray()
+        ref = ray.put({k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()})
+        self._sync_seconds += call(self.actor.update_weights.remote(ref), "vLLM update_weights", self.timeout_s)
+        self._version += 1
+        return self._version
+
+    def stats(self) -> dict:
+        out = {"backend": self.name, "calls": self._calls, "weight_updates": self._version,
+               "policy_version": self._version, "new_tokens": self._tokens, "seconds": self._seconds,
+               "tokens_per_s": self._tokens / self._seconds if self._seconds else 0.0,
+               "weight_sync_seconds": self._sync_seconds, "start_seconds": self.info["start_seconds"]}
+        if self.speculative:
+            out.update(draft_proposed=self._spec["proposed"], draft_accepted=self._spec["accepted"],
+                       acceptance_rate=self._spec["accepted"] / max(self._spec["proposed"], 1))
+        return out
+
+    def close(self) -> None:
+        ray = require_ray()
+        if self.actor is not None:
+            ray.kill(self.actor)
+            self.actor = None
+        if self.owns_ray:
+            ray.shutdown()
+
+    def _count(self, stats: GenerationStats, spec: dict) -> None:
+        """Add a call's counters; vLLM's speculative counters are totals since start, the call's share is
+        the difference (into ``stats.proposed``/``accepted``)."""
+        self._calls += 1
+        self._tokens += stats.new_tokens
+        self._seconds += stats.seconds
+        if spec:
+            stats.proposed = spec["proposed"] - self._spec["proposed"]
+            stats.accepted = spec["accepted"] - self._spec["accepted"]
+            self._spec = dict(spec)
+
+
+def _vllm_fields(p: SamplingParams, index: int) -> dict:
+    """vLLM ``SamplingParams`` fields for one row (its seed derived as trajkit's engine derives it)."""
+    seed = mix(p.seed, index) if p.seed is not None else None
+    return {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "max_tokens": p.max_new_tokens,
+            "stop_token_ids": list(p.stop_token_ids), "seed": seed, "logprobs": p.top_logprobs}
+
+
+def _completion(row: dict, p: SamplingParams) -> Completion:
+    """One vLLM row as a ``Completion``; greedy rows get log-prob 0 (a point mass), as trajkit's engine."""
+    ids = row["token_ids"]
+    logprobs = [0.0] * len(ids) if p.greedy else [float(lp) for lp in row["logprobs"]]
+    reason = "stop" if ids and ids[-1] in p.stop_token_ids else "length"
+    top = [[(int(t), float(lp)) for t, lp in entry] for entry in row["top"]] if p.top_logprobs else None
+    return Completion(token_ids=ids, logprobs=logprobs, finish_reason=reason, top_logprobs=top)
