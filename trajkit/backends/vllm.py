@@ -56,6 +56,7 @@ class VllmBackend:
         self.vocab_size = int(self.info["vocab_size"])
         self.max_model_len = int(self.info["max_model_len"])
         self.speculative = speculative_config is not None
+        self.generation_config = _generation_config(model_dir)  # its EOS ids: the gateway's stop plan
         self._version = 0
         self._calls, self._tokens, self._seconds, self._sync_seconds = 0, 0, 0.0, 0.0
         self._spec = {"proposed": 0, "accepted": 0}
@@ -118,6 +119,32 @@ class VllmBackend:
             stats.proposed = spec["proposed"] - self._spec["proposed"]
             stats.accepted = spec["accepted"] - self._spec["accepted"]
             self._spec = dict(spec)
+
+
+def speculative_config(kind: str, num_draft_tokens, draft_folder: str | None = None) -> dict | None:
+    """vLLM's ``speculative_config`` for a trajkit draft kind (``draft.kind`` / ``--drafter``): ``ngram`` ->
+    prompt lookup, ``model`` -> ``draft_model`` over ``draft_folder``; None for "none"."""
+    if kind == "none":
+        return None
+    if num_draft_tokens == "auto":
+        raise ConfigError("num_draft_tokens=auto: vLLM speculates a fixed k; give an integer")
+    if kind == "ngram":
+        return {"method": "ngram", "num_speculative_tokens": int(num_draft_tokens), "prompt_lookup_max": 4,
+                "prompt_lookup_min": 1}
+    if kind == "model":
+        if draft_folder is None:
+            raise ConfigError("draft kind 'model' on vLLM needs the draft as a Hugging Face folder")
+        return {"method": "draft_model", "model": draft_folder, "num_speculative_tokens": int(num_draft_tokens)}
+    raise ConfigError(f"draft kind {kind!r} has no vLLM equivalent; use ngram or model with the vLLM backend")
+
+
+def _generation_config(model_dir: str):
+    """The folder's ``generation_config.json`` as transformers reads it (None when it has none)."""
+    if not os.path.isfile(os.path.join(model_dir, "generation_config.json")):
+        return None
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_pretrained(model_dir, local_files_only=True)
 
 
 def _vllm_fields(p: SamplingParams, index: int) -> dict:

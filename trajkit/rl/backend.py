@@ -20,23 +20,15 @@ from trajkit.rl.config import TrainConfig
 
 def vllm_speculative_config(cfg: TrainConfig, draft_folder: str | None) -> dict | None:
     """vLLM's ``speculative_config`` for ``draft.*`` (None without a drafter)."""
-    d = cfg.draft
-    if d.kind == "none":
-        return None
-    if d.num_draft_tokens == "auto":
-        raise ConfigError("draft.num_draft_tokens=auto: vLLM speculates a fixed k; set draft.num_draft_tokens=N")
-    if d.distill:
+    from trajkit.backends.vllm import speculative_config
+
+    if cfg.draft.kind != "none" and cfg.draft.distill:
         raise ConfigError("draft.distill with rollout.backend=vllm: pushing the trained draft into vLLM's "
                           "drafter on each sync is not supported yet; use rollout.backend=trajkit")
-    if d.kind == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": d.num_draft_tokens, "prompt_lookup_max": 4,
-                "prompt_lookup_min": 1}
-    if d.kind == "model":
-        if draft_folder is None:
-            raise ConfigError("draft.kind=model with rollout.backend=vllm needs the draft as a folder: "
-                              "draft.model.source=path (or prepared) with draft.model.path=DIR")
-        return {"method": "draft_model", "model": draft_folder, "num_speculative_tokens": d.num_draft_tokens}
-    raise ConfigError(f"draft.kind={d.kind} has no vLLM equivalent; use ngram or model with rollout.backend=vllm")
+    if cfg.draft.kind == "model" and draft_folder is None:
+        raise ConfigError("draft.kind=model with rollout.backend=vllm needs the draft as a folder: "
+                          "draft.model.source=path (or prepared) with draft.model.path=DIR")
+    return speculative_config(cfg.draft.kind, cfg.draft.num_draft_tokens, draft_folder)
 
 
 def build_backend(cfg: TrainConfig, infer, drafter=None):
