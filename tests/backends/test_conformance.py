@@ -94,3 +94,22 @@ def test_weight_update_gives_the_new_weights_greedy_output(backend, prompts, ref
         backend.update_weights(reference_model.state_dict())
     restored = backend.generate(prompts, SamplingParams(temperature=0.0, max_new_tokens=N))
     assert [c.token_ids for c in restored] == [c.token_ids for c in before]
+
+
+def test_a_row_past_the_context_is_refused_naming_it(backend, prompts):
+    from trajkit.errors import ConfigError
+
+    limit = getattr(backend, "max_model_len", None) or backend.model.config.max_position_embeddings
+    with pytest.raises(ConfigError, match="row 1: prompt \\+ max_new_tokens"):
+        backend.generate([prompts[0], [1] * limit], SamplingParams(max_new_tokens=4))
+
+
+def test_an_error_inside_the_vllm_actor_comes_back_with_its_message(vllm_backend, prompts):
+    """vLLM itself rejects the row (temperature -1): the call fails with vLLM's message, never hangs, and the
+    actor keeps serving."""
+    from trajkit.backends.actors import BackendError, call
+
+    bad = [{"temperature": -1.0, "max_tokens": 2, "logprobs": 0}]
+    with pytest.raises(BackendError, match="vLLM generate failed in its Ray actor.*temperature"):
+        call(vllm_backend.actor.generate.remote(prompts[:1], bad), "vLLM generate", 120)
+    assert len(vllm_backend.generate(prompts[:1], SamplingParams(max_new_tokens=2, seed=0))[0].token_ids) == 2

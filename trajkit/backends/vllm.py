@@ -73,6 +73,7 @@ class VllmBackend:
         prompts = check_ids(prompt_ids, self.vocab_size, "prompt_ids", allow_empty=False)
         shared = isinstance(params, SamplingParams)
         rows = per_row(params, len(prompts))
+        self._check_lengths(prompts, rows)
         wire = [_vllm_fields(p, i if shared else 0) for i, p in enumerate(rows)]
         started = time.perf_counter()
         out = call(self.actor.generate.remote(prompts, wire), "vLLM generate", self.timeout_s)
@@ -108,6 +109,13 @@ class VllmBackend:
             self.actor = None
         if self.owns_ray:
             ray.shutdown()
+
+    def _check_lengths(self, prompts, rows) -> None:
+        for i, (p, r) in enumerate(zip(prompts, rows)):
+            if len(p) + r.max_new_tokens > self.max_model_len:
+                raise ConfigError(f"row {i}: prompt + max_new_tokens is {len(p) + r.max_new_tokens} tokens, past "
+                                  f"the vLLM backend's max_model_len {self.max_model_len}; shorten the prompt, "
+                                  "lower max_new_tokens or raise max_model_len (rollout.vllm_max_model_len)")
 
     def _count(self, stats: GenerationStats, spec: dict) -> None:
         """Add a call's counters; vLLM's speculative counters are totals since start, the call's share is
