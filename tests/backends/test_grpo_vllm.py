@@ -53,5 +53,7 @@ def test_grpo_steps_on_the_vllm_backend(ray_cluster, vllm_python, smollm2_folder
         to_new = (batch.engine_logp - new_logp)[mask].abs().mean()
         to_old = (batch.engine_logp - old_logp)[mask].abs().mean()
         assert to_new < MISMATCH_BOUND and to_old > 10 * to_new, (float(to_new), float(to_old))
+        print(f"vLLM mismatch/mean_abs step 1 {m['mismatch/mean_abs']:.2e} max_abs {m['mismatch/max_abs']:.2e}; "
+              f"step 2 vs updated {float(to_new):.2e}, vs initial {float(to_old):.2e}")
     finally:
         trainer.close()

@@ -18,9 +18,23 @@ after every reload (else outputs stay stale).
 """
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
+import traceback
+
+
+def _plain_errors(method):
+    """Raise any failure as a ``RuntimeError`` carrying the original's type, message and traceback: vLLM's
+    own exception classes cannot be unpickled in trajkit's venv (no vllm there)."""
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            raise RuntimeError(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
+    return wrapped
 
 
 def _repack_lm_head(worker) -> bool:
@@ -38,6 +52,7 @@ def _repack_lm_head(worker) -> bool:
 class VllmWorker:
     """vLLM's offline ``LLM`` over a local HF model folder (float32 on CPU)."""
 
+    @_plain_errors
     def __init__(self, model_dir: str, max_model_len: int, seed: int, max_logprobs: int,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -61,6 +76,7 @@ class VllmWorker:
         return {"vocab_size": self.vocab_size, "start_seconds": self.start_seconds, "vllm": vllm.__version__,
                 "pid": os.getpid(), "max_model_len": self.llm.llm_engine.model_config.max_model_len}
 
+    @_plain_errors
     def generate(self, prompts: list[list[int]], rows: list[dict]) -> dict:
         """``rows[i]``: vLLM ``SamplingParams`` fields of prompt ``i`` -> {"rows": [{token_ids, logprobs,
         top, finish_reason}], "seconds"}; ``logprobs[j]``: log p of token j under its sampling distribution
@@ -74,6 +90,7 @@ class VllmWorker:
         return {"rows": [_row(o.outputs[0], r.get("logprobs") or 0) for o, r in zip(outputs, rows)],
                 "seconds": seconds, "spec": self._spec_counters()}
 
+    @_plain_errors
     def update_weights(self, state_dict: dict) -> float:
         """Load ``state_dict`` (HF names, CPU tensors); -> seconds it took."""
         from safetensors.torch import save_file
