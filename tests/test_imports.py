@@ -3,8 +3,10 @@
 Layers (a package may import only those listed for it, besides the shared base modules ``trajkit.errors``,
 ``trajkit.config``, ``trajkit._lazy`` and ``trajkit.progress``): ``models`` at the bottom, ``traces`` on
 models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models
-and synth, ``gateway`` on engine, models and traces, ``rl`` on engine, models, traces, recipes, gateway and optim; ``envs`` (Harbor tasks, sandboxes, trials, the RL task
-over them) on rl and everything rl reaches; ``audit`` (checks over the files the others write) on traces and models only; ``cli``, ``bench`` and
+and synth, ``gateway`` on engine, models and traces, ``backends`` (the generation-backend seam) on engine and models,
+``rl`` on engine, backends, models, traces, recipes, gateway and optim; ``cluster`` (Ray) and ``envs`` (Harbor tasks,
+sandboxes, trials, the RL task over them) on rl and what rl reaches; ``audit`` (checks over the files the others
+write) on traces and models only; ``cli``, ``bench`` and
 ``demo`` on anything.
 
 The graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` statement counts,
@@ -30,11 +32,14 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
     "trajkit.optim": ("trajkit.models",),
     "trajkit.recipes": ("trajkit.engine", "trajkit.models", "trajkit.synth", "trajkit.traces"),
     "trajkit.gateway": ("trajkit.engine", "trajkit.models", "trajkit.traces"),
-    "trajkit.rl": ("trajkit.engine", "trajkit.models", "trajkit.traces", "trajkit.recipes", "trajkit.synth",
-                   "trajkit.gateway", "trajkit.optim"),
+    "trajkit.backends": ("trajkit.engine", "trajkit.models"),
+    "trajkit.rl": ("trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces", "trajkit.recipes",
+                   "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
+    "trajkit.cluster": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
+                        "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     "trajkit.audit": ("trajkit.traces", "trajkit.models"),  # reads files the others write, never their objects
-    "trajkit.envs": ("trajkit.rl", "trajkit.engine", "trajkit.models", "trajkit.traces", "trajkit.recipes",
-                     "trajkit.synth", "trajkit.gateway", "trajkit.optim"),  # Harbor tasks, sandboxes, the RL task
+    "trajkit.envs": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
+                     "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),  # Harbor tasks, sandboxes, the RL task
 }
 
 
@@ -131,6 +136,11 @@ def test_packages_import_only_their_lower_layers():
                 if out:
                     bad[m] = out
     assert bad == {}
+
+
+def test_the_vllm_worker_imports_nothing_of_trajkit():
+    """It runs in the vLLM venv's python (other pins), where only itself is importable."""
+    assert import_graph()["trajkit.backends.vllm_worker"] == set()
 
 
 def test_the_checker_finds_a_function_level_cycle(tmp_path):

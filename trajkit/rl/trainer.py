@@ -67,10 +67,11 @@ def make_rewards(task: Task, cfg: TrainConfig, reward_funcs=None, reward_weights
 
 
 def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | None = None, reward_funcs=None,
-                reward_weights=None) -> TrainState:
+                reward_weights=None, backend=None) -> TrainState:
     """Every component of a run, built from ``cfg`` (and restored from ``checkpoint.resume_from``); a given
-    ``tokenizer``, ``policy`` (an HF causal LM module), ``task`` or ``reward_funcs`` replaces what ``cfg``
-    would build."""
+    ``tokenizer``, ``policy`` (an HF causal LM module), ``task``, ``reward_funcs`` or ``backend`` (a running
+    :mod:`trajkit.backends` backend of kind ``rollout.backend``, which the run then uses but never closes)
+    replaces what ``cfg`` would build."""
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     policy, draft = build_models(cfg, tokenizer, policy)
     if policy.config.vocab_size < len(tokenizer):
@@ -82,7 +83,7 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
         stream=PromptStream(task), policy=policy,
-        optimizer=make_optimizer(policy, cfg), rollout=Rollout(cfg, policy, draft),
+        optimizer=make_optimizer(policy, cfg), rollout=Rollout(cfg, policy, draft, backend),
         alarm=MismatchAlarm(m.abs_threshold, m.jump_factor, m.min_jump), draft=draft,
         draft_optimizer=make_optimizer(draft, cfg, lr=cfg.draft.distill_lr, name="adamw") if distill else None,
         reference=frozen_copy(policy) if cfg.loss.kl_coef > 0 else None)
@@ -115,7 +116,8 @@ class Trainer:
     """
 
     def __init__(self, config=None, *, model=None, tokenizer=None, train_dataset=None, eval_dataset=None,
-                 reward_funcs=None, reward_weights=None, task: Task | None = None, logger: bool = True):
+                 reward_funcs=None, reward_weights=None, task: Task | None = None, logger: bool = True,
+                 backend=None):
         cfg = as_config(config)
         policy = None
         if isinstance(model, (str, os.PathLike)):
@@ -139,6 +141,7 @@ class Trainer:
         elif eval_dataset is not None:
             raise ConfigError("eval_dataset= needs train_dataset=")
         self.state = build_state(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
+                                 backend=backend,
                                  reward_weights=reward_weights)
         self.logger = RunLogger(cfg.log, to_dict(cfg)) if logger else None
 
@@ -173,7 +176,7 @@ class Trainer:
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.engine.generate, prompts, params)
+        samples = s.task.env.rollout(s.rollout.backend.generate, prompts, params)
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)
@@ -189,6 +192,7 @@ class Trainer:
     def close(self) -> None:
         if self.logger is not None:
             self.logger.close()
+        self.state.rollout.close()
         close_env = getattr(self.state.task.env, "close", None)  # an agent task's gateway server
         if close_env is not None:
             close_env()

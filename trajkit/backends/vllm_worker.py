@@ -1,0 +1,132 @@
+"""The vLLM side of :class:`trajkit.backends.vllm.VllmBackend`: runs in the vLLM virtualenv's python.
+
+This module is imported by a Ray actor started with ``runtime_env={"py_executable": <vLLM venv python>}``
+(NeMo RL's one-venv-per-actor pattern): it may import only the standard library, torch, safetensors and
+vLLM, never the rest of trajkit (whose pins differ). Everything crossing the actor boundary is plain data:
+prompts as lists of ids, one dict of vLLM sampling fields per row, results as dicts.
+
+The engine is vLLM's offline ``LLM`` in process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
+``distributed_executor_backend="uni"``), fed ``TokensPrompt``s with no tokenizer, log-probs in
+``processed_logprobs`` mode (after temperature: the distribution the token was drawn from; the default
+``raw_logprobs`` is before it), EOS ignored (rows stop on the caller's stop ids only).
+
+Weight updates (CPU path): the new state dict arrives through the Ray object store, is written as one
+safetensors file, and ``collective_rpc("reload_weights", weights_path=...)`` loads it; then the prefix
+cache is reset (its KV was computed by the old weights). vLLM-CPU bug worked around: with tied embeddings
+the output layer keeps a prepacked copy of the old embedding, so the lm_head's CPU GEMM is re-dispatched
+after every reload (else outputs stay stale).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+import time
+import traceback
+
+
+def _plain_errors(method):
+    """Raise any failure as a ``RuntimeError`` carrying the original's type, message and traceback: vLLM's
+    own exception classes cannot be unpickled in trajkit's venv (no vllm there)."""
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:
+            raise RuntimeError(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
+    return wrapped
+
+
+def _repack_lm_head(worker) -> bool:
+    """Re-run the CPU GEMM dispatch of a tied lm_head on ``worker`` (vLLM-CPU keeps a stale packed copy)."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    model = worker.model_runner.get_model()
+    config = getattr(model, "config", None)
+    if not getattr(config, "tie_word_embeddings", False):
+        return False
+    dispatch_cpu_unquantized_gemm(model.lm_head, remove_weight=False)
+    return True
+
+
+class VllmWorker:
+    """vLLM's offline ``LLM`` over a local HF model folder (float32 on CPU)."""
+
+    @_plain_errors
+    def __init__(self, model_dir: str, max_model_len: int, seed: int, max_logprobs: int,
+                 speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True):
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from vllm import LLM
+
+        started = time.perf_counter()
+        self.llm = LLM(model=model_dir, skip_tokenizer_init=True, dtype=dtype, seed=seed,
+                       max_model_len=max_model_len, logprobs_mode="processed_logprobs",
+                       max_logprobs=max_logprobs, distributed_executor_backend="uni",
+                       generation_config="vllm", enable_prefix_caching=True,
+                       speculative_config=speculative_config, enforce_eager=enforce_eager)
+        self.start_seconds = time.perf_counter() - started
+        self.weights_dir = tempfile.mkdtemp(prefix="trajkit-vllm-weights-")
+        config = self.llm.llm_engine.model_config.hf_config
+        self.vocab_size = int(config.vocab_size)
+        self.tied = bool(getattr(config, "tie_word_embeddings", False))
+
+    def info(self) -> dict:
+        import vllm
+
+        return {"vocab_size": self.vocab_size, "start_seconds": self.start_seconds, "vllm": vllm.__version__,
+                "pid": os.getpid(), "max_model_len": self.llm.llm_engine.model_config.max_model_len}
+
+    @_plain_errors
+    def generate(self, prompts: list[list[int]], rows: list[dict]) -> dict:
+        """``rows[i]``: vLLM ``SamplingParams`` fields of prompt ``i`` -> {"rows": [{token_ids, logprobs,
+        top, finish_reason}], "seconds"}; ``logprobs[j]``: log p of token j under its sampling distribution
+        (None under greedy), ``top[j]``: the top entries [(id, logp)] when asked for."""
+        from vllm import SamplingParams, TokensPrompt
+
+        params = [SamplingParams(**r, ignore_eos=True, detokenize=False) for r in rows]
+        started = time.perf_counter()
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        seconds = time.perf_counter() - started
+        return {"rows": [_row(o.outputs[0], r.get("logprobs") or 0) for o, r in zip(outputs, rows)],
+                "seconds": seconds, "spec": self._spec_counters()}
+
+    @_plain_errors
+    def update_weights(self, state_dict: dict) -> float:
+        """Load ``state_dict`` (HF names, CPU tensors); -> seconds it took."""
+        from safetensors.torch import save_file
+
+        started = time.perf_counter()
+        path = os.path.join(self.weights_dir, "model.safetensors")
+        tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()
+                   if not (self.tied and k == "lm_head.weight")}  # tied: the embedding is the lm_head
+        save_file(tensors, path)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_dir})
+        self.llm.collective_rpc(_repack_lm_head)
+        self.llm.reset_prefix_cache()
+        return time.perf_counter() - started
+
+    def _spec_counters(self) -> dict:
+        """Speculative decoding counters from vLLM's metrics (drafts proposed / accepted), when it speculates."""
+        if self.llm.llm_engine.vllm_config.speculative_config is None:
+            return {}
+        out = {"proposed": 0, "accepted": 0}
+        for metric in self.llm.get_metrics():
+            if metric.name == "vllm:spec_decode_num_draft_tokens":
+                out["proposed"] = int(metric.value)
+            elif metric.name == "vllm:spec_decode_num_accepted_tokens":
+                out["accepted"] = int(metric.value)
+        return out
+
+
+def _row(completion, top: int) -> dict:
+    ids = list(completion.token_ids)
+    logprobs, tops = [], []
+    for tok, entries in zip(ids, completion.logprobs or [[]] * len(ids)):
+        entry = entries.get(tok) if entries else None
+        logprobs.append(None if entry is None else float(entry.logprob))
+        if top:
+            ranked = sorted(((e.rank, t, float(e.logprob)) for t, e in entries.items() if e.rank is not None
+                             and e.rank <= top), key=lambda x: x[0])
+            tops.append([(t, lp) for _, t, lp in ranked])
+    return {"token_ids": ids, "logprobs": logprobs, "top": tops if top else None,
+            "finish_reason": completion.finish_reason}

@@ -1,0 +1,106 @@
+"""Benchmark: rollout tokens/s of each generation backend on SmolLM2-135M-Instruct, side by side.
+
+``--batch`` rows (SmolLM2 chat prompts, one per row) x ``--tokens`` new tokens each, temperature 1,
+seeded, no stop ids, so every arm generates exactly ``batch x tokens`` tokens. Each arm: build the backend
+(trajkit: the engine in this process; vllm: vLLM's offline engine in its venv behind a Ray actor, the time
+to start it reported apart), one warm-up call of 8 tokens, then ``--repeats`` timed calls; tokens/s is the
+best repeat's (wall clock around ``generate``, the actor round trip included for vLLM). Both arms run
+float32 on the CPU (vLLM eager). The ``vs trajkit`` column is the arm's tokens/s over trajkit's.
+"""
+from __future__ import annotations
+
+import time
+
+DESCRIPTION = "rollout tokens/s: trajkit's engine vs the vLLM backend on SmolLM2-135M-Instruct"
+EXAMPLE = "trajkit bench rollout --batch 8 --tokens 128 --out bench-out/rollout.json"
+ARMS = ("trajkit", "vllm")
+QUESTIONS = ["What is 3 + 4?", "Name a color.", "Write one word.", "Say hello.", "What is 9 - 2?",
+             "Count to three.", "Name a fruit.", "What day follows Monday?"]
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--batch", type=int, default=8, help="rows per generate call (default 8)")
+    p.add_argument("--tokens", type=int, default=128, help="new tokens per row (default 128)")
+    p.add_argument("--repeats", type=int, default=2, help="timed calls per arm; the best counts (default 2)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    p.add_argument("--threads", type=int, default=0, help="torch threads for the trajkit arm (0: torch's default)")
+    p.add_argument("--out", default="bench-out/rollout.json", help="JSON results file")
+    p.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+
+
+def _prompts(folder: str, batch: int) -> list[list[int]]:
+    from trajkit.models.load import load_tokenizer
+
+    tok = load_tokenizer(folder, what="smollm2")
+    rows = [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(batch)]
+    return [list(tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=False))
+            for m in rows]
+
+
+def _backend(arm: str, folder: str):
+    from trajkit.backends.registry import make_backend
+
+    if arm == "trajkit":
+        import torch
+
+        from trajkit.engine import Engine
+        from trajkit.models.load import load_model
+
+        return make_backend("trajkit", engine=Engine(load_model(folder, dtype=torch.float32)))
+    from trajkit.recipes.cache import vllm_python
+
+    return make_backend("vllm", model_dir=folder, python=vllm_python(), max_model_len=1024)
+
+
+def _measure(arm: str, folder: str, prompts, args) -> dict:
+    from trajkit.engine import SamplingParams
+
+    started = time.perf_counter()
+    backend = _backend(arm, folder)
+    start_s = time.perf_counter() - started
+    try:
+        backend.generate(prompts, SamplingParams(max_new_tokens=8, seed=0))
+        best = None
+        for r in range(args.repeats):
+            t0 = time.perf_counter()
+            out = backend.generate(prompts, SamplingParams(max_new_tokens=args.tokens, seed=r))
+            seconds = time.perf_counter() - t0
+            tokens = sum(len(c.token_ids) for c in out)
+            if best is None or seconds < best[0]:
+                best = (seconds, tokens)
+    finally:
+        backend.close()
+    return {"arm": arm, "start_s": start_s, "seconds": best[0], "tokens": best[1],
+            "tokens_per_s": best[1] / best[0]}
+
+
+def _table(results: dict) -> None:
+    base = next((a["tokens_per_s"] for a in results["arms"] if a["arm"] == "trajkit"), None)
+    print(f"rollout B={results['batch']} x {results['tokens']} tokens, SmolLM2-135M-Instruct float32 CPU")
+    print(f"{'arm':<10}{'start s':>10}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}{'vs trajkit':>12}")
+    for a in results["arms"]:
+        ratio = f"{a['tokens_per_s'] / base:.2f}x" if base else "-"
+        print(f"{a['arm']:<10}{a['start_s']:>10.1f}{a['tokens']:>8}{a['seconds']:>10.2f}"
+              f"{a['tokens_per_s']:>10.1f}{ratio:>12}")
+
+
+def run(args) -> int:
+    import torch
+
+    from trajkit.bench.output import emit
+    from trajkit.errors import ConfigError
+    from trajkit.recipes.smollm2 import prepare_model
+
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    bad = [a for a in arms if a not in ARMS]
+    if bad:
+        raise ConfigError(f"--arms: unknown arm(s) {', '.join(bad)}; use {', '.join(ARMS)}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    folder = str(prepare_model())
+    prompts = _prompts(folder, args.batch)
+    results = {"batch": args.batch, "tokens": args.tokens, "repeats": args.repeats,
+               "arms": [_measure(a, folder, prompts, args) for a in arms],
+               "not_run": {"2 Ray rollout workers": "the Ray cluster (cluster.ray) is not implemented yet"}}
+    emit(args, results, _table)
+    return 0
