@@ -16,7 +16,7 @@ batch-indexed thing at once: its own tensors, ``last`` and every follower.
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 
@@ -61,6 +61,9 @@ class ActiveBatch:
         self.streams = RowStreams([p.seed for p in params], indices, device)
         self.last: torch.Tensor | None = None  # [B] long, set by the sampler
         self.followers = list(followers)
+        # told the batch positions of the rows about to leave, before anything is removed (the prefix
+        # cache stores their states: trajkit.engine.prefix.Reuse.attach)
+        self.on_finish: Callable[[list[int]], None] | None = None
 
     def admit(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[int]:
         """Add rows (each its own request: stream index 0) after the active ones; returns their row ids.
@@ -186,6 +189,8 @@ class ActiveBatch:
         assert len(done) == len(self.rows)
         if not any(done):
             return
+        if self.on_finish is not None:
+            self.on_finish([i for i, d in enumerate(done) if d])
         keep_list = [i for i, d in enumerate(done) if not d]
         self.rows = [self.rows[i] for i in keep_list]
         if not self.rows:

@@ -74,6 +74,12 @@ class GenerationStats:
     seconds: float = 0.0
     target_seconds: float = 0.0
     draft_seconds: float = 0.0
+    # prefill reuse (trajkit.engine.prefix): prompt tokens of the prefilled rows, of which served from the
+    # prefix cache, copied from an identical prompt of the same batch, and actually computed
+    prompt_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    shared_prompt_tokens: int = 0
+    prefill_tokens: int = 0
 
     @classmethod
     def merge(cls, *parts: GenerationStats) -> GenerationStats:
@@ -139,7 +145,8 @@ class GenerationStats:
 
 
 _SUMMED = ("rows", "new_tokens", "target_calls", "draft_calls", "row_steps", "step_tokens", "proposed",
-           "accepted", "overlap_sum", "seconds", "target_seconds", "draft_seconds")
+           "accepted", "overlap_sum", "seconds", "target_seconds", "draft_seconds", "prompt_tokens",
+           "prefix_hit_tokens", "shared_prompt_tokens", "prefill_tokens")
 
 
 def _add_lists(a: list, b: list) -> list:
