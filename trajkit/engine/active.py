@@ -54,6 +54,7 @@ class ActiveBatch:
         self.finish: list[str | None] = [None] * len(prompts)
         self.proposed = [0] * len(prompts)
         self.accepted = [0] * len(prompts)
+        self.cached = [0] * len(prompts)  # prompt tokens served by the prefix cache, per row
         self.rows = list(range(len(prompts)))
         self.device = device
         self._set_warping(self.params)
@@ -80,6 +81,7 @@ class ActiveBatch:
         self.finish += [None] * len(prompts)
         self.proposed += [0] * len(prompts)
         self.accepted += [0] * len(prompts)
+        self.cached += [0] * len(prompts)
         self.streams.add([p.seed for p in params], [0] * len(params))
         self.rows += new
         self._set_warping([self.params[r] for r in self.rows])
@@ -98,7 +100,7 @@ class ActiveBatch:
         """Row ``r``'s record so far (``finish_reason`` "length" while it is unfinished)."""
         return Completion(token_ids=self.generated[r], logprobs=self.logprobs[r],
                           finish_reason=self.finish[r] or "length", draft_proposed=self.proposed[r],
-                          draft_accepted=self.accepted[r],
+                          draft_accepted=self.accepted[r], cached_tokens=self.cached[r],
                           top_logprobs=self.tops[r] if self.params[r].top_logprobs else None)
 
     def release(self, r: int) -> None:

@@ -97,10 +97,9 @@ class Engine:
         self.policy_version = 0
         self.auto_k = AutoK(self.model, drafter, config.max_draft_tokens, config.probe_tokens,
                             config.alpha_smoothing, config.sync_timing)
-        self.prefix_cache = PrefixCache(self.model, config.prefix_cache_tokens, config.prefix_block_tokens) \
-            if config.prefix_cache_tokens else None
-        self.reuse = Reuse(self.prefix_cache, config.share_prompts)
         self.num_params = sum(p.numel() for p in self.model.parameters())
+        self.prefix_cache: PrefixCache | None = None
+        self.set_prefix_cache(config.prefix_cache_tokens)
 
     def generate(self, prompt_ids: list[list[int]],
                  params: SamplingParams | Sequence[SamplingParams] | None = None) -> Completions:
@@ -135,6 +134,23 @@ class Engine:
             return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request, reuse=self.reuse)
         return SpeculativeSession(self.model, self.drafter, lambda prompts, rows: self.auto_k.pick(prompts, rows, False),
                                   sync, check=self.check_request, on_idle=self.auto_k.observe, reuse=self.reuse)
+
+    def set_prefix_cache(self, budget_tokens: int) -> PrefixCache | None:
+        """Keep the KV states of up to ``budget_tokens`` computed tokens across calls (0 = off): an exact
+        prefix cache (:mod:`trajkit.engine.prefix`), emptied by every ``update_weights``. An existing cache
+        keeps its contents when only its budget changes (then trimmed to it)."""
+        cfg = self.config
+        if not budget_tokens:
+            self.prefix_cache = None
+        elif self.prefix_cache is None:
+            self.prefix_cache = PrefixCache(self.model, budget_tokens, cfg.prefix_block_tokens)
+            self.prefix_cache.bind(weights_version=self.policy_version)
+        else:
+            self.prefix_cache.budget_tokens = budget_tokens
+            self.prefix_cache.resize()
+        self.config = replace(cfg, prefix_cache_tokens=budget_tokens)
+        self.reuse = Reuse(self.prefix_cache, cfg.share_prompts)
+        return self.prefix_cache
 
     def check_request(self, prompt_ids, params) -> tuple[list[list[int]], list[SamplingParams]]:
         """Validated prompts and one ``SamplingParams`` per prompt (stop tokens in the vocabulary, rows

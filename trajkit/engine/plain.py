@@ -33,7 +33,7 @@ def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams]
     batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state])
     reuse.attach(batch, lambda: state)
     stats = GenerationStats(rows=len(prompts))
-    logits = reuse.prefill(state, prompts, 1, stats)  # [B, 1, V]
+    logits, batch.cached = reuse.prefill(state, prompts, 1, stats)  # [B, 1, V]
     row_steps = 0
     while True:
         probs = batch.probs(logits)[:, 0]  # [B, V]

@@ -163,6 +163,12 @@ class PrefixCache:
         for block in chain:
             block.used = self._tick
 
+    def resize(self) -> None:
+        """Trim to ``budget_tokens`` (after it was lowered)."""
+        if self.budget_tokens < self.block_tokens:
+            raise ConfigError(f"prefix cache budget must be at least one block ({self.block_tokens} tokens)")
+        self._evict()
+
     def _evict(self) -> None:
         """Drop least recently used leaves until the cache fits its budget."""
         while self.tokens > self.budget_tokens:
@@ -203,10 +209,12 @@ class Reuse:
     cache: PrefixCache | None = None
     share: bool = True
 
-    def prefill(self, state, prompts: list[list[int]], keep_last: int, stats) -> torch.Tensor | None:
+    def prefill(self, state, prompts: list[list[int]], keep_last: int, stats
+                ) -> tuple[torch.Tensor | None, list[int]]:
         """Prefill ``prompts`` into the empty ``state`` (a :class:`~trajkit.engine.kvstate.KVState`) reusing
         what can be; counts the prompt, hit, shared and computed tokens into ``stats``
-        (:class:`~trajkit.engine.types.GenerationStats`). -> logits as ``KVState.prefill``."""
+        (:class:`~trajkit.engine.types.GenerationStats`). -> (logits as ``KVState.prefill``, each row's
+        tokens served by the cache)."""
         from trajkit.engine.kvstate import unique_rows
 
         unique, inverse = unique_rows(prompts) if self.share else (prompts, None)
@@ -221,7 +229,8 @@ class Reuse:
         stats.prefix_hit_tokens += hit
         stats.prefill_tokens += sum(map(len, unique)) - hit
         stats.shared_prompt_tokens += sum(map(len, prompts)) - sum(map(len, unique))
-        return state.expand(inverse, logits)
+        row_hits = [hits[i][0] for i in inverse] if inverse is not None else [n for n, _ in hits]
+        return state.expand(inverse, logits), row_hits
 
     def attach(self, batch, state_of) -> None:
         """Insert each row into the cache as it finishes (``batch.on_finish``); ``state_of()``: the

@@ -85,7 +85,7 @@ class DecodeSession:
         start = time.perf_counter()
         fresh = KVState(self.model, self.sync_timing)
         self.last_admit = GenerationStats()
-        logits = self.reuse.prefill(fresh, prompts, 1, self.last_admit)  # [B', 1, V]
+        logits, hits = self.reuse.prefill(fresh, prompts, 1, self.last_admit)  # [B', 1, V]
         for name in _REUSE_COUNTS:
             setattr(self.stats, name, getattr(self.stats, name) + getattr(self.last_admit, name))
         if not self.batch.rows:  # an idle session starts over with the new rows' state
@@ -95,6 +95,8 @@ class DecodeSession:
             self.state.admit(fresh)
             self.logits = torch.cat([self.logits, logits], dim=0)
         new = self.batch.admit(prompts, params)
+        for r, n in zip(new, hits):
+            self.batch.cached[r] = n
         self._count(fresh.calls, fresh.seconds, time.perf_counter() - start, rows=len(prompts))
         return new
 
@@ -173,7 +175,7 @@ class SpeculativeSession:
         lasts = to_device([p[-1] for p in prompts], self.device)
         fresh = KVState(self.model, self.sync_timing)
         self.last_admit = GenerationStats()
-        self.reuse.prefill(fresh, [p[:-1] for p in prompts], 0, self.last_admit)
+        _, hits = self.reuse.prefill(fresh, [p[:-1] for p in prompts], 0, self.last_admit)
         if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
             if not isinstance(self._k, int):
                 self.k = int(self._k(prompts, params))
@@ -189,6 +191,8 @@ class SpeculativeSession:
             self.drafter.admit(prompts)
             last = torch.cat([self.batch.last, lasts])
         new = self.batch.admit(prompts, params)
+        for r, n in zip(new, hits):
+            self.batch.cached[r] = n
         self.batch.last = last
         self._count(fresh.calls, fresh.seconds, time.perf_counter() - start, rows=len(prompts))
         return new

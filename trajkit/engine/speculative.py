@@ -106,7 +106,7 @@ def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int
     reuse.attach(batch, lambda: state)
     stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
                             position_accepted=[0] * k)
-    reuse.prefill(state, [p[:-1] for p in prompts], 0, stats)  # the last prompt token is scored with the first drafts
+    _, batch.cached = reuse.prefill(state, [p[:-1] for p in prompts], 0, stats)  # the last prompt token is scored with the first drafts
     batch.last = to_device([p[-1] for p in prompts], state.device)
     drafter.begin(prompts)
     while batch.rows:

@@ -31,6 +31,7 @@ class Completion:
     finish_reason: FinishReason
     draft_proposed: int = 0  # draft tokens verified for this row
     draft_accepted: int = 0  # of which accepted
+    cached_tokens: int = 0  # prompt tokens whose states came from the prefix cache (not prefilled again)
     # SamplingParams.top_logprobs > 0: per token, the most likely (id, log p) of the distribution it was
     # sampled from, most likely first (tokens a top-k/top-p filter removed are left out)
     top_logprobs: list[list[tuple[int, float]]] | None = None
