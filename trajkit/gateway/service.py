@@ -187,7 +187,7 @@ class Gateway:
     def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
                 messages=None, tools=None) -> CallRecord:
         choices = [self._choice(c, prep.stop, chat, prep.forced) for c in result.completions]
-        timing = {"queued_s": result.queued_s, "generate_s": result.generate_s,
+        timing = {"queued_s": result.queued_s, "generate_s": result.generate_s, "first_token_s": result.first_token_s,
                   "total_s": time.perf_counter() - prep.received, "batch_rows": result.batch_rows}
         hit = result.completions[0].cached_tokens if result.completions else 0
         prefix = {"query_tokens": len(prep.prompt_ids), "hit_tokens": hit, "new_tokens": len(prep.prompt_ids) - hit,
