@@ -10,7 +10,7 @@ import importlib
 
 from trajkit.cli.commands import COMMANDS
 
-BENCHMARKS = ("traces", "cli", "generate", "train", "export", "gateway", "optim", "long-context", "prefix-cache", "cache")
+BENCHMARKS = ("traces", "cli", "generate", "train", "export", "gateway", "optim", "long-context", "prefix-cache", "cache", "suffix-reuse")
 
 
 def register(sub) -> None:
