@@ -56,7 +56,7 @@ def _session_turns(engine: Engine, mode: str, turns: int = 4):
     params = SamplingParams(temperature=0.0, max_new_tokens=5)
     histories, outs, stats = [_ids(10, 30), _ids(11, 17)], [], []
     for turn in range(turns):
-        if mode == "session":
+        if mode.endswith("session"):
             session = engine.session()
             session.admit(histories, [params] * len(histories))
             done = {}
@@ -73,10 +73,10 @@ def _session_turns(engine: Engine, mode: str, turns: int = 4):
     return outs, stats
 
 
-@pytest.mark.parametrize("mode", ["generate", "session", "speculative"])
+@pytest.mark.parametrize("mode", ["generate", "session", "speculative", "speculative-session"])
 def test_greedy_multi_turn_outputs_are_the_same_with_the_cache_on_and_off(mode):
     model = target_model(SPEC, seed=5)
-    draft = DraftModel(perturbed_copy(model, 0.3, seed=1)) if mode == "speculative" else None
+    draft = DraftModel(perturbed_copy(model, 0.3, seed=1)) if mode.startswith("speculative") else None
     on, stats = _session_turns(_engine(model, drafter=draft), mode)
     off, stats_off = _session_turns(_engine(model, cache_tokens=0, drafter=draft), mode)
     for turn_on, turn_off in zip(on, off):

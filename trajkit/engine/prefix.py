@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import torch
 
 from trajkit.engine.cache import new_cache
+from trajkit.engine.kvstate import unique_rows
 from trajkit.errors import ConfigError
 
 
@@ -215,8 +216,6 @@ class Reuse:
         what can be; counts the prompt, hit, shared and computed tokens into ``stats``
         (:class:`~trajkit.engine.types.GenerationStats`). -> (logits as ``KVState.prefill``, each row's
         tokens served by the cache)."""
-        from trajkit.engine.kvstate import unique_rows
-
         unique, inverse = unique_rows(prompts) if self.share else (prompts, None)
         hits = [self.cache.lookup(p, len(p) - (1 if keep_last else 0)) if self.cache else (0, None) for p in unique]
         if any(n for n, _ in hits):
