@@ -1,12 +1,15 @@
 """The gateway's prefix cache: a multi-turn session's later calls reuse the earlier calls' states, replies are
 the same as with ``--no-prefix-cache``, each record and ``usage`` say how many prompt tokens hit, ``/metrics``
 adds up exactly the records' numbers, and a weight update flushes."""
+import argparse
 import re
 
 import httpx
 import pytest
 
+from trajkit.config import add_arguments, from_args
 from trajkit.engine import Engine
+from trajkit.errors import ConfigError
 from trajkit.gateway import Gateway, GatewayConfig, running
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
@@ -80,20 +83,15 @@ def test_a_weight_update_flushes_the_gateway_cache():
 
 
 def test_serve_has_a_no_prefix_cache_flag():
-    from trajkit.config import from_args
-    import argparse
-    from trajkit.config import add_arguments
-
     parser = argparse.ArgumentParser()
     add_arguments(parser, GatewayConfig)
     assert from_args(GatewayConfig, parser.parse_args(["--no-prefix-cache"])).prefix_cache is False
     assert from_args(GatewayConfig, parser.parse_args([])).prefix_cache is True
 
 
-@pytest.mark.parametrize("budget", [0])
-def test_the_engine_refuses_a_budget_below_one_block_only_when_on(budget):
+def test_the_engine_turns_the_cache_off_with_0_and_refuses_a_budget_below_one_block():
     model = build_model(TinySpec(vocab_size=259, hidden_size=32, max_positions=4096), seed=0)
     engine = Engine(model)
-    assert engine.set_prefix_cache(budget) is None and engine.prefix_cache is None
-    with pytest.raises(Exception, match="at least one block"):
+    assert engine.set_prefix_cache(0) is None and engine.prefix_cache is None
+    with pytest.raises(ConfigError, match="at least one block"):
         engine.set_prefix_cache(3)

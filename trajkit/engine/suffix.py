@@ -115,7 +115,8 @@ def approximate_cache(model, old: list[int], old_cache: DynamicCache, new: list[
             cache.update(k, src.values[:, :, src0:src0 + tail - head], i)
         copied += tail - head
         at = tail
-    _forward(model, new[at:-1], at, cache) if len(new) - 1 > at else None
+    if len(new) - 1 > at:  # the last prompt token is fed with the continuation
+        _forward(model, new[at:-1], at, cache)
     return cache, {"prefix": prefix, "copied": copied, "computed": len(new) - 1 - prefix - copied}
 
 
