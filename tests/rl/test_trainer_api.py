@@ -50,6 +50,9 @@ def test_trainer_from_a_module_a_dataset_and_reward_functions(tmp_path):
     # the logged total is the weighted sum of the logged per-function means (every reward scores every row)
     assert step["reward/raw"] == pytest.approx(step["reward/even_share"] + 3.0 * step["reward/says_answer"])
     assert 0.0 <= step["reward/even_share"] <= 1.0
+    # a group of G = 4 repeats one prompt: it is prefilled once, the other three rows copy its states
+    assert step["gen/shared_prompt_tokens"] == 3 * step["gen/prefill_tokens"] > 0
+    assert step["gen/prompt_tokens"] == 4 * step["gen/prefill_tokens"] and step["gen/prefill_reuse_rate"] == 0.75
     # eval runs on the held-out quarter of the rows only (3 of 12), whatever eval.num_prompts says
     assert trainer.state.task.num_prompts("eval") == 3 and not math.isnan(history[0]["eval/reward"])
     held = {r["answer"] for r in trainer.state.task.eval_rows}

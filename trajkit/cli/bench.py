@@ -10,7 +10,8 @@ import importlib
 
 from trajkit.cli.commands import COMMANDS
 
-BENCHMARKS = ("traces", "cli", "generate", "train", "export", "gateway", "optim", "long-context", "rollout")
+BENCHMARKS = ("traces", "cli", "generate", "train", "export", "gateway", "optim", "long-context", "rollout",
+              "prefix-cache", "cache", "suffix-reuse")
 
 
 def register(sub) -> None:

@@ -16,7 +16,7 @@ batch-indexed thing at once: its own tensors, ``last`` and every follower.
 """
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 
@@ -54,6 +54,7 @@ class ActiveBatch:
         self.finish: list[str | None] = [None] * len(prompts)
         self.proposed = [0] * len(prompts)
         self.accepted = [0] * len(prompts)
+        self.cached = [0] * len(prompts)  # prompt tokens served by the prefix cache, per row
         self.rows = list(range(len(prompts)))
         self.device = device
         self._set_warping(self.params)
@@ -61,6 +62,9 @@ class ActiveBatch:
         self.streams = RowStreams([p.seed for p in params], indices, device)
         self.last: torch.Tensor | None = None  # [B] long, set by the sampler
         self.followers = list(followers)
+        # told the batch positions of the rows about to leave, before anything is removed (the prefix
+        # cache stores their states: trajkit.engine.prefix.Reuse.attach)
+        self.on_finish: Callable[[list[int]], None] | None = None
 
     def admit(self, prompts: list[list[int]], params: list[SamplingParams]) -> list[int]:
         """Add rows (each its own request: stream index 0) after the active ones; returns their row ids.
@@ -77,6 +81,7 @@ class ActiveBatch:
         self.finish += [None] * len(prompts)
         self.proposed += [0] * len(prompts)
         self.accepted += [0] * len(prompts)
+        self.cached += [0] * len(prompts)
         self.streams.add([p.seed for p in params], [0] * len(params))
         self.rows += new
         self._set_warping([self.params[r] for r in self.rows])
@@ -95,7 +100,7 @@ class ActiveBatch:
         """Row ``r``'s record so far (``finish_reason`` "length" while it is unfinished)."""
         return Completion(token_ids=self.generated[r], logprobs=self.logprobs[r],
                           finish_reason=self.finish[r] or "length", draft_proposed=self.proposed[r],
-                          draft_accepted=self.accepted[r],
+                          draft_accepted=self.accepted[r], cached_tokens=self.cached[r],
                           top_logprobs=self.tops[r] if self.params[r].top_logprobs else None)
 
     def release(self, r: int) -> None:
@@ -186,6 +191,8 @@ class ActiveBatch:
         assert len(done) == len(self.rows)
         if not any(done):
             return
+        if self.on_finish is not None:
+            self.on_finish([i for i, d in enumerate(done) if d])
         keep_list = [i for i, d in enumerate(done) if not d]
         self.rows = [self.rows[i] for i in keep_list]
         if not self.rows:

@@ -50,6 +50,12 @@ class SlotLayer(DynamicLayer):
     def _expose(self) -> None:
         self.keys, self.values = self._k[:, :, :self._len], self._v[:, :, :self._len]
 
+    def load(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
+        """Take ``keys``/``values: [B, H, capacity, D]`` as the buffers, the first ``length`` slots filled."""
+        self.lazy_initialization(keys, values)
+        self._k, self._v, self._len = keys, values, length
+        self._expose()
+
     def get_seq_length(self) -> int:
         return self._len if self.is_initialized else 0
 

@@ -28,6 +28,7 @@ from trajkit.engine.drafters import Drafter, check_vocab
 from trajkit.engine.drafters.base import can_admit
 from trajkit.engine.params import SamplingParams, check_vocab as check_stop_vocab, per_row
 from trajkit.engine.plain import generate_plain
+from trajkit.engine.prefix import PrefixCache, Reuse
 from trajkit.engine.score import token_logprobs
 from trajkit.engine.session import DecodeSession, SpeculativeSession
 from trajkit.engine.speculative import generate_speculative
@@ -46,6 +47,11 @@ class EngineConfig:
     # wait for the device after each target forward so that GenerationStats.target_seconds is device time
     # (one extra host synchronisation per forward); off: host time, i.e. launch time on a GPU
     sync_timing: bool = False
+    # exact prefix cache (trajkit.engine.prefix): most tokens whose KV states it keeps across calls (0 = off),
+    # in blocks of prefix_block_tokens; share_prompts: identical prompts of one call are prefilled once
+    prefix_cache_tokens: int = 0
+    prefix_block_tokens: int = 16
+    share_prompts: bool = True
 
     def __post_init__(self) -> None:
         k = self.num_draft_tokens
@@ -61,6 +67,13 @@ class EngineConfig:
             raise ConfigError(f"alpha_smoothing must be in (0, 1], got {self.alpha_smoothing!r}")
         if not isinstance(self.sync_timing, bool):
             raise ConfigError(f"sync_timing must be True or False, got {self.sync_timing!r}")
+        for name in ("prefix_cache_tokens", "prefix_block_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "prefix_cache_tokens" else 1):
+                raise ConfigError(f"{name} must be an integer >= {0 if name == 'prefix_cache_tokens' else 1}, "
+                                  f"got {value!r}")
+        if not isinstance(self.share_prompts, bool):
+            raise ConfigError(f"share_prompts must be True or False, got {self.share_prompts!r}")
 
 
 class Engine:
@@ -84,6 +97,9 @@ class Engine:
         self.policy_version = 0
         self.auto_k = AutoK(self.model, drafter, config.max_draft_tokens, config.probe_tokens,
                             config.alpha_smoothing, config.sync_timing)
+        self.num_params = sum(p.numel() for p in self.model.parameters())
+        self.prefix_cache: PrefixCache | None = None
+        self.set_prefix_cache(config.prefix_cache_tokens)
 
     def generate(self, prompt_ids: list[list[int]],
                  params: SamplingParams | Sequence[SamplingParams] | None = None) -> Completions:
@@ -96,10 +112,11 @@ class Engine:
         shared = isinstance(params, SamplingParams)
         k = self._num_draft_tokens(prompts, rows, shared)
         if k == 0:
-            completions, stats = generate_plain(self.model, prompts, rows, shared, self.config.sync_timing)
+            completions, stats = generate_plain(self.model, prompts, rows, shared, self.config.sync_timing,
+                                                self.reuse)
         else:
             completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared,
-                                                      self.config.sync_timing)
+                                                      self.config.sync_timing, self.reuse)
             self.auto_k.observe(stats, len(prompts))
         return Completions(completions, stats, self.policy_version)
 
@@ -111,12 +128,29 @@ class Engine:
         batch (``auto_k``), and each period's acceptance updates the running alpha."""
         sync = self.config.sync_timing
         if self.drafter is None or not can_admit(self.drafter):
-            return DecodeSession(self.model, sync, check=self.check_request)
+            return DecodeSession(self.model, sync, check=self.check_request, reuse=self.reuse)
         k = self.config.num_draft_tokens
         if k != "auto":
-            return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request)
+            return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request, reuse=self.reuse)
         return SpeculativeSession(self.model, self.drafter, lambda prompts, rows: self.auto_k.pick(prompts, rows, False),
-                                  sync, check=self.check_request, on_idle=self.auto_k.observe)
+                                  sync, check=self.check_request, on_idle=self.auto_k.observe, reuse=self.reuse)
+
+    def set_prefix_cache(self, budget_tokens: int) -> PrefixCache | None:
+        """Keep the KV states of up to ``budget_tokens`` computed tokens across calls (0 = off): an exact
+        prefix cache (:mod:`trajkit.engine.prefix`), emptied by every ``update_weights``. An existing cache
+        keeps its contents when only its budget changes (then trimmed to it)."""
+        cfg = self.config
+        if not budget_tokens:
+            self.prefix_cache = None
+        elif self.prefix_cache is None:
+            self.prefix_cache = PrefixCache(self.model, budget_tokens, cfg.prefix_block_tokens)
+            self.prefix_cache.bind(weights_version=self.policy_version)
+        else:
+            self.prefix_cache.budget_tokens = budget_tokens
+            self.prefix_cache.resize()
+        self.config = replace(cfg, prefix_cache_tokens=budget_tokens)
+        self.reuse = Reuse(self.prefix_cache, cfg.share_prompts)
+        return self.prefix_cache
 
     def check_request(self, prompt_ids, params) -> tuple[list[list[int]], list[SamplingParams]]:
         """Validated prompts and one ``SamplingParams`` per prompt (stop tokens in the vocabulary, rows
@@ -151,6 +185,8 @@ class Engine:
         except RuntimeError as exc:
             raise ConfigError(f"state_dict does not fit the engine's model: {exc}") from exc
         self.policy_version += 1
+        if self.prefix_cache is not None:  # states computed by the old weights are stale: flush
+            self.prefix_cache.bind(weights_version=self.policy_version)
         return self.policy_version
 
     def calibrate(self, prompt_ids: list[list[int]], params: SamplingParams = SamplingParams()) -> dict:

@@ -63,16 +63,63 @@ class KVState:
     def width(self) -> int:
         return self.slots.shape[1]
 
-    def prefill(self, prompts: list[list[int]], pad_id: int = 0, keep_last: int = 1) -> torch.Tensor | None:
+    def prefill(self, prompts: list[list[int]], pad_id: int = 0, keep_last: int = 1,
+                share: bool = True) -> torch.Tensor | None:
         """Left-pad ``prompts`` into the (empty) cache -> logits of the last ``keep_last`` positions
-        (None when every prompt is empty: nothing to run)."""
-        self.slots = torch.zeros(len(prompts), 0, dtype=torch.bool, device=self.device)
-        self.lengths = torch.zeros(len(prompts), dtype=torch.long, device=self.device)
+        (None when every prompt is empty: nothing to run). ``share``: identical prompts (a GRPO group) are
+        run once and their states copied to every row that repeats them (:meth:`expand`)."""
+        unique, inverse = unique_rows(prompts) if share else (prompts, None)
+        self.slots = torch.zeros(len(unique), 0, dtype=torch.bool, device=self.device)
+        self.lengths = torch.zeros(len(unique), dtype=torch.long, device=self.device)
         self.dense = True
-        if not any(prompts):
+        logits = None
+        if any(unique):
+            tokens, valid = left_pad(unique, pad_id, self.device)
+            logits = self.extend(tokens, valid, keep_last=keep_last)
+        return self.expand(inverse, logits)
+
+    def resume(self, states: list[torch.Tensor | None], rests: list[list[int]], pad_id: int = 0,
+               keep_last: int = 1) -> torch.Tensor | None:
+        """Start the (empty) cache from stored prefixes, then prefill the rest of each row.
+
+        ``states[b]``: row b's cached prefix ``[L, 2, H, n_b, D]`` (None: nothing cached), right-aligned in
+        ``max(n_b)`` slots with holes on the left (zeros, masked), exactly like left padding; ``rests[b]``:
+        the row's remaining ids, appended after (left-padded among themselves, so a row whose rest is
+        shorter has holes between its prefix and its rest). -> logits as :meth:`prefill` (None when no
+        row has a rest)."""
+        hits = [0 if s is None else s.shape[3] for s in states]
+        width, rows = max(hits), len(states)
+        ref = next(s for s in states if s is not None)
+        for i, layer in enumerate(self.cache.layers):
+            k = ref.new_zeros(rows, ref.shape[2], width + 64, ref.shape[4])
+            v = torch.zeros_like(k)
+            for b, s in enumerate(states):
+                if s is not None:
+                    k[b, :, width - hits[b]:width], v[b, :, width - hits[b]:width] = s[i, 0], s[i, 1]
+            layer.load(k, v, width)
+        self.lengths = torch.tensor(hits, dtype=torch.long, device=self.device)
+        self.slots = torch.arange(width, device=self.device).unsqueeze(0) >= (width - self.lengths).unsqueeze(1)
+        self.dense = min(hits) == width
+        if not any(rests):
             return None
-        tokens, valid = left_pad(prompts, pad_id, self.device)
+        tokens, valid = left_pad(rests, pad_id, self.device)
         return self.extend(tokens, valid, keep_last=keep_last)
+
+    def expand(self, rows: list[int] | None, logits: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Repeat batch rows: row ``i`` becomes a copy of row ``rows[i]`` (cache, slots, lengths and the
+        given ``logits``); None leaves everything as it is. Returns the logits, expanded."""
+        if rows is None or rows == list(range(self.slots.shape[0])):
+            return logits
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
+        self.cache.batch_select_indices(index)
+        self.slots, self.lengths = self.slots[index], self.lengths[index]
+        return None if logits is None else logits[index]
+
+    def row_states(self, row: int, start: int, end: int) -> torch.Tensor:
+        """States of row ``row``'s real tokens ``start:end`` (in order, holes skipped): ``[L, 2, H, n, D]``."""
+        index = self.slots[row].nonzero().squeeze(1)[start:end]
+        return torch.stack([torch.stack([layer.keys[row][:, index], layer.values[row][:, index]])
+                            for layer in self.cache.layers])
 
     def extend(self, tokens: torch.Tensor, valid: torch.Tensor | None = None,
                keep_last: int = 0) -> torch.Tensor:
@@ -171,6 +218,16 @@ class KVState:
         self.slots = self.slots.gather(1, order)
         self.dense = bool(self.slots.all())
         return True
+
+
+def unique_rows(rows: list[list[int]]) -> tuple[list[list[int]], list[int] | None]:
+    """(the distinct rows in first-seen order, each row's index among them), or (rows, None) when all
+    rows are distinct."""
+    seen: dict[tuple[int, ...], int] = {}
+    inverse = [seen.setdefault(tuple(r), len(seen)) for r in rows]
+    if len(seen) == len(rows):
+        return rows, None
+    return [list(r) for r in seen], inverse
 
 
 def _pad_left(mask: torch.Tensor, width: int) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from trajkit.engine.active import ActiveBatch
 from trajkit.engine.host import to_host
 from trajkit.engine.kvstate import KVState
+from trajkit.engine.prefix import Reuse
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.warp import nonfinite_rows, one_position, sample, token_logprobs, top_logprobs
@@ -25,12 +26,14 @@ from trajkit.engine.warp import nonfinite_rows, one_position, sample, token_logp
 
 @torch.inference_mode()
 def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams], shared_params: bool,
-                   sync_timing: bool = False) -> tuple[list[Completion], GenerationStats]:
+                   sync_timing: bool = False, reuse: Reuse = Reuse()) -> tuple[list[Completion], GenerationStats]:
     """Sample completions of ``prompts`` from ``model``; see :class:`trajkit.engine.Engine`."""
     start = time.perf_counter()
     state = KVState(model, sync_timing)
     batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state])
-    logits = state.prefill(prompts)  # [B, 1, V]
+    reuse.attach(batch, lambda: state)
+    stats = GenerationStats(rows=len(prompts))
+    logits, batch.cached = reuse.prefill(state, prompts, 1, stats)  # [B, 1, V]
     row_steps = 0
     while True:
         probs = batch.probs(logits)[:, 0]  # [B, V]
@@ -45,7 +48,7 @@ def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams]
             break
         row_steps += len(batch.rows)
         logits = state.extend(batch.last.unsqueeze(1))  # [B, 1, V]
-    stats = GenerationStats(rows=len(prompts), new_tokens=batch.new_tokens, target_calls=state.calls,
-                            row_steps=row_steps, step_tokens=row_steps, target_seconds=state.seconds,
-                            seconds=time.perf_counter() - start)
+    stats.new_tokens, stats.target_calls, stats.row_steps, stats.step_tokens = \
+        batch.new_tokens, state.calls, row_steps, row_steps
+    stats.target_seconds, stats.seconds = state.seconds, time.perf_counter() - start
     return batch.completions(), stats

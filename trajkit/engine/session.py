@@ -34,10 +34,14 @@ import torch
 from trajkit.engine.active import ActiveBatch
 from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kvstate import KVState
+from trajkit.engine.prefix import Reuse
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.speculative import Drafts, RoundUniforms, commit, draft, verify
 from trajkit.engine.warp import nonfinite_rows, one_position, sample, token_logprobs, top_logprobs
+
+
+_REUSE_COUNTS = ("prompt_tokens", "prefix_hit_tokens", "shared_prompt_tokens", "prefill_tokens")
 
 
 @dataclass
@@ -56,12 +60,14 @@ class DecodeSession:
 
     Use through :meth:`trajkit.engine.Engine.session`, which validates prompts and parameters."""
 
-    def __init__(self, model, sync_timing: bool = False, check=None):
+    def __init__(self, model, sync_timing: bool = False, check=None, reuse: Reuse = Reuse()):
         self.model, self.sync_timing = model, sync_timing
-        self._check = check
+        self._check, self.reuse = check, reuse
         self.device = next(model.parameters()).device
         self.state = KVState(model, sync_timing)
         self.batch = ActiveBatch([], [], False, self.device, followers=[self.state])
+        reuse.attach(self.batch, lambda: self.state)
+        self.last_admit = GenerationStats()  # the reuse counters of the latest admit alone
         self.logits: torch.Tensor | None = None  # [B, 1, V]: the next token's logits of every active row
         self.stats = GenerationStats()
 
@@ -78,7 +84,10 @@ class DecodeSession:
             prompts, params = self._check(prompts, params)
         start = time.perf_counter()
         fresh = KVState(self.model, self.sync_timing)
-        logits = fresh.prefill(prompts)  # [B', 1, V]
+        self.last_admit = GenerationStats()
+        logits, hits = self.reuse.prefill(fresh, prompts, 1, self.last_admit)  # [B', 1, V]
+        for name in _REUSE_COUNTS:
+            setattr(self.stats, name, getattr(self.stats, name) + getattr(self.last_admit, name))
         if not self.batch.rows:  # an idle session starts over with the new rows' state
             self.state, self.logits = fresh, logits
             self.batch.followers = [fresh]
@@ -86,6 +95,8 @@ class DecodeSession:
             self.state.admit(fresh)
             self.logits = torch.cat([self.logits, logits], dim=0)
         new = self.batch.admit(prompts, params)
+        for r, n in zip(new, hits):
+            self.batch.cached[r] = n
         self._count(fresh.calls, fresh.seconds, time.perf_counter() - start, rows=len(prompts))
         return new
 
@@ -135,13 +146,16 @@ class SpeculativeSession:
 
     Use through :meth:`trajkit.engine.Engine.session`."""
 
-    def __init__(self, model, drafter, k, sync_timing: bool = False, check=None, on_idle=None):
+    def __init__(self, model, drafter, k, sync_timing: bool = False, check=None, on_idle=None,
+                 reuse: Reuse = Reuse()):
         self.model, self.drafter, self.sync_timing = model, drafter, sync_timing
-        self._k, self._check, self._on_idle = k, check, on_idle
+        self._k, self._check, self._on_idle, self.reuse = k, check, on_idle, reuse
         self.k = k if isinstance(k, int) else 0
         self.device = next(model.parameters()).device
         self.state = KVState(model, sync_timing)
         self.batch = ActiveBatch([], [], False, self.device, followers=[self.state, drafter])
+        reuse.attach(self.batch, lambda: self.state)
+        self.last_admit = GenerationStats()  # the reuse counters of the latest admit alone
         self.period = GenerationStats()  # the busy period running now (idle admission -> last row done)
         self._finished = GenerationStats()  # every earlier busy period, merged
         self.stats = GenerationStats()  # the whole session: _finished + period, updated in place
@@ -160,7 +174,8 @@ class SpeculativeSession:
         start = time.perf_counter()
         lasts = to_device([p[-1] for p in prompts], self.device)
         fresh = KVState(self.model, self.sync_timing)
-        fresh.prefill([p[:-1] for p in prompts])
+        self.last_admit = GenerationStats()
+        _, hits = self.reuse.prefill(fresh, [p[:-1] for p in prompts], 0, self.last_admit)
         if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
             if not isinstance(self._k, int):
                 self.k = int(self._k(prompts, params))
@@ -176,6 +191,8 @@ class SpeculativeSession:
             self.drafter.admit(prompts)
             last = torch.cat([self.batch.last, lasts])
         new = self.batch.admit(prompts, params)
+        for r, n in zip(new, hits):
+            self.batch.cached[r] = n
         self.batch.last = last
         self._count(fresh.calls, fresh.seconds, time.perf_counter() - start, rows=len(prompts))
         return new
@@ -225,4 +242,7 @@ class SpeculativeSession:
         p.seconds += seconds
         p.rows += rows
         p.new_tokens += tokens
+        if rows:
+            for name in _REUSE_COUNTS:
+                setattr(p, name, getattr(p, name) + getattr(self.last_admit, name))
         self._sync_stats()

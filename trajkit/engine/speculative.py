@@ -43,6 +43,7 @@ from trajkit.engine.drafters import Drafter
 from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.kvstate import KVState
+from trajkit.engine.prefix import Reuse
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completion, GenerationStats
 from trajkit.engine.warp import nonfinite_rows, token_logprobs, top_logprobs
@@ -95,18 +96,19 @@ class Verdict:
 
 @torch.inference_mode()
 def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int]],
-                         params: list[SamplingParams], shared_params: bool, sync_timing: bool = False
-                         ) -> tuple[list[Completion], GenerationStats]:
+                         params: list[SamplingParams], shared_params: bool, sync_timing: bool = False,
+                         reuse: Reuse = Reuse()) -> tuple[list[Completion], GenerationStats]:
     """Speculative sampling of ``prompts``; outputs are distributed exactly as ``generate_plain``'s."""
     start = time.perf_counter()
     draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
     state = KVState(model, sync_timing)
     batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state, drafter])
-    state.prefill([p[:-1] for p in prompts])  # the last prompt token is scored with the first drafts
-    batch.last = to_device([p[-1] for p in prompts], state.device)
-    drafter.begin(prompts)
+    reuse.attach(batch, lambda: state)
     stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
                             position_accepted=[0] * k)
+    _, batch.cached = reuse.prefill(state, [p[:-1] for p in prompts], 0, stats)  # the last prompt token is scored with the first drafts
+    batch.last = to_device([p[-1] for p in prompts], state.device)
+    drafter.begin(prompts)
     while batch.rows:
         u = RoundUniforms.draw(batch, k)
         drafts = draft(drafter, batch, k, u.draft)

@@ -31,6 +31,7 @@ class Completion:
     finish_reason: FinishReason
     draft_proposed: int = 0  # draft tokens verified for this row
     draft_accepted: int = 0  # of which accepted
+    cached_tokens: int = 0  # prompt tokens whose states came from the prefix cache (not prefilled again)
     # SamplingParams.top_logprobs > 0: per token, the most likely (id, log p) of the distribution it was
     # sampled from, most likely first (tokens a top-k/top-p filter removed are left out)
     top_logprobs: list[list[tuple[int, float]]] | None = None
@@ -74,6 +75,12 @@ class GenerationStats:
     seconds: float = 0.0
     target_seconds: float = 0.0
     draft_seconds: float = 0.0
+    # prefill reuse (trajkit.engine.prefix): prompt tokens of the prefilled rows, of which served from the
+    # prefix cache, copied from an identical prompt of the same batch, and actually computed
+    prompt_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    shared_prompt_tokens: int = 0
+    prefill_tokens: int = 0
 
     @classmethod
     def merge(cls, *parts: GenerationStats) -> GenerationStats:
@@ -139,7 +146,8 @@ class GenerationStats:
 
 
 _SUMMED = ("rows", "new_tokens", "target_calls", "draft_calls", "row_steps", "step_tokens", "proposed",
-           "accepted", "overlap_sum", "seconds", "target_seconds", "draft_seconds")
+           "accepted", "overlap_sum", "seconds", "target_seconds", "draft_seconds", "prompt_tokens",
+           "prefix_hit_tokens", "shared_prompt_tokens", "prefill_tokens")
 
 
 def _add_lists(a: list, b: list) -> list:

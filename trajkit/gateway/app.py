@@ -1,7 +1,7 @@
 """The HTTP surface: FastAPI routes over a :class:`~trajkit.gateway.service.Gateway`.
 
 OpenAI-compatible: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``; plus
-``GET /health``, ``/api/show`` answered 404 (Ollama's probe, which harnesses such as the Hermes Agent try
+``GET /health``, ``GET /metrics`` (Prometheus text: the prefix cache's counters, :mod:`.metrics`), ``/api/show`` answered 404 (Ollama's probe, which harnesses such as the Hermes Agent try
 first), and read-only ``/trajkit/sessions…`` routes for the records, stitched samples and Hermes rows.
 
 ``stream: true`` is served as Server-Sent Events in OpenAI's chunk format (``delta.role``, then
@@ -26,12 +26,13 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from trajkit.errors import TrajkitError
 from trajkit.gateway.errors import ApiError
 from trajkit.gateway.export import session_hermes_rows, session_samples
 from trajkit.gateway.live import rest
+from trajkit.gateway.metrics import prometheus_text
 from trajkit.gateway.service import Gateway
 from trajkit.gateway.sessions import session_id
 
@@ -77,6 +78,10 @@ def create_app(gateway: Gateway) -> FastAPI:
     async def health():
         return {"status": "ok", "sessions": len(gateway.sessions.ids()), "engine_calls": gateway.scheduler.calls,
                 "policy_version": gateway.engine.policy_version}
+
+    @app.get("/metrics")
+    async def metrics():
+        return PlainTextResponse(prometheus_text(gateway), media_type="text/plain; version=0.0.4")
 
     @app.api_route("/api/show", methods=["GET", "POST"])
     async def api_show():

@@ -36,11 +36,14 @@ class GatewayConfig(Checked):
     max_n: int = 16
     force_temperature: float | None = None
     force_seed: int | None = None
+    prefix_cache: bool = True
+    prefix_cache_tokens: int = 32768
 
     __section__ = ""
     __ranges__: ClassVar[dict[str, str]] = {"port": "[0, 65535]", "reported_context_length": "[0, inf)", "max_context": "[0, inf)",
                   "default_max_tokens": "[1, inf)", "max_batch": "[1, inf)", "batch_wait_ms": "[0, inf)",
-                  "max_n": "[1, inf)", "force_temperature": "[0, 2]", "force_seed": "[0, inf)"}
+                  "max_n": "[1, inf)", "force_temperature": "[0, 2]", "force_seed": "[0, inf)",
+                  "prefix_cache_tokens": "[1, inf)"}
     __field_docs__: ClassVar[dict[str, str]] = {
         "model_name": "model id the server answers to (/v1/models, the request's model field)",
         "host": "address to bind",
@@ -61,6 +64,10 @@ class GatewayConfig(Checked):
         "max_n": "largest n (choices per request)",
         "force_temperature": "sample every request at this temperature, top-k/top-p off, whatever it asks "
                              "(RL: the trainer's rollout temperature; 0 = greedy)",
+        "prefix_cache": "exact prefix cache: the KV states of earlier calls' tokens are reused, not prefilled "
+                        "again (flushed on every weight update; --no-prefix-cache turns it off)",
+        "prefix_cache_tokens": "most tokens the prefix cache keeps (bytes = tokens x 2 x layers x KV heads x "
+                               "head dim x dtype bytes)",
         "force_seed": "seed requests that bring none from this, the session id and the call's index in its "
                       "session (RL: the round's seed, so agent rollouts are reproducible)",
     }

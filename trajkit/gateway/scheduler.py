@@ -48,6 +48,7 @@ class Job:
     done: dict[int, Completion] = field(default_factory=dict)
     admitted: float = 0.0
     batch_rows: int = 0
+    first_token: float = 0.0  # when the first token of any choice was sampled
 
 
 @dataclass
@@ -57,6 +58,7 @@ class JobResult:
     queued_s: float  # submitted -> its engine call started
     generate_s: float  # the engine call it ran in
     batch_rows: int  # rows of that call
+    first_token_s: float = 0.0  # submitted -> its first sampled token (whole-call batching: the call's end)
 
 
 class Scheduler:
@@ -165,7 +167,8 @@ class Scheduler:
         for j in jobs:
             rows = list(out[at:at + len(j.params)])
             at += len(j.params)
-            j.future.set_result(JobResult(rows, version, start - j.submitted, seconds, len(prompts)))
+            j.future.set_result(JobResult(rows, version, start - j.submitted, seconds, len(prompts),
+                                          start + seconds - j.submitted))
 
     # --- continuous batching (plain or speculative rounds) ---------------------------------------------------------------
     def _continuous(self) -> None:
@@ -258,6 +261,8 @@ class Scheduler:
 
     def _deliver(self, update) -> None:
         job, k = self._by_row[update.row]
+        if not job.first_token:
+            job.first_token = time.perf_counter()
         if job.on_tokens is not None:
             try:
                 job.on_tokens(k, update.token_ids)
@@ -270,7 +275,8 @@ class Scheduler:
         if len(job.done) == len(job.params):
             now = time.perf_counter()
             result = JobResult([job.done[i] for i in range(len(job.params))], self.engine.policy_version,
-                               job.admitted - job.submitted, now - job.admitted, job.batch_rows)
+                               job.admitted - job.submitted, now - job.admitted, job.batch_rows,
+                               job.first_token - job.submitted)
             self._finish(job, result=result)
 
     def _fail_all(self, exc: Exception) -> None:

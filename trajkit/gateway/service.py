@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trajkit.engine import SamplingParams
+from trajkit.engine.prefix import tokenizer_fingerprint
 from trajkit.engine.rng import mix
 from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
@@ -77,6 +78,11 @@ class Gateway:
         if self.stops.warning:
             log.warning("trajkit gateway: %s", self.stops.warning)
         self.started = time.time()
+        set_cache = getattr(engine, "set_prefix_cache", None)  # an engine stand-in may have none
+        if callable(set_cache):
+            cache = set_cache(self.config.prefix_cache_tokens if self.config.prefix_cache else 0)
+            if cache is not None:  # ids from another tokenizer or template never meet these states
+                cache.bind(tokenizer=tokenizer_fingerprint(tokenizer))
         self.on_record: list[Callable[[str, CallRecord], None]] = []  # told (session id, record) per finished call
 
     # --- request handling ---------------------------------------------------------------------------
@@ -181,10 +187,13 @@ class Gateway:
     def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
                 messages=None, tools=None) -> CallRecord:
         choices = [self._choice(c, prep.stop, chat, prep.forced) for c in result.completions]
-        timing = {"queued_s": result.queued_s, "generate_s": result.generate_s,
+        timing = {"queued_s": result.queued_s, "generate_s": result.generate_s, "first_token_s": result.first_token_s,
                   "total_s": time.perf_counter() - prep.received, "batch_rows": result.batch_rows}
+        hit = result.completions[0].cached_tokens if result.completions else 0
+        prefix = {"query_tokens": len(prep.prompt_ids), "hit_tokens": hit, "new_tokens": len(prep.prompt_ids) - hit,
+                  "flops_saved": 2 * getattr(self.engine, "num_params", 0) * hit}
         record = CallRecord(-1, endpoint, model, prep.prompt_ids, choices, result.policy_version, timing,
-                            messages, tools, forced_text=prep.forced)
+                            messages, tools, forced_text=prep.forced, prefix_cache=prefix)
         prep.session.add(record)
         with prep.session.lock:
             for ch in choices:
@@ -281,7 +290,8 @@ class Gateway:
                "created": int(time.time()), "model": rec.model, "choices": choices,
                "usage": {"prompt_tokens": len(rec.prompt_ids),
                          "completion_tokens": sum(len(c.token_ids) for c in rec.choices),
-                         "total_tokens": len(rec.prompt_ids) + sum(len(c.token_ids) for c in rec.choices)},
+                         "total_tokens": len(rec.prompt_ids) + sum(len(c.token_ids) for c in rec.choices),
+                         "prompt_tokens_details": {"cached_tokens": (rec.prefix_cache or {}).get("hit_tokens", 0)}},
                "trajkit": {"session": sid, "call": rec.index, "policy_version": rec.policy_version}}
         if with_ids:
             out["prompt_token_ids"] = rec.prompt_ids

@@ -49,6 +49,9 @@ class CallRecord:
     messages: list[dict[str, Any]] | None = None  # chat: the request's messages (validated)
     tools: list[dict[str, Any]] | None = None
     forced_text: str = ""  # tool_choice required / named: text forced after the prompt (its ids end prompt_ids)
+    # the prompt's prefill: {"query_tokens", "hit_tokens" (states from the prefix cache), "new_tokens"
+    # (prefilled), "flops_saved" (~ 2 x params x hit_tokens)}
+    prefix_cache: dict[str, int] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -97,4 +97,16 @@ class Rollout:
         return {"gen/acceptance_length": s.mean_acceptance_length, "gen/acceptance_rate": s.acceptance_rate,
                 "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
                 "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
-                "gen/calls": len(self.calls)}
+                "gen/calls": len(self.calls), **prefill_metrics(s, self.engine.num_params)}
+
+
+def prefill_metrics(s: GenerationStats, num_params: int) -> dict:
+    """Prefill reuse as ``gen/*`` metrics: prompt tokens, of which served by the prefix cache (``prefix_hit``),
+    copied from an identical prompt of the same call (``shared_prompt``: a GRPO group's G - 1 other rows)
+    and computed (``prefill``); the token-weighted hit rate of both reuses, and the FLOPs not spent
+    (~ 2 x params per token not prefilled)."""
+    reused = s.prefix_hit_tokens + s.shared_prompt_tokens
+    return {"gen/prompt_tokens": s.prompt_tokens, "gen/prefill_tokens": s.prefill_tokens,
+            "gen/prefix_hit_tokens": s.prefix_hit_tokens, "gen/shared_prompt_tokens": s.shared_prompt_tokens,
+            "gen/prefill_reuse_rate": reused / s.prompt_tokens if s.prompt_tokens else 0.0,
+            "gen/prefill_flops_saved": 2 * num_params * reused}
