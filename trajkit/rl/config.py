@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, num_iterations, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
 """
 from __future__ import annotations
 
@@ -123,13 +123,15 @@ class TaskConfig(Checked):
     Parquet with a ``prompt`` column; held-out ``eval_path`` or the last ``eval_fraction`` of the rows).
     ``agent`` reads its tasks the same way and runs the harness ``command`` once per group member against a
     gateway over the policy's engine (:mod:`trajkit.rl.agent`), each run limited to ``harness_timeout_s``.
-    The rest are the built-in tasks' size knobs."""
+    ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
+    (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
     path: str | None = None
     eval_path: str | None = None
     eval_fraction: float = 0.0
     strict: bool = False
+    shuffle: bool = True
     min_len: int = 4
     max_len: int = 8
     alphabet: str = "abcdefgh"
@@ -184,14 +186,18 @@ class RolloutConfig(Checked):
 
 @dataclass
 class LossConfig(Checked):
-    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values. ``tis``:
-    truncated importance sampling of the rollout/train log-prob ratio, capped at ``tis_cap``."""
+    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values.
+    ``scale_rewards``: divide advantages by the ``group``'s reward std (GRPO), the ``batch``'s, or ``none``
+    (Dr.GRPO) (:mod:`trajkit.rl.advantages`). ``kl_ratio``: the KL term weighted by the importance ratio
+    (TRL's ``use_bias_correction_kl``). ``tis``: truncated importance sampling of the rollout/train log-prob
+    ratio, capped at ``tis_cap``."""
 
     name: str = "grpo"
     clip_low: float | None = None
     clip_high: float | None = None
-    scale_std: bool = True
+    scale_rewards: Literal["group", "batch", "none"] = "group"
     kl_coef: float = 0.0
+    kl_ratio: bool = False
     tis: bool = False
     tis_cap: float = 2.0
 
@@ -243,10 +249,14 @@ class OptimConfig(Checked):
     logits never exist at once; same values). LoGRA's sketched weights have no ``.grad``, so
     ``grad_clip`` clips only its other parameters (the vocabulary matrices included); ``logra_embeddings``:
     ``rows`` steps the embedding and output layer with RowAdam on their exact gradient, ``adamw`` with the
-    nested AdamW (see trajkit.optim.embeddings)."""
+    nested AdamW (see trajkit.optim.embeddings). ``lr`` defaults to TRL's GRPO rate (1e-6, for real
+    models; the toy configs set their own). ``num_iterations`` (GRPO's mu): passes of ``minibatches``
+    optimiser steps over each step's rollouts; after the first, the ratio to the rollout policy's
+    log-probs leaves 1 and the loss's clipping acts."""
 
     name: Literal["adamw", "logra", "muon"] = "adamw"
-    lr: float = 1e-3
+    lr: float = 1e-6
+    num_iterations: int = 1
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.99
@@ -272,7 +282,7 @@ class OptimConfig(Checked):
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
                   "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
-                  "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
+                  "num_iterations": "[1, inf)", "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
                   "kl_budget": "[0, inf)", "muon_lr": "[0, inf)", "muon_weight_decay": "[0, inf)",
                   "muon_momentum": "[0, 1)", "muon_ns_steps": "[1, 99]"}
 
@@ -316,13 +326,15 @@ def _report_to() -> list[str]:
 class LogConfig(Checked):
     """Where logs go: ``out_dir``/metrics.jsonl (always), samples/step_N.jsonl, and the reporters named in
     ``report_to`` (:data:`trajkit.rl.reporters.REPORTERS`: ``tensorboard``, ``wandb``; [] or ``none``
-    for metrics.jsonl only). ``wandb_project``: the W&B project of the run."""
+    for metrics.jsonl only). ``wandb_project``: the W&B project of the run. ``save_optimizer``: the
+    checkpoints hold the optimiser's state (needed to resume); off, only the weights and the run state."""
 
     out_dir: str = "runs/rl"
     report_to: list[str] | str = field(default_factory=_report_to)
     wandb_project: str = "trajkit"
     dump_samples: int = 8
     quiet: bool = False
+    save_optimizer: bool = True
 
     __section__ = "log"
     __ranges__ = {"dump_samples": "[0, inf)"}
@@ -454,7 +466,8 @@ def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
 
 
 REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default), [] for metrics.jsonl only, "
-                                    "or [tensorboard, wandb]"}
+                                    "or [tensorboard, wandb]",
+            ("loss", "scale_std"): "loss.scale_rewards: group (was scale_std: true), none (was false) or batch"}
 
 
 def _refuse_replaced(tree: dict) -> None:

@@ -133,7 +133,7 @@ class Trainer:
                 raise ConfigError("give Trainer either train_dataset= or task=, not both")
             tok = tokenizer if tokenizer is not None else build_tokenizer(cfg)
             task = DatasetTask(train_dataset, tok, eval_dataset, seed=cfg.seed, eval_fraction=cfg.task.eval_fraction,
-                               strict=cfg.task.strict)
+                               strict=cfg.task.strict, shuffle=cfg.task.shuffle)
             tokenizer = tok
         elif eval_dataset is not None:
             raise ConfigError("eval_dataset= needs train_dataset=")
