@@ -167,7 +167,7 @@ def _precision_and_logs(args, tree: dict, steps: int) -> None:
     tree["log.save_optimizer"] = not args.save_only_model
     tree["checkpoint.every"] = _every(args, "save", steps)
     tree["eval.every"] = _every(args, "eval", steps)
-    warmup = args.warmup_steps or 0
+    warmup = 0 if _name(args.lr_scheduler_type) == "constant" else args.warmup_steps or 0  # TRL: no warm-up
     tree["optim.warmup_steps"] = int(round(warmup * steps)) if 0 < warmup < 1 else int(warmup)
 
 
