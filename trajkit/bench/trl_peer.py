@@ -168,7 +168,7 @@ def run_trl(cfg: TrainConfig, evaluator, reward_funcs, tokenizer, folder: str, o
             scored = spent.get("_generate_and_score_completions", 0.0)
             for key, value in ((GENERATION, gen), (LOGPROB, scored - gen), (POLICY_UPDATE, wall - scored)):
                 self.acc[key] += value
-            self.acc["peak"] = max(self.acc["peak"], torch.cuda.max_memory_allocated() / 2 ** 30 if cuda else math.nan)
+            self.acc["peak"] = max(self.acc["peak"], torch.cuda.max_memory_allocated() / 2 ** 30) if cuda else math.nan
             if state.global_step % per_rl_step == 0:
                 record["steps"].append(self._row())
                 step = state.global_step // per_rl_step
