@@ -14,11 +14,20 @@ from trajkit.rl.shaping import group_length_penalty, overlong_penalty
 def test_advantages_with_and_without_std():
     r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     # mean 0.5; unbiased std = sqrt(4 * 0.25 / 3) = sqrt(1/3)
-    scaled = group_advantages(r, scale_std=True)
-    a = 0.5 / math.sqrt(1 / 3)
-    assert scaled[0].tolist() == pytest.approx([a, -a, -a, a], rel=1e-5)
+    scaled = group_advantages(r, scale="group")
+    a = 0.5 / (math.sqrt(1 / 3) + 1e-4)  # eps 1e-4, DeepSeekMath's and TRL's
+    assert scaled[0].tolist() == pytest.approx([a, -a, -a, a], rel=1e-6)
     assert scaled[1].tolist() == [0.0, 0.0, 0.0, 0.0]  # all-equal group: no signal
-    assert group_advantages(r, scale_std=False)[0].tolist() == [0.5, -0.5, -0.5, 0.5]
+    assert group_advantages(r, scale="none")[0].tolist() == [0.5, -0.5, -0.5, 0.5]
+
+
+def test_batch_scaled_advantages_divide_by_the_whole_batch_std():
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    # batch mean 0.75; unbiased std over the 8 rewards = sqrt((6 * 0.0625 + 2 * 0.5625) / 7) = sqrt(1.5 / 7)
+    a = 0.5 / (math.sqrt(1.5 / 7) + 1e-4)
+    out = group_advantages(r, scale="batch")
+    assert out[0].tolist() == pytest.approx([a, -a, -a, a], rel=1e-6)
+    assert out[1].tolist() == [0.0, 0.0, 0.0, 0.0]  # still centred on the group's own mean
 
 
 def test_overlong_penalty_dapo():
@@ -38,7 +47,7 @@ def test_group_length_penalty_only_among_correct():
 
 def test_score_keeps_raw_beside_shaped_and_counts_model_tokens_only():
     cfg = load_config(None, ["rollout.group_size=2", "rollout.max_new_tokens=8", "shaping.overlong_buffer=4",
-                             "shaping.length_penalty=0.2", "loss.scale_std=false"])
+                             "shaping.length_penalty=0.2", "loss.scale_rewards=none"])
     # sample 0: 6 tokens but 3 forced -> 3 model tokens; sample 1: 8 model tokens (inside the buffer)
     s0 = Sample([1], [5] * 6, [-0.1, 0, 0, 0, -0.1, -0.1], [1, 0, 0, 0, 1, 1])
     s1 = Sample([1], [5] * 8, [-0.1] * 8, [1] * 8)

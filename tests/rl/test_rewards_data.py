@@ -57,7 +57,7 @@ def test_weights_none_and_unscorable_rows():
     assert metrics["reward/extra/seen"] == 4
     assert calls["prompts"] == ["p0", "p1", "p2", "p3"] and calls["ids"][0] == [52]
     # the unscorable completion is left out of its group's baseline and gets advantage 0
-    adv = group_advantages(torch.tensor([totals]), scale_std=False)[0].tolist()
+    adv = group_advantages(torch.tensor([totals]), scale="none")[0].tolist()
     mean = (1.75 - 0.5 + 0.0) / 3
     assert adv == pytest.approx([1.75 - mean, -0.5 - mean, 0.0, 0.0 - mean])
 

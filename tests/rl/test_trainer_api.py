@@ -116,7 +116,7 @@ def test_print_config_lists_every_key_and_round_trips():
     with contextlib.redirect_stdout(out):
         assert main(["train", "--print-config", "optim.lr=0.5", "task.name=arith"]) == 0
     text = out.getvalue()
-    assert "lr: 0.5  # default: 0.001" in text
+    assert "lr: 0.5  # default: 1.0e-06" in text
     assert _yaml_without_comments(text) == to_dict(load_config(None, ["optim.lr=0.5", "task.name=arith"]))
 
 

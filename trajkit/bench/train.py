@@ -11,7 +11,9 @@ alike and the ratios stay fair:
 comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.logra_rank=256"``.
 ``--control random`` adds an arm ``random``: the first arm's overrides with ``shaping.control=random``
 (trained on Bernoulli(0.5) rewards, evaluated on the task's), the spurious-reward control that
-``trajkit audit seeds --control FILE.json:random`` compares a candidate with.
+``trajkit audit seeds --control FILE.json:random`` compares a candidate with. ``--peer trl`` adds arm
+``trl``: TRL's own ``GRPOTrainer`` on the first arm's prompts, rewards and settings, timed per stage and
+evaluated by the same evaluator (:mod:`trajkit.bench.trl_peer`).
 
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
 the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
@@ -45,6 +47,8 @@ def add_arguments(p) -> None:
                         "overrides it adds to the shared ones, e.g. logra=\"optim.name=logra optim.logra_rank=256\"")
     p.add_argument("--control", choices=["random"], default=None,
                    help="add a control arm: the first arm trained on random (Bernoulli 0.5) rewards")
+    p.add_argument("--peer", choices=["trl"], default=None,
+                   help="add TRL's GRPOTrainer as an arm on the same prompts, rewards and settings")
     p.add_argument("--out", default="bench-out/train.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
@@ -53,7 +57,8 @@ def add_arguments(p) -> None:
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
                 "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
-                "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10")
+                "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
+                "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm trajkit= --peer trl")
 
 
 def parse_arms(specs: list[str], no_fixed: bool = False, control: str | None = None) -> dict[str, list[str]]:
@@ -109,13 +114,45 @@ def run_seed(args, seed: int, steps: int, progress=None) -> dict:
             record[arm]["eval"].append([0, t.evaluate()["eval/reward"]])
     for step in range(steps):
         for arm, t in trainers.items():
-            m = t.step_once().metrics
+            m = _measured_step(t)
             record[arm]["steps"].append({k: v for k, v in m.items() if isinstance(v, (int, float))})
             if "eval/reward" in m:
                 record[arm]["eval"].append([step + 1, m["eval/reward"]])
         if progress:
             progress(seed, step + 1, steps)
+    if getattr(args, "peer", None) == "trl":
+        record["trl"] = _trl_arm(args, next(iter(trainers.values())))
     return record
+
+
+def _measured_step(t):
+    """``t.step_once().metrics`` plus the step's peak GPU memory (``mem/peak_gb``; NaN on the CPU)."""
+    import torch
+
+    cuda = torch.cuda.is_available() and next(t.state.policy.parameters()).is_cuda
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    m = t.step_once().metrics
+    m["mem/peak_gb"] = torch.cuda.max_memory_allocated() / 2 ** 30 if cuda else float("nan")
+    return m
+
+
+def _trl_arm(args, first) -> dict:
+    """TRL's GRPOTrainer on the first arm's config, prompts and reward functions; evaluated by a fresh
+    trajkit trainer of that config (one evaluator for both)."""
+    import tempfile
+
+    from trajkit.bench.trl_peer import run_trl
+    from trajkit.rl.build import policy_folder
+    from trajkit.rl.trainer import Trainer
+
+    cfg = first.cfg
+    folder = policy_folder(cfg.policy)
+    if folder is None:
+        raise SystemExit("--peer trl needs a Hugging Face policy folder (policy.source path, hub or prepared)")
+    evaluator = Trainer(cfg, logger=False)
+    with tempfile.TemporaryDirectory(prefix="trl-peer-") as out:
+        return run_trl(cfg, evaluator, first.state.rewards.funcs, first.state.tokenizer, folder, out)
 
 
 def _mean(xs):
@@ -133,6 +170,7 @@ def summarize(seeds: list[dict]) -> dict:
         out["arms"][arm] = {"stage_seconds": stages, "step_seconds": step,
                             "generation_share": stages[GENERATION] / step if step else 0.0,
                             "acceptance_length": _mean([r["gen/acceptance_length"] for r in rows])}
+        out["arms"][arm].update(_train_curves(seeds, arm))
         out["acceptance_length"][arm] = [_mean([rec[arm]["steps"][i]["gen/acceptance_length"] for rec in seeds])
                                          for i in range(len(seeds[0][arm]["steps"]))]
         evals = [rec[arm]["eval"] for rec in seeds if rec[arm]["eval"]]
@@ -152,6 +190,17 @@ def summarize(seeds: list[dict]) -> dict:
     return out
 
 
+def _train_curves(seeds: list[dict], arm: str) -> dict:
+    """Train reward and reply length (first and last step, mean over seeds) and the peak memory."""
+    def at(key, i):
+        return _mean([rec[arm]["steps"][i].get(key, float("nan")) for rec in seeds])
+    every = [s.get("mem/peak_gb", float("nan")) for rec in seeds for s in rec[arm]["steps"]]
+    finite = [x for x in every if x == x]
+    return {"train_reward_first": at("reward/raw", 0), "train_reward_last": at("reward/raw", -1),
+            "length_first": at("length/model_tokens", 0), "length_last": at("length/model_tokens", -1),
+            "peak_gb": max(finite) if finite else float("nan")}
+
+
 def table(summary: dict) -> str:
     arms = list(summary["arms"])
     lines = [f"{'stage (s/step)':<16}" + "".join(f"{a:>14}" for a in arms)]
@@ -160,6 +209,9 @@ def table(summary: dict) -> str:
     lines.append(f"{'step':<16}" + "".join(f"{summary['arms'][a]['step_seconds']:>14.3f}" for a in arms))
     lines.append(f"{'generation %':<16}" + "".join(f"{100 * summary['arms'][a]['generation_share']:>13.1f}%" for a in arms))
     lines.append(f"{'accept. length':<16}" + "".join(f"{summary['arms'][a]['acceptance_length']:>14.2f}" for a in arms))
+    for key, label in (("train_reward_first", "reward step 1"), ("train_reward_last", "reward last"),
+                       ("length_first", "length step 1"), ("length_last", "length last"), ("peak_gb", "peak GB")):
+        lines.append(f"{label:<16}" + "".join(f"{summary['arms'][a].get(key, float('nan')):>14.2f}" for a in arms))
     for a, r in summary["reward"].items():
         lines.append(f"reward {a:<10} initial {r['initial_mean']:.3f} ± {r['initial_std']:.3f}  "
                      f"final {r['final_mean']:.3f} ± {r['final_std']:.3f}  (n={len(r['final'])} seeds)")
@@ -216,6 +268,10 @@ def run(args) -> int:
     for seed in range(args.seeds):
         with progress_bar(total=steps, desc=f"seed {seed}", unit="step") as bar:
             seeds.append(run_seed(args, seed, steps, progress=lambda _seed, i, _steps: bar.update(i - bar.n)))
+        if args.out and seed + 1 < args.seeds:  # a long run leaves its finished seeds behind
+            from trajkit.traces.atomic import write_atomic
+
+            write_atomic(args.out, json.dumps({"partial": True, "runs": seeds}, indent=1))
     summary = summarize(seeds)
     summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
                    wall_seconds=time.perf_counter() - start)

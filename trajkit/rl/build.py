@@ -2,7 +2,8 @@
 
 Model sources (``policy.source``): ``random``, a tiny Llama of the configured shape
 (:func:`trajkit.models.spec.build_model`) over the byte vocabulary; ``path``, a local Hugging Face folder
-(:func:`trajkit.models.load.load_model`, never a hub download) with its own tokenizer;
+(:func:`trajkit.models.load.load_model`, never a hub download) with its own tokenizer; ``hub``, the same
+from the local Hugging Face cache (:mod:`trajkit.models.hub`);
 ``task_warmstart``, a random policy fine-tuned briefly on the task's demonstrations and cached
 (:mod:`trajkit.recipes.warmstart`). The draft is built by its kind in the drafter registry
 (:mod:`trajkit.engine.drafters.registry`): fresh weights of ``draft.model``'s shape, or
@@ -47,6 +48,10 @@ def policy_folder(mc: ModelConfig) -> str | None:
     """The local HF folder of a ``path`` or ``prepared`` model (a prepared one is built on first use)."""
     if mc.source == "path":
         return mc.path
+    if mc.source == "hub":
+        from trajkit.models.hub import resolve_hub_model
+
+        return resolve_hub_model(mc.path)
     if mc.source == "prepared":
         from trajkit.recipes.prepared import PREPARE
 

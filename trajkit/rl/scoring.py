@@ -29,7 +29,7 @@ def score(samples: list[Sample], rewards: list[float], cfg: TrainConfig) -> tupl
     raw = torch.tensor(rewards, dtype=torch.float32)
     lengths = torch.tensor([s.num_model_tokens for s in samples])
     shaped = shape_rewards(raw, lengths, cfg)
-    adv = group_advantages(shaped.view(-1, cfg.rollout.group_size), cfg.loss.scale_std).flatten()
+    adv = group_advantages(shaped.view(-1, cfg.rollout.group_size), cfg.loss.scale_rewards).flatten()
     for s, r, sh, a in zip(samples, raw.tolist(), shaped.tolist(), adv.tolist()):
         s.raw_reward, s.reward, s.advantage = _finite(r), _finite(sh), a
     solved = (raw.view(-1, cfg.rollout.group_size) >= cfg.shaping.correct_threshold).float()

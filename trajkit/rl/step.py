@@ -39,7 +39,7 @@ from trajkit.rl.stages import (
     StageTimer,
 )
 from trajkit.rl.state import TrainState
-from trajkit.rl.update import distill_draft, update_policy
+from trajkit.rl.update import distill_draft, set_lr, update_policy
 
 
 @dataclass
@@ -132,6 +132,8 @@ def rl_step(t: TrainState) -> StepResult:
         metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
         metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1))
     with timer.stage(POLICY_UPDATE):
+        if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
+            metrics["optim/lr_factor"] = set_lr(t.optimizer, cfg, t.step)
         metrics.update(update_policy(t.policy, t.optimizer, batch, old_logp, ref_logp, cfg, t.grad_scaler))
         if distill:
             metrics.update(distill_draft(t.draft, t.draft_optimizer, batch, dists, cfg))

@@ -32,6 +32,7 @@ import torch
 from trajkit.config import from_dict
 from trajkit.errors import ConfigError
 from trajkit.models.chat import stop_token_ids
+from trajkit.models.hub import is_hub_name
 from trajkit.models.load import load_tokenizer
 from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
@@ -92,6 +93,16 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     return state
 
 
+def trl_args_config(args, config, train_dataset) -> TrainConfig:
+    """``Trainer(args=GRPOConfig(...))``: TRL's settings as a :class:`TrainConfig` (not with ``config=``)."""
+    from trajkit.rl.data import read_rows
+    from trajkit.rl.trl_config import from_trl
+
+    if config is not None:
+        raise ConfigError("give Trainer either config= (trajkit's sections) or args= (TRL's GRPOConfig), not both")
+    return from_trl(args, num_prompts=len(read_rows(train_dataset)) if train_dataset is not None else None)
+
+
 def as_config(config) -> TrainConfig:
     """A :class:`TrainConfig` from itself, a dict of sections, a YAML path or a packaged config's name, or
     None (defaults)."""
@@ -107,9 +118,11 @@ def as_config(config) -> TrainConfig:
 class Trainer:
     """A :class:`TrainState` plus its logger: steps, evaluation, checkpoints.
 
-    ``config``: a :class:`TrainConfig`, a dict of sections, a YAML path or packaged config name, or None.
-    ``model``: a local HF folder (sets ``policy.source=path``) or a causal LM module (then ``tokenizer`` is
-    required); ``tokenizer``: a tokenizer or its folder. ``train_dataset``/``eval_dataset``: a
+    ``config``: a :class:`TrainConfig`, a dict of sections, a YAML path or packaged config name, or None;
+    or ``args``: TRL's ``GRPOConfig`` or a dict of its fields instead (:mod:`trajkit.rl.trl_config`).
+    ``model``: a local HF folder (sets ``policy.source=path``), a hub name in the local Hugging Face cache
+    (``policy.source=hub``) or a causal LM module (then ``tokenizer`` is required); ``tokenizer``: a
+    tokenizer or its folder. ``train_dataset``/``eval_dataset``: a
     ``datasets.Dataset``, a list of rows, or a JSONL/Parquet path with a ``prompt`` column (the task becomes
     :class:`~trajkit.rl.data.DatasetTask`); or any ``task`` object. ``reward_funcs``: TRL-style reward
     callables or import paths, weighted by ``reward_weights``.
@@ -117,11 +130,12 @@ class Trainer:
 
     def __init__(self, config=None, *, model=None, tokenizer=None, train_dataset=None, eval_dataset=None,
                  reward_funcs=None, reward_weights=None, task: Task | None = None, logger: bool = True,
-                 backend=None):
-        cfg = as_config(config)
+                 backend=None, args=None):
+        cfg = as_config(config) if args is None else trl_args_config(args, config, train_dataset)
         policy = None
         if isinstance(model, (str, os.PathLike)):
-            cfg = replace(cfg, policy=replace(cfg.policy, source="path", path=os.fspath(model)))
+            source = "hub" if is_hub_name(os.fspath(model)) else "path"
+            cfg = replace(cfg, policy=replace(cfg.policy, source=source, path=os.fspath(model)))
         elif model is not None:
             if tokenizer is None:
                 raise ConfigError("Trainer(model=<module>) needs tokenizer= (a tokenizer or its folder)")
@@ -136,7 +150,7 @@ class Trainer:
                 raise ConfigError("give Trainer either train_dataset= or task=, not both")
             tok = tokenizer if tokenizer is not None else build_tokenizer(cfg)
             task = DatasetTask(train_dataset, tok, eval_dataset, seed=cfg.seed, eval_fraction=cfg.task.eval_fraction,
-                               strict=cfg.task.strict)
+                               strict=cfg.task.strict, shuffle=cfg.task.shuffle)
             tokenizer = tok
         elif eval_dataset is not None:
             raise ConfigError("eval_dataset= needs train_dataset=")

@@ -3,6 +3,8 @@
 Each of ``minibatches`` optimiser steps sees a slice of the step's rows; its loss is accumulated over
 micro-batches with the *slice's* counts in :class:`LossNorm`, so the accumulated gradient equals the
 gradient of the slice's full loss. The old log-probs are the ones recomputed in the ``logprob`` stage.
+``optim.num_iterations`` (GRPO's mu, TRL's ``num_iterations``) repeats the pass over the slices; from the
+second pass on the policy has moved, so the ratio to the old log-probs leaves 1 and the clip acts.
 With ``loss.tis`` each token's policy-gradient term is weighted by ``min(exp(old - engine), tis_cap)``
 (:func:`trajkit.rl.losses.truncated_is_weights`), computed once per step from the recorded engine
 log-probs. Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler
@@ -14,6 +16,8 @@ cross-entropy ``-sum_v p(v) log q(v)`` between the detached policy distribution 
 completion positions. Both are tempered because the speculative acceptance test compares tempered p, q.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -50,6 +54,36 @@ def make_optimizer(model, cfg: TrainConfig, lr: float | None = None, name: str |
     return OPTIMIZERS[name or o.name](model, o, o.lr if lr is None else lr)
 
 
+def lr_factor(schedule: str, warmup: int, step: int, total: int) -> float:
+    """The learning-rate multiplier of RL step ``step`` (0-based) of ``total``: linear warm-up from 0 over
+    ``warmup`` steps, then ``constant`` 1, ``linear`` decay to 0, or ``cosine`` decay to 0 (the schedules of
+    ``transformers.get_scheduler``, evaluated per step).
+
+    >>> [lr_factor("linear", 0, s, 4) for s in range(4)]
+    [1.0, 0.75, 0.5, 0.25]
+    """
+    if step < warmup:
+        return step / max(1, warmup)
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    if schedule == "linear":
+        return max(0.0, 1.0 - progress)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def set_lr(optimizer, cfg: TrainConfig, step: int) -> float:
+    """Every parameter group's rate = its initial rate x :func:`lr_factor` of ``step``; -> the factor. The
+    initial rate is kept in the group (``initial_lr``, as torch's schedulers do), so the schedule is a pure
+    function of the step counter and a resumed run continues it exactly."""
+    o = cfg.optim
+    factor = lr_factor(o.lr_schedule, o.warmup_steps, step, cfg.steps)
+    for group in optimizer.param_groups:
+        group.setdefault("initial_lr", group["lr"])
+        group["lr"] = group["initial_lr"] * factor
+    return factor
+
+
 def _step(optimizer, policy, batch: Batch, rows: torch.Tensor, cfg: TrainConfig) -> None:
     """``optimizer.step()``; a KL-budgeted LoGRA also gets the slice's tempered logits to measure KL on."""
     if getattr(optimizer, "kl_budget", None) is None:
@@ -78,7 +112,8 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
         ref = ref_logp[idx, :width] if ref_logp is not None else None
         w = weights[idx, :width] if weights is not None else None
         loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
-                                  cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w)
+                                  cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w,
+                                  kl_ratio=cfg.loss.kl_ratio)
         (scaler.scale(loss) if scaler is not None else loss).backward()
         for key, value in stats.items():
             totals[key] = totals.get(key, 0.0) + value
@@ -88,12 +123,14 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
 
 def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
                   cfg: TrainConfig, scaler=None) -> dict:
-    """``old_logp, ref_logp: [B, L-1]``; runs up to ``cfg.optim.minibatches`` optimiser steps (fewer when
-    the rows do not fill them: 5 rows in 4 minibatches make 3 slices of 2, 2, 1) -> metrics averaged over
-    the steps that ran. ``scaler``: a ``torch.amp.GradScaler`` for float16, else None."""
+    """``old_logp, ref_logp: [B, L-1]``; runs ``cfg.optim.num_iterations`` passes of up to
+    ``cfg.optim.minibatches`` optimiser steps (fewer when the rows do not fill them: 5 rows in 4 minibatches
+    make 3 slices of 2, 2, 1) -> metrics averaged over the steps that ran. ``scaler``: a
+    ``torch.amp.GradScaler`` for float16, else None."""
     b = batch.input_ids.shape[0]
     per_step = -(-b // cfg.optim.minibatches)
-    slices = chunks(b, per_step)
+    slices = chunks(b, per_step) * cfg.optim.num_iterations
+    n_steps = len(slices)
     metrics: dict[str, float] = {"loss/pg": 0.0, "loss/grad_norm": 0.0, "loss/clip_frac": 0.0, "loss/ratio": 0.0}
     weights = None
     if cfg.loss.tis:
@@ -111,17 +148,17 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
             scaler.update()
         else:
             _step(optimizer, policy, batch, rows, cfg)
-        metrics["loss/pg"] += totals["pg_loss"] / len(slices)
-        metrics["loss/grad_norm"] += float(grad_norm) / len(slices)
+        metrics["loss/pg"] += totals["pg_loss"] / n_steps
+        metrics["loss/grad_norm"] += float(grad_norm) / n_steps
         metrics["loss/clip_frac"] += totals.get("clip_tokens", totals.get("clip_seqs", 0.0))
         metrics["loss/ratio"] += totals["ratio_sum"]
         if "kl_ref" in totals:
-            metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / len(slices)
+            metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / n_steps
         tokens += totals["tokens"]
         if getattr(optimizer, "kl_budget", None) is not None:
-            metrics["optim/kl_pred"] = metrics.get("optim/kl_pred", 0.0) + optimizer.last["predicted_kl"] / len(slices)
-            metrics["optim/kl_scale"] = metrics.get("optim/kl_scale", 0.0) + optimizer.last["scale"] / len(slices)
-    denom = b if cfg.loss.name == "gspo" else max(tokens, 1)
+            metrics["optim/kl_pred"] = metrics.get("optim/kl_pred", 0.0) + optimizer.last["predicted_kl"] / n_steps
+            metrics["optim/kl_scale"] = metrics.get("optim/kl_scale", 0.0) + optimizer.last["scale"] / n_steps
+    denom = b * cfg.optim.num_iterations if cfg.loss.name == "gspo" else max(tokens, 1)
     metrics["loss/clip_frac"] /= denom
     metrics["loss/ratio"] /= denom
     return metrics
