@@ -6,21 +6,12 @@ import json
 import shutil
 
 import pytest
-import torch
 
 from tests.envs.conftest import BROKEN, JUDGE_REPLY, SHIPPED, SOLVE
-from tests.rl.conftest import TINY
+from tests.rl.conftest import TINY, one_thread  # noqa: F401 (autouse: tiny models on one thread)
 from trajkit.rl.config import load_config
 from trajkit.rl.sample import validate_sample
 from trajkit.rl.trainer import Trainer
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def harbor(tmp_path, path, *extra):

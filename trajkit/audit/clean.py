@@ -19,12 +19,12 @@ audit has no evidence against them); a run none of whose items match is unusable
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 
 from trajkit.audit.items import Item
 from trajkit.audit.report import Check
+from trajkit.audit.runs import jsonl_rows
 from trajkit.errors import InputError
 
 EVAL_ITEMS_FILE = "eval_items.jsonl"  # trajkit.rl.evalitems
@@ -39,20 +39,13 @@ def read_eval_items(run: str) -> dict[int, list[dict]]:
                          hint="a trajkit train run folder with eval.every set (trainers before per-item "
                               "eval logging did not write it)")
     steps: dict[int, list[dict]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not JSON ({exc.msg})", path=path, row=lineno) from None
-            if (not isinstance(row, dict) or not isinstance(row.get("step"), int) or not isinstance(row.get("id"), str)
-                    or not isinstance(row.get("prompt"), str) or not isinstance(row.get("scores"), list)):
-                raise InputError("expected {step: int, id: str, prompt: str, scores: [...]}", path=path, row=lineno)
-            if not all(s is None or isinstance(s, (int, float)) for s in row["scores"]):
-                raise InputError("scores must be numbers or null", path=path, row=lineno, field="scores")
-            steps.setdefault(row["step"], []).append(row)
+    for lineno, row in jsonl_rows(path):
+        if (not isinstance(row, dict) or not isinstance(row.get("step"), int) or not isinstance(row.get("id"), str)
+                or not isinstance(row.get("prompt"), str) or not isinstance(row.get("scores"), list)):
+            raise InputError("expected {step: int, id: str, prompt: str, scores: [...]}", path=path, row=lineno)
+        if not all(s is None or isinstance(s, (int, float)) for s in row["scores"]):
+            raise InputError("scores must be numbers or null", path=path, row=lineno, field="scores")
+        steps.setdefault(row["step"], []).append(row)
     if not steps:
         raise InputError("no rows", path=path)
     return steps

@@ -53,18 +53,24 @@ def read_metrics(folder: str) -> list[dict]:
         raise InputError(f"no {METRICS_FILE} here", path=folder,
                          hint="name a run folder of trajkit train (log.out_dir) or a bench result FILE.json:ARM")
     rows = []
+    for lineno, row in jsonl_rows(path):
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise InputError("expected an object with an integer step", path=path, row=lineno, field="step")
+        rows.append(row)
+    return rows
+
+
+def jsonl_rows(path: str):
+    """``(line number, value)`` of each non-blank line of a JSONL file a run wrote; a line that is not JSON
+    is an :class:`InputError` naming the file and line."""
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"not JSON ({exc.msg})", path=path, row=lineno) from None
-            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-                raise InputError("expected an object with an integer step", path=path, row=lineno, field="step")
-            rows.append(row)
-    return rows
 
 
 def _read_config(folder: str) -> dict:
