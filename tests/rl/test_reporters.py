@@ -100,8 +100,8 @@ def test_wandb_offline_run_holds_every_metric(tiny, tmp_path, monkeypatch):
 
 def test_report_to_jsonl_only_writes_no_dashboards(tiny, tmp_path):
     _run(tiny, tmp_path, "none")
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoints", "config.yaml", "metrics.jsonl",
-                                                                   "samples"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoints", "config.yaml",
+                                                                   "eval_items.jsonl", "metrics.jsonl", "samples"]
 
 
 def test_report_to_names_are_checked(tiny):

@@ -97,16 +97,20 @@ class Rollout:
         return {"gen/acceptance_length": s.mean_acceptance_length, "gen/acceptance_rate": s.acceptance_rate,
                 "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
                 "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
-                "gen/calls": len(self.calls), **prefill_metrics(s, self.engine.num_params)}
+                "gen/calls": len(self.calls),
+                **prefill_metrics(s, self.engine.num_params if self.engine is not None else None)}
 
 
-def prefill_metrics(s: GenerationStats, num_params: int) -> dict:
+def prefill_metrics(s: GenerationStats, num_params: int | None) -> dict:
     """Prefill reuse as ``gen/*`` metrics: prompt tokens, of which served by the prefix cache (``prefix_hit``),
     copied from an identical prompt of the same call (``shared_prompt``: a GRPO group's G - 1 other rows)
     and computed (``prefill``); the token-weighted hit rate of both reuses, and the FLOPs not spent
-    (~ 2 x params per token not prefilled)."""
+    (~ 2 x params per token not prefilled; left out when ``num_params`` is None: a backend other than
+    trajkit's engine, which reports no prefill counters of its own here)."""
     reused = s.prefix_hit_tokens + s.shared_prompt_tokens
-    return {"gen/prompt_tokens": s.prompt_tokens, "gen/prefill_tokens": s.prefill_tokens,
-            "gen/prefix_hit_tokens": s.prefix_hit_tokens, "gen/shared_prompt_tokens": s.shared_prompt_tokens,
-            "gen/prefill_reuse_rate": reused / s.prompt_tokens if s.prompt_tokens else 0.0,
-            "gen/prefill_flops_saved": 2 * num_params * reused}
+    out = {"gen/prompt_tokens": s.prompt_tokens, "gen/prefill_tokens": s.prefill_tokens,
+           "gen/prefix_hit_tokens": s.prefix_hit_tokens, "gen/shared_prompt_tokens": s.shared_prompt_tokens,
+           "gen/prefill_reuse_rate": reused / s.prompt_tokens if s.prompt_tokens else 0.0}
+    if num_params is not None:
+        out["gen/prefill_flops_saved"] = 2 * num_params * reused
+    return out
