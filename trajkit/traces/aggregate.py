@@ -17,6 +17,14 @@ from trajkit.traces.metrics import COUNT_KEYS, TraceMetrics
 from trajkit.traces.model import Trace
 
 GROUP_FIELDS = ("category", "subcategory", "source")
+GroupKey = tuple[str, str, str]  # a trace's values of GROUP_FIELDS, "(none)" for a missing one
+
+
+def group_key(category: Any, subcategory: Any, source: Any) -> GroupKey:
+    """The group names a trace is counted under, in :data:`GROUP_FIELDS` order."""
+    return str(category or "(none)"), str(subcategory or "(none)"), str(source or "(none)")
+
+
 DIST_KEYS = ("turns", "tool_calls", "think_words", "think_words_per_turn", "parallel_width", "messages")
 
 
@@ -149,25 +157,59 @@ class Aggregate:
 
 
 class CorpusStats:
-    """The whole corpus plus one :class:`Aggregate` per category / subcategory / source value."""
+    """The whole corpus plus one :class:`Aggregate` per category / subcategory / source value.
+
+    Traces are folded into one aggregate per (category, subcategory, source) combination; the total and the
+    per-field groups are merged from those on first read (exact: counts add, histograms add), so each trace
+    costs one fold instead of four."""
 
     def __init__(self) -> None:
-        self.total = Aggregate()
-        self.groups: dict[str, dict[str, Aggregate]] = {g: defaultdict(Aggregate) for g in GROUP_FIELDS}
+        self.parts: dict[GroupKey, Aggregate] = {}
         self.skipped_rows = 0
         self.diagnostic_counts: Counter = Counter()
+        self._views: tuple[Aggregate, dict[str, dict[str, Aggregate]]] | None = None
 
     def add(self, trace: Trace, tm: TraceMetrics) -> None:
-        self.total.add(tm)
-        for g in GROUP_FIELDS:
-            self.groups[g][str(getattr(trace, g) or "(none)")].add(tm)
-        self.diagnostic_counts.update(d.code for d in trace.diagnostics)
+        self.add_metrics(group_key(trace.category, trace.subcategory, trace.source), tm,
+                         [d.code for d in trace.diagnostics])
+
+    def add_metrics(self, key: GroupKey, tm: TraceMetrics, diagnostics: list[str] | tuple[str, ...] = ()) -> None:
+        """Fold one trace's metrics under its (category, subcategory, source) names, with the codes of its
+        diagnostics."""
+        agg = self.parts.get(key)
+        if agg is None:
+            agg = self.parts[key] = Aggregate()
+        agg.add(tm)
+        if diagnostics:
+            self.diagnostic_counts.update(diagnostics)
+        self._views = None
+
+    @property
+    def total(self) -> Aggregate:
+        return self._merged()[0]
+
+    @property
+    def groups(self) -> dict[str, dict[str, Aggregate]]:
+        return self._merged()[1]
+
+    def _merged(self) -> tuple[Aggregate, dict[str, dict[str, Aggregate]]]:
+        if self._views is None:
+            total = Aggregate()
+            groups: dict[str, dict[str, Aggregate]] = {g: defaultdict(Aggregate) for g in GROUP_FIELDS}
+            for key, agg in self.parts.items():
+                total.merge(agg)
+                for g, name in zip(GROUP_FIELDS, key):
+                    groups[g][name].merge(agg)
+            self._views = total, groups
+        return self._views
 
     def merge(self, other: "CorpusStats") -> None:
-        self.total.merge(other.total)
-        for g in GROUP_FIELDS:
-            for key, agg in other.groups[g].items():
-                self.groups[g][key].merge(agg)
+        for key, agg in other.parts.items():
+            mine = self.parts.get(key)
+            if mine is None:
+                mine = self.parts[key] = Aggregate()
+            mine.merge(agg)
+        self._views = None
         self.skipped_rows += other.skipped_rows
         self.diagnostic_counts.update(other.diagnostic_counts)
 

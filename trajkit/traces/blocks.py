@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from trajkit.traces import jsonvalue
-from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
+from trajkit.traces.harness import judge
 from trajkit.traces.model import Diagnostic, Segment, ToolCall, ToolResponse
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -168,8 +168,5 @@ def parse_response_body(body: str) -> ToolResponse:
         resp.result = value["content"]
     else:
         resp.result = value
-    judged, _ = decode_json_text(resp.result)
-    resp.failed = result_failed(judged, decoded=True)
-    resp.exit_code = result_exit_code(judged, decoded=True)
-    resp.truncated = result_truncated(judged)
+    resp.failed, resp.exit_code, resp.truncated = judge(resp.result)
     return resp

@@ -22,8 +22,10 @@ def decode_json_text(value: Any) -> tuple[Any, bool]:
 
     Parsed by :func:`trajkit.traces.jsonvalue.loads_fast` (bounded depth)."""
     if isinstance(value, str):
-        stripped = value.lstrip()
-        if stripped[:1] in ("{", "["):
+        first = value[:1]
+        if first.isspace():  # (strip a copy only when there is something to strip)
+            first = value.lstrip()[:1]
+        if first in ("{", "["):
             try:
                 return jsonvalue.loads_fast(value), True
             except ValueError:
@@ -31,35 +33,37 @@ def decode_json_text(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
-def result_failed(result: Any, *, decoded: bool = False) -> bool:
-    """Apply the harness rule to one tool result (already taken out of its response envelope).
+def judge(result: Any, *, decoded: bool = False) -> tuple[bool, int | None, bool]:
+    """(failed, exit code, truncated) of one tool result (already taken out of its response envelope):
+    the harness rule, the integer ``exit_code`` (bools are not exit codes) and the truncation marker.
 
     ``decoded=True`` says a JSON-in-a-string result was already decoded by the caller."""
     if not decoded:
         result, _ = decode_json_text(result)
     if isinstance(result, dict):
-        return result.get("error") is not None or result.get("success") is False
+        failed = result.get("error") is not None or result.get("success") is False
+        code = result.get("exit_code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = None
+        truncated = any(isinstance(v, str) and TRUNCATION_MARK in v for v in result.values())
+        return failed, code, truncated
     if isinstance(result, str):
         head = result[:64].lstrip()[:6].lower()
-        return head == "error:" or not result.strip()
-    return result is None
+        return head == "error:" or not result.strip(), None, TRUNCATION_MARK in result
+    return result is None, None, False
+
+
+def result_failed(result: Any, *, decoded: bool = False) -> bool:
+    """The harness rule for one tool result (:func:`judge`)."""
+    return judge(result, decoded=decoded)[0]
 
 
 def result_exit_code(result: Any, *, decoded: bool = False) -> int | None:
-    """The integer ``exit_code`` of a result object (bools are not exit codes), else None."""
-    if not decoded:
-        result, _ = decode_json_text(result)
-    if isinstance(result, dict):
-        code = result.get("exit_code")
-        if isinstance(code, int) and not isinstance(code, bool):
-            return code
-    return None
+    """The integer ``exit_code`` of a result object, else None (:func:`judge`)."""
+    return judge(result, decoded=decoded)[1]
 
 
 def result_truncated(result: Any) -> bool:
-    """Whether the result carries the harness's ``[OUTPUT TRUNCATED - N chars omitted …]`` marker."""
-    if isinstance(result, str):
-        return TRUNCATION_MARK in result
-    if isinstance(result, dict):
-        return any(isinstance(v, str) and TRUNCATION_MARK in v for v in result.values())
-    return False
+    """Whether the result carries the harness's ``[OUTPUT TRUNCATED - N chars omitted …]`` marker
+    (:func:`judge`; a string result is not decoded first)."""
+    return judge(result, decoded=True)[2]

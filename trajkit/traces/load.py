@@ -60,12 +60,25 @@ def source_label(spec: str) -> str:
 
 def iter_raw(spec: str) -> Iterator[RawRow]:
     """Decoded rows of one source, in order."""
-    if spec.startswith("hf:"):
+    kind = source_kind(spec)
+    if kind == "hf":
         yield from _iter_hf(spec)
-        return
+    elif kind == "parquet":
+        yield from _iter_parquet(spec)
+    elif kind == "json":
+        yield from _iter_json(spec)
+    else:
+        for lineno, line in iter_lines(spec):
+            yield decode_line(spec, lineno, line)
+
+
+def source_kind(spec: str) -> str:
+    """``hf``, ``parquet``, ``json`` or ``jsonl`` (standard input, plain or compressed JSON Lines); an
+    :class:`InputError` when the path is missing or a folder."""
+    if spec.startswith("hf:"):
+        return "hf"
     if spec == STDIN:
-        yield from _iter_lines(spec, sys.stdin.buffer)
-        return
+        return "jsonl"
     path = Path(spec)
     if not path.exists():
         raise InputError("no such file", path=spec, hint="check the path, or use hf:NAME:CONFIG for datasets")
@@ -73,11 +86,20 @@ def iter_raw(spec: str) -> Iterator[RawRow]:
         raise InputError("is a folder, not a file", path=spec, hint="name the files inside it, e.g. DIR/*.jsonl")
     name = path.name.lower().removesuffix(".gz").removesuffix(".xz")
     if name.endswith(".parquet"):
-        yield from _iter_parquet(spec)
-    elif name.endswith(".json"):
-        yield from _iter_json(spec)
-    else:
-        yield from _iter_jsonl(spec)
+        return "parquet"
+    if name.endswith(".json"):
+        return "json"
+    return "jsonl"
+
+
+def iter_lines(spec: str) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line bytes) of every non-blank line of a JSON Lines source, after the check that
+    it is JSON Lines text (:func:`check_text_head`)."""
+    if spec == STDIN:
+        yield from _numbered_lines(spec, sys.stdin.buffer)
+        return
+    with _open_bytes(spec) as fh:
+        yield from _numbered_lines(spec, fh)
 
 
 def _open_bytes(spec: str) -> io.BufferedIOBase:
@@ -132,19 +154,13 @@ def _is_object(line: bytes) -> bool:
         return False
 
 
-def _iter_jsonl(spec: str) -> Iterator[RawRow]:
-    with _open_bytes(spec) as fh:
-        yield from _iter_lines(spec, fh)
-
-
-def _iter_lines(spec: str, fh) -> Iterator[RawRow]:
+def _numbered_lines(spec: str, fh) -> Iterator[tuple[int, bytes]]:
     if not hasattr(fh, "peek"):
         fh = io.BufferedReader(fh)
     check_text_head(spec, fh.peek(HEAD_BYTES)[:HEAD_BYTES])
     for lineno, line in enumerate(fh, 1):
-        if not line.strip():
-            continue
-        yield decode_line(spec, lineno, line)
+        if not line.isspace():  # (strip() would copy a whole row to ask this)
+            yield lineno, line
 
 
 def no_rows_error(specs: Iterable[str], skipped: int) -> InputError:

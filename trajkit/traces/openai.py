@@ -24,7 +24,7 @@ from typing import Any, Literal
 from trajkit.errors import InputError
 from trajkit.traces import jsonvalue
 from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
-from trajkit.traces.harness import decode_json_text, result_exit_code, result_failed, result_truncated
+from trajkit.traces.harness import decode_json_text, judge
 from trajkit.traces.model import Diagnostic, Message, Segment, ToolCall, ToolResponse, Trace
 from trajkit.traces.tools import normalize_tools, schema_problems, tools_from_json
 
@@ -130,9 +130,9 @@ def _inert(block_json: str) -> str:
 
 def _tool(msg: dict[str, Any], text: str) -> Message:
     result, _ = decode_json_text(text)
+    failed, exit_code, truncated = judge(result, decoded=True)
     resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
-                        failed=result_failed(result), exit_code=result_exit_code(result),
-                        truncated=result_truncated(result))
+                        failed=failed, exit_code=exit_code, truncated=truncated)
     envelope = _inert(_json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result}))
     return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
                    tool_responses=[resp])

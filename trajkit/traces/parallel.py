@@ -1,7 +1,8 @@
 """Parallel streaming stats for large JSONL files.
 
 The file is cut into byte ranges aligned to line starts; each worker process opens the file itself,
-reads only its range line by line, and folds the traces into a partial :class:`CorpusStats`; the
+reads only its range line by line, and folds the rows into a partial :class:`CorpusStats` (through the fast
+path of :mod:`trajkit.traces.scan`, which hands any row it cannot take to the reference); the
 parent merges the partials. No row text crosses a process boundary, memory per worker is one line
 at a time plus its counters, and the result equals the sequential path exactly (tested).
 
@@ -15,9 +16,9 @@ import os
 from typing import Callable
 
 from trajkit.errors import InputError
-from trajkit.traces.load import HEAD_BYTES, check_text_head, decode_line, parse_raw
-from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.aggregate import CorpusStats
+from trajkit.traces.load import HEAD_BYTES, check_text_head
+from trajkit.traces.scan import fold_line
 
 CHUNK_BYTES = 16 << 20
 
@@ -51,15 +52,13 @@ def _stats_chunk(task: tuple[str, str, int, int]) -> tuple[CorpusStats, list[tup
             if not line:
                 break
             offset, pos = pos, pos + len(line)
-            if not line.strip():
+            if line.isspace():
                 continue
             rows += 1
             try:
-                trace = parse_raw(decode_line(path, 0, line), label)
+                fold_line(stats, path, 0, line, label)
             except InputError as exc:
                 errors.append((offset, exc.message, exc.field, exc.hint))
-                continue
-            stats.add(trace, trace_metrics(trace))
     stats.skipped_rows = len(errors)
     return stats, errors, rows
 

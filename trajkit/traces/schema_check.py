@@ -45,35 +45,55 @@ Check = Callable[[Any], bool]
 
 def compile_check(schema: Any) -> Check:
     """:func:`certainly_valid` for one schema, compiled once into closures (the schema's keywords are read
-    here, not per call): ``compile_check(schema)(instance) == certainly_valid(instance, schema)``."""
+    here, not per call): ``compile_check(schema)(instance) == certainly_valid(instance, schema)``. A schema
+    that only names a type (the common leaf, ``{"type": "string", "description": …}``) compiles to the type
+    test itself."""
     if schema is True:
         return _always
     if not isinstance(schema, dict) or not schema.keys() <= _KNOWN:
         return _never  # $schema (another draft), $ref, combinators, patterns ...: not certain
-    kind = schema.get("type")
-    kinds = None if kind is None else tuple(_TYPE.get(t, _never) for t in ([kind] if isinstance(kind, str) else kind))
+    keys = schema.keys()
+    kinds = _kinds_test(schema.get("type"))
     enum = _enum_test(schema["enum"]) if "enum" in schema else None
-    for_object = _object_check(schema)
-    for_array = _array_check(schema)
-    low, high = schema.get("minLength", 0), schema.get("maxLength")
+    for_object = _object_check(schema) if keys & _OBJECT_KEYS else None
+    for_array = _array_check(schema) if keys & _ARRAY_KEYS else None
+    for_string = (schema.get("minLength", 0), schema.get("maxLength")) if keys & _STRING_KEYS else None
     bounds = tuple((key, schema[key]) for key in _RANGE if key in schema)
+    if enum is None and for_object is None and for_array is None and for_string is None and not bounds:
+        return kinds or _always
 
     def check(instance: Any) -> bool:
-        if kinds is not None and not any(test(instance) for test in kinds):
+        if kinds is not None and not kinds(instance):
             return False
         if enum is not None and not enum(instance):
             return False
         if isinstance(instance, dict):
-            return for_object(instance)
+            return for_object is None or for_object(instance)
         if isinstance(instance, list):
-            return for_array(instance)
+            return for_array is None or for_array(instance)
         if isinstance(instance, str):
-            return low <= len(instance) and (high is None or len(instance) <= high)
+            return for_string is None or (for_string[0] <= len(instance)
+                                          and (for_string[1] is None or len(instance) <= for_string[1]))
         if bounds and _is_number(instance):
             return _in_range(instance, bounds)
         return True
 
     return check
+
+
+_OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties"))
+_ARRAY_KEYS = frozenset(("items", "minItems", "maxItems"))
+_STRING_KEYS = frozenset(("minLength", "maxLength"))
+
+
+def _kinds_test(kind: Any) -> Check | None:
+    """The ``type`` keyword's test (None when there is none)."""
+    if kind is None:
+        return None
+    tests = tuple(_TYPE.get(t, _never) for t in ([kind] if isinstance(kind, str) else kind))
+    if len(tests) == 1:
+        return tests[0]
+    return lambda instance: any(test(instance) for test in tests)
 
 
 def _always(instance: Any) -> bool:

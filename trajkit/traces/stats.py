@@ -8,10 +8,12 @@ from typing import Any
 
 from trajkit.progress import progress_bar
 from trajkit.traces.aggregate import Aggregate, CorpusStats, Histogram
-from trajkit.traces.load import iter_traces, source_label
+from trajkit.errors import InputError
+from trajkit.traces.load import iter_lines, iter_traces, source_kind, source_label
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.parallel import parallel_file_stats
 from trajkit.traces.safe_text import printable
+from trajkit.traces.scan import fold_line
 
 __all__ = ["Aggregate", "CorpusStats", "Histogram", "compute_stats", "format_table"]
 
@@ -24,6 +26,8 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
     ``on_trace(trace, metrics)`` sees every trace in order (e.g. the report's viewer). Plain
     (uncompressed) JSONL files are split across ``workers`` processes (default: all CPU cores) unless
     ``strict``, ``count_tokens`` or ``on_trace`` needs the sequential path; other sources stream in-process.
+    JSON Lines rows go through the fast path of :mod:`trajkit.traces.scan` unless one of those three needs the
+    trace model.
     """
     workers = workers or os.cpu_count() or 1
     stats = CorpusStats()
@@ -40,12 +44,26 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
                 parallel_file_stats(spec, source_label(spec), stats, workers=workers, on_error=on_error,
                                     on_rows=bar.update)
                 continue
+            if not sequential and source_kind(spec) == "jsonl":
+                _fold_lines(spec, stats, skipped, bar.update)
+                continue
             for trace in iter_traces([spec], strict=strict, on_error=skipped, on_row=lambda _: bar.update()):
                 tm = trace_metrics(trace, count_tokens)
                 stats.add(trace, tm)
                 if on_trace is not None:
                     on_trace(trace, tm)
     return stats
+
+
+def _fold_lines(spec: str, stats: CorpusStats, skipped, on_row) -> None:
+    """Every row of one JSON Lines source through the fast path (:mod:`trajkit.traces.scan`)."""
+    label = source_label(spec)
+    for lineno, line in iter_lines(spec):
+        on_row()
+        try:
+            fold_line(stats, spec, lineno, line, label)
+        except InputError as exc:
+            skipped(exc)
 
 
 def _splittable(spec: str) -> bool:

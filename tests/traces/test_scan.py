@@ -1,0 +1,225 @@
+"""The stats fast path (:mod:`trajkit.traces.scan`) against the reference (``parse_raw`` + ``trace_metrics``).
+
+For every row it takes, its metrics, group names and diagnostic codes must equal the reference's; every row
+it declines goes through the reference, so the corpus statistics must equal the reference's exactly, on the
+bundled samples, the real fixture, the synthetic generator's quirks, a messy file and generated rows.
+"""
+import datetime
+import json
+import lzma
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import trajkit
+from trajkit.errors import InputError
+from trajkit.synth.generator import SynthConfig, generate
+from trajkit.traces.aggregate import CorpusStats, group_key
+from trajkit.traces.hermes import parse_row
+from trajkit.traces.load import RawRow, iter_traces, parse_raw
+from trajkit.traces.metrics import trace_metrics
+from trajkit.traces.scan import row_metrics
+from trajkit.traces.stats import compute_stats
+
+from .conftest import SYSTEM, TOOLS, call, quirky_row, resp
+
+SAMPLES = Path(trajkit.__file__).parent / "data" / "sample"
+
+
+def reference(row, source="src"):
+    trace = parse_raw(RawRow("f.jsonl", 1, row), source)
+    return (group_key(trace.category, trace.subcategory, trace.source), trace_metrics(trace),
+            sorted(d.code for d in trace.diagnostics))
+
+
+def assert_same(row, source="src") -> bool:
+    """The fast path's answer equals the reference's when it takes the row; True when it took it."""
+    found = row_metrics(row, source)
+    if found is None:
+        return False
+    key, tm, diags = found
+    ref_key, ref_tm, ref_diags = reference(row, source)
+    assert key == ref_key
+    assert tm == ref_tm, row.get("id")
+    assert sorted(diags) == ref_diags, row.get("id")
+    return True
+
+
+def sample_rows(name):
+    with lzma.open(SAMPLES / name) as fh:
+        return [orjson.loads(line) for line in fh if line.strip()]
+
+
+@pytest.mark.parametrize("name", ["kimi.jsonl.xz", "glm-5.1.jsonl.xz"])
+def test_bundled_samples_equal_the_reference_row_by_row(name):
+    rows = sample_rows(name)
+    taken = sum(assert_same(row) for row in rows)
+    assert taken >= 0.9 * len(rows), f"the fast path took only {taken} of {len(rows)} rows"
+
+
+def test_the_real_fixture_row_equals_the_reference(real_row):
+    assert assert_same(real_row) or reference(real_row)[2], "declined a real row without a diagnostic"
+
+
+@pytest.mark.parametrize("style", ["kimi", "glm-5.1"])
+def test_every_generator_quirk_equals_the_reference(style):
+    cfg = SynthConfig(rows=300, style=style, seed=7, malformed_rate=0.4, retry_rate=0.5, invalid_args_rate=0.3,
+                      unknown_tool_rate=0.3, consecutive_gpt_rate=0.3, response_mismatch_rate=0.3)
+    rows = list(generate(cfg))
+    taken = sum(assert_same(row) for row in rows)
+    assert taken >= 0.9 * len(rows)
+
+
+def row(*conv, tools=TOOLS, **extra):
+    out = {"id": "r", "conversations": [{"from": f, "value": v} for f, v in conv], **extra}
+    if tools is not None:
+        out["tools"] = json.dumps(tools)
+    return out
+
+
+OK_CALL = call("terminal", {"command": "ls"})
+FAILED = resp("terminal", 0, {"output": "", "error": "boom"})
+FINE = resp("terminal", 0, {"output": "x", "exit_code": 0, "error": None})
+
+
+@pytest.mark.parametrize("case", [
+    row(("gpt", "<think>never closed " + OK_CALL)),                       # unclosed_think
+    row(("gpt", "plan</think>" + OK_CALL)),                                # missing_think_open
+    row(("gpt", OK_CALL), ("tool", "no blocks here")),                     # bare_tool_message
+    row(("gpt", OK_CALL), ("tool", "<tool_response>{}")),                  # unclosed_tool_response
+    row(("gpt", OK_CALL), tools=None),                                     # no tools field: no_tools / system
+    row(("system", SYSTEM), ("gpt", OK_CALL), tools=None),                 # tools from the system prompt
+    row(("gpt", OK_CALL), tools=[{"type": "function", "function": {"name": "t", "parameters": {"type": 5}}}]),
+    {**row(("gpt", OK_CALL)), "tools": "not json"},                         # bad_tools_field
+    {**row(("gpt", OK_CALL)), "meta": {"nested": [1]}},                   # a nested value: the depth check
+    {"id": "r", "tools": json.dumps(TOOLS), "conversations": [{"from": "gpt", "value": OK_CALL, "w": [1]}]},
+    {"id": "r", "tools": json.dumps(TOOLS), "conversations": [{"from": "robot", "value": "x"}]},
+    {"id": "r", "tools": json.dumps(TOOLS), "conversations": ["not a message"]},
+    {"id": "r", "tools": json.dumps(TOOLS), "messages": [{"role": "user", "content": "hi"}]},  # OpenAI
+])
+def test_rows_the_fast_path_must_leave_to_the_reference(case):
+    assert row_metrics(case, "src") is None
+
+
+@pytest.mark.parametrize("case", [
+    quirky_row() | {"tools": json.dumps(TOOLS)},
+    # a malformed and an unclosed call: counted, with their diagnostics
+    row(("gpt", "<tool_call>{'name': 'terminal', 'arguments': {}}</tool_call><tool_call>" + json.dumps(
+        {"name": "terminal", "arguments": {"command": "x"}})), ("tool", FAILED + FINE)),
+    # retry loops: 1, 1.0 and true are == in Python but different actions in the canonical JSON
+    row(("gpt", call("terminal", {"command": 1})), ("tool", FAILED), ("gpt", call("terminal", {"command": 1.0})),
+        ("tool", FAILED), ("gpt", call("terminal", {"command": True})), ("tool", FINE),
+        ("gpt", call("terminal", {"command": True})), ("gpt", call("read_file", {"path": "a", "n": -0.0})),
+        ("tool", FINE)),
+    # recovery: a failed malformed call is recovered by any well-formed success; a failed call by a different one
+    row(("gpt", "<tool_call>{bad}</tool_call>"), ("tool", resp("terminal", 0, "Error: x")),
+        ("gpt", OK_CALL), ("tool", FAILED), ("gpt", OK_CALL), ("tool", FINE),
+        ("gpt", call("terminal", {"command": "pwd"})), ("tool", FINE)),
+    # orphan tool turns, consecutive assistants, a context summary, unanswered calls, a call to an unknown tool
+    row(("tool", FINE), ("human", "[CONTEXT SUMMARY]: x"), ("gpt", OK_CALL + OK_CALL), ("gpt", "done"),
+        ("gpt", call("nope", {})), ("tool", FINE + FINE + FINE)),
+    # exact numbers: a big integer and a float orjson would round (the exact reader's values)
+    row(("gpt", '<tool_call>{"name": "terminal", "arguments": {"command": 123456789012345678901234567890}}'
+                '</tool_call>'), ("tool", FAILED),
+        ("gpt", '<tool_call>{"name": "terminal", "arguments": {"command": 123456789012345678901234567891}}'
+                '</tool_call>'), ("tool", FINE)),
+])
+def test_hand_made_rows_equal_the_reference(case):
+    assert assert_same(case)
+
+
+def test_the_quirky_row_counts_what_test_parse_derives_by_hand():
+    """Not only equal to the reference: the counts test_parse.py derives by hand for this row."""
+    from .test_parse import EXPECTED
+
+    _, tm, diags = row_metrics(quirky_row() | {"tools": json.dumps(TOOLS)}, "src")
+    assert {k: tm.counts[k] for k in EXPECTED} == EXPECTED
+    assert dict(tm.tool_call_counts) == {"terminal": 2, "read_file": 2, "nonexistent": 2}
+    assert tm.context_summary is True and tm.parallel_widths == [2, 1, 2, 1, 1]
+    assert sorted(diags) == ["malformed_tool_call", "unclosed_tool_call"]
+
+
+# generated rows: mostly well formed (so the fast path has work), with every quirk mixed in
+names = st.sampled_from(["terminal", "read_file", "unknown", ""])
+arg_values = st.one_of(st.text(max_size=6), st.integers(-3, 3), st.just(2**70), st.floats(allow_nan=False,
+                       allow_infinity=False, width=32), st.booleans(), st.none(), st.lists(st.integers(0, 2), max_size=2))
+arguments = st.dictionaries(st.sampled_from(["command", "path", "n"]), arg_values, max_size=3)
+bodies = st.one_of(st.builds(lambda n, a: json.dumps({"name": n, "arguments": a}), names, arguments),
+                   st.sampled_from(["{'name': 'terminal', 'arguments': {}}", "{bad", '{"name": 1}', "[]",
+                                    '{"name": "terminal", "arguments": {"command": 1e400}}']))
+results = st.one_of(st.sampled_from(["", "Error: no", "ok", "  error: late", "[OUTPUT TRUNCATED - 3 chars]"]),
+                    st.fixed_dictionaries({"output": st.text(max_size=5), "exit_code": st.one_of(
+                        st.integers(-1, 2), st.booleans(), st.none()), "error": st.one_of(st.none(), st.just("x"))}),
+                    st.fixed_dictionaries({"success": st.booleans()}))
+gpt_texts = st.builds(lambda think, calls, tail: think + "".join(calls) + tail,
+                      st.sampled_from(["", "<think>a b  c\n</think>", "<think></think>", "x</think>", "<think>open"]),
+                      st.lists(st.builds(lambda b, closed: "<tool_call>\n" + b + ("\n</tool_call>" if closed else ""),
+                                         bodies, st.integers(0, 5).map(bool)), max_size=3),
+                      st.sampled_from(["", " done", "<tool_call>" + json.dumps({"name": "terminal", "arguments": {}})]))
+tool_texts = st.builds(lambda rs: "\n".join(resp("terminal", k, r) for k, r in enumerate(rs)),
+                       st.lists(results, max_size=3)) | st.sampled_from(["", "bare", "<tool_response>open"])
+messages = st.one_of(st.tuples(st.just("gpt"), gpt_texts), st.tuples(st.just("tool"), tool_texts),
+                     st.tuples(st.just("human"), st.sampled_from(["hi", "[CONTEXT SUMMARY]: s"])))
+GENERATED = settings(max_examples=300, deadline=datetime.timedelta(seconds=60), derandomize=True,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+TAKEN: list[bool] = []
+
+
+@GENERATED
+@given(st.lists(messages, max_size=8), st.sampled_from([TOOLS, [], TOOLS[:1]]))
+def check_generated_row(conv, tools):
+    TAKEN.append(assert_same(row(*conv, tools=tools)))
+
+
+def test_generated_rows_equal_the_reference():
+    TAKEN.clear()
+    check_generated_row()
+    # the fast path took a good share of them (else the equality above would check little)
+    assert sum(TAKEN) >= 0.2 * len(TAKEN), f"{sum(TAKEN)} of {len(TAKEN)}"
+
+
+def messy_file(tmp_path):
+    rows = list(generate(SynthConfig(rows=60, seed=11, malformed_rate=0.5)))
+    lines = [orjson.dumps(r).decode() for r in rows]
+    lines[5] = '{"id": "broken", "conversations": ['                   # invalid JSON
+    lines[9] = json.dumps({"id": "no-conv"})                           # no conversations
+    lines[14] = json.dumps({"conversations": [{"from": "robot", "value": "x"}]})  # unknown role
+    lines[20] = '{"conversations": [], "tools": "[]", "x": 1e400}'      # a number orjson refuses
+    lines[21] = ""
+    path = tmp_path / "messy.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_corpus_stats_equal_the_reference_path(tmp_path, workers):
+    from trajkit.traces.parallel import parallel_file_stats
+
+    path = messy_file(tmp_path)
+    ref_errors, errors = [], []
+    ref = CorpusStats()
+    for trace in iter_traces([path], on_error=ref_errors.append):
+        ref.add(trace, trace_metrics(trace))
+    ref.skipped_rows = len(ref_errors)
+    if workers == 1:
+        fast = compute_stats([path], progress=False, workers=1, on_error=errors.append)
+    else:  # several chunks, so the parent merges partials
+        fast = CorpusStats()
+        parallel_file_stats(path, "messy", fast, workers=2, on_error=errors.append, chunk_bytes=20_000)
+    assert fast.to_dict() == ref.to_dict()
+    assert [str(e) for e in errors] == [str(e) for e in ref_errors]
+    assert [e.row for e in errors] == [6, 10, 15]
+
+
+def test_a_row_it_cannot_read_raises_the_reference_error():
+    from trajkit.traces.scan import fold_line
+
+    stats = CorpusStats()
+    with pytest.raises(InputError, match="conversations"):
+        fold_line(stats, "f.jsonl", 3, b'{"id": "x"}\n', "f")
+    assert stats.total.traces == 0
