@@ -70,3 +70,10 @@ def test_traces_commands_import_neither_torch_nor_transformers(command, tmp_path
     code, modules = loaded_after(command, tmp_path)
     assert code == 0 and heavy(modules) == []
     assert "trajkit.traces" in modules  # the command did run its library code
+
+
+def test_traces_stats_imports_no_numpy(tmp_path):
+    """`traces stats` counts with plain Python: numpy's import (~0.1 s CPU, in every run) is paid only by plots."""
+    code, modules = loaded_after(["traces", "stats", str(SAMPLE), "--json"], tmp_path)
+    assert code == 0 and "trajkit.traces.stats" in modules
+    assert sorted(m for m in modules if m.split(".")[0] == "numpy") == []

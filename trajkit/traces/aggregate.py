@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from trajkit.traces.metrics import COUNT_KEYS, TraceMetrics
 from trajkit.traces.model import Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 GROUP_FIELDS = ("category", "subcategory", "source")
 GroupKey = tuple[str, str, str]  # a trace's values of GROUP_FIELDS, "(none)" for a missing one
@@ -51,8 +52,10 @@ class Histogram:
     def __len__(self) -> int:
         return sum(self.counts.values())
 
-    def expand(self) -> np.ndarray:
+    def expand(self) -> "np.ndarray":
         """All values as a float array (for plotting); size = number of observations."""
+        import numpy as np  # (only plots need it: `traces stats` does not pay numpy's import)
+
         keys = sorted(self.counts)
         return np.repeat(np.asarray(keys, dtype=np.float64), [self.counts[k] for k in keys])
 

@@ -21,6 +21,7 @@ from trajkit.traces.load import HEAD_BYTES, check_text_head
 from trajkit.traces.scan import fold_line
 
 CHUNK_BYTES = 16 << 20
+WARM_BYTES = 1 << 20
 
 
 def plan_chunks(path: str, chunk_bytes: int = CHUNK_BYTES) -> list[tuple[int, int]]:
@@ -82,18 +83,31 @@ def _line_numbers(path: str, offsets: list[int]) -> dict[int, int]:
 def parallel_file_stats(path: str, label: str, stats: CorpusStats, *, workers: int,
                         on_error: Callable[[InputError], None] | None = None,
                         on_rows: Callable[[int], None] | None = None, chunk_bytes: int = CHUNK_BYTES) -> None:
-    """Fold every row of a plain JSONL file into ``stats`` using ``workers`` processes."""
+    """Fold every row of a plain JSONL file into ``stats`` using ``workers`` processes.
+
+    The parent folds the file's first ~:data:`WARM_BYTES` itself before it forks, so the workers inherit its
+    caches (tool tables, compiled validators) instead of each building them again."""
     with open(path, "rb") as fh:
         check_text_head(path, fh.read(HEAD_BYTES))
-    tasks = [(path, label, s, e) for s, e in plan_chunks(path, chunk_bytes)]
+    chunks = plan_chunks(path, chunk_bytes)
+    head = plan_chunks(path, WARM_BYTES)[0]
+    if head[1] < chunks[0][1]:
+        chunks = [head, (head[1], chunks[0][1]), *chunks[1:]]
+    tasks = [(path, label, s, e) for s, e in chunks]
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     all_errors = []
-    with ctx.Pool(workers) as pool:
-        for part, errors, rows in pool.imap_unordered(_stats_chunk, tasks):
-            stats.merge(part)
-            all_errors.extend(errors)
-            if on_rows is not None:
-                on_rows(rows)
+
+    def fold(part, errors, rows):
+        stats.merge(part)
+        all_errors.extend(errors)
+        if on_rows is not None:
+            on_rows(rows)
+
+    fold(*_stats_chunk(tasks[0]))
+    if len(tasks) > 1:
+        with ctx.Pool(workers) as pool:
+            for result in pool.imap_unordered(_stats_chunk, tasks[1:]):
+                fold(*result)
     if all_errors:
         lines = _line_numbers(path, [e[0] for e in all_errors])
         for offset, message, field, hint in sorted(all_errors):

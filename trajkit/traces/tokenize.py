@@ -49,8 +49,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.source_check import SourceTurn, check_turn
 from trajkit.traces.token_records import (IGNORE_INDEX, INLINE_REASONING, NO_REASONING, REASONING_KEYS, ROLES,
@@ -310,6 +308,8 @@ class _Conversation:
         equals ``r.ids[:j + len]``. Keeping the anchor in the tail keeps position rules (Metaspace
         ``prepend_scheme="first"``) as they are in the whole text. Unproven boundaries are left out.
         """
+        import numpy as np  # (lazy: the CLI parser imports this module for TokenizeConfig)
+
         ids = np.asarray(r.ids)
         anchors = np.flatnonzero(np.isin(ids, list(self.added_ids))).tolist() if self.added_ids else []
         ends = [r.offsets[j][1] for j in anchors]
@@ -346,6 +346,8 @@ def check_example(tokenizer, example: TokenExample, expected_texts: Sequence[str
     """
     if len(example.input_ids) != len(example.labels):
         raise MaskCheckError(f"{len(example.input_ids)} input_ids but {len(example.labels)} labels")
+    import numpy as np
+
     ids, labels = np.asarray(example.input_ids), np.asarray(example.labels)
     trained = labels != IGNORE_INDEX
     wrong = np.flatnonzero(trained & (labels != ids))
