@@ -55,6 +55,7 @@ class VllmBackend:
         self.info = call(self.actor.info.remote(), "vLLM backend start", timeout_s)
         self.vocab_size = int(self.info["vocab_size"])
         self.max_model_len = int(self.info["max_model_len"])
+        self.num_params = folder_num_params(model_dir)
         self.speculative = speculative_config is not None
         self.generation_config = _generation_config(model_dir)  # its EOS ids: the gateway's stop plan
         self._version = 0
@@ -144,6 +145,21 @@ def speculative_config(kind: str, num_draft_tokens, draft_folder: str | None = N
             raise ConfigError("draft kind 'model' on vLLM needs the draft as a Hugging Face folder")
         return {"method": "draft_model", "model": draft_folder, "num_speculative_tokens": int(num_draft_tokens)}
     raise ConfigError(f"draft kind {kind!r} has no vLLM equivalent; use ngram or model with the vLLM backend")
+
+
+def folder_num_params(model_dir: str) -> int:
+    """Parameters stored in the folder's safetensors files (read from their headers; a tied output layer,
+    not stored, is not counted twice)."""
+    import json
+    import math
+
+    total = 0
+    for name in sorted(os.listdir(model_dir)):
+        if name.endswith(".safetensors"):
+            with open(os.path.join(model_dir, name), "rb") as fh:
+                header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+            total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
 
 
 def _generation_config(model_dir: str):

@@ -55,11 +55,17 @@ class Rollout:
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
+        self.load(policy.state_dict(), draft.state_dict() if draft is not None else None)
+
+    def load(self, policy_state: dict, draft_state: dict | None = None) -> int:
+        """:meth:`sync` from state dicts (a Ray rollout worker gets them from the object store); -> the
+        backend's new policy version."""
         with self.lock:
-            self.backend.update_weights(policy.state_dict())
-        if draft is not None and self.draft_infer is not None:
+            version = self.backend.update_weights(policy_state)
+        if draft_state is not None and self.draft_infer is not None:
             with torch.no_grad():
-                self.draft_infer.load_state_dict(draft.state_dict())
+                self.draft_infer.load_state_dict(draft_state)
+        return version
 
     def attach(self, env) -> None:
         """Let an environment that serves the engine itself (``env.attach``) bind to this rollout."""
@@ -98,15 +104,15 @@ class Rollout:
                 "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
                 "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
                 "gen/calls": len(self.calls),
-                **prefill_metrics(s, self.engine.num_params if self.engine is not None else None)}
+                **prefill_metrics(s, getattr(self.backend, "num_params", None))}
 
 
 def prefill_metrics(s: GenerationStats, num_params: int | None) -> dict:
     """Prefill reuse as ``gen/*`` metrics: prompt tokens, of which served by the prefix cache (``prefix_hit``),
     copied from an identical prompt of the same call (``shared_prompt``: a GRPO group's G - 1 other rows)
     and computed (``prefill``); the token-weighted hit rate of both reuses, and the FLOPs not spent
-    (~ 2 x params per token not prefilled; left out when ``num_params`` is None: a backend other than
-    trajkit's engine, which reports no prefill counters of its own here)."""
+    (~ 2 x params per token not prefilled, ``num_params`` the backend's; left out when it is None: a backend
+    that does not report its size)."""
     reused = s.prefix_hit_tokens + s.shared_prompt_tokens
     out = {"gen/prompt_tokens": s.prompt_tokens, "gen/prefill_tokens": s.prefill_tokens,
            "gen/prefix_hit_tokens": s.prefix_hit_tokens, "gen/shared_prompt_tokens": s.shared_prompt_tokens,
