@@ -58,6 +58,13 @@ def start_actor(cls, args: tuple = (), *, python: str | None = None, env: dict |
     return remote.remote(*args)
 
 
+def _plain(exc: Exception) -> str:
+    """Ray's message without the terminal colour codes it puts around the actor's name."""
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+
+
 def call(ref, what: str, timeout_s: float | None = None, error: type[TrajkitError] = BackendError):
     """``ray.get(ref)``, a failure in the actor raised here as ``error`` (:class:`BackendError`) naming ``what``."""
     ray = require_ray()
@@ -66,9 +73,9 @@ def call(ref, what: str, timeout_s: float | None = None, error: type[TrajkitErro
     try:
         return ray.get(ref, timeout=timeout_s)
     except RayTaskError as exc:
-        raise error(f"{what} failed in its Ray actor: {exc}") from None
+        raise error(f"{what} failed in its Ray actor: {_plain(exc)}") from None
     except RayActorError as exc:
-        raise error(f"{what}: its Ray actor died: {exc}") from None
+        raise error(f"{what}: its Ray actor died: {_plain(exc)}") from None
     except GetTimeoutError:
         raise error(f"{what}: no answer from its Ray actor in {timeout_s:g} s") from None
     except RayError as exc:  # the object store, Ray's memory monitor, ...
