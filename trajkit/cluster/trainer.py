@@ -43,6 +43,23 @@ def actor_env() -> dict:
     return {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV)}
 
 
+def start_rollouts(cfg: TrainConfig, placement: Placement, first_bundle: int = 1) -> RayRollouts:
+    """``cluster.rollout_workers`` rollout workers in bundles ``first_bundle...`` of ``placement``, started
+    at once and waited for together (each builds its backend from ``cfg``: the policy as configured, its
+    weights replaced at the first sync)."""
+    c = cfg.cluster
+    workers = [start_actor(RolloutWorker, (cfg, i), python=c.rollout_python, env=actor_env(),
+                           **placement.options(first_bundle + i)) for i in range(c.rollout_workers)]
+    try:
+        infos = gather([w.info.remote() for w in workers],
+                       [f"rollout worker {i} start" for i in range(len(workers))], c.timeout_s)
+    except BaseException:
+        for w in workers:
+            require_ray().kill(w)
+        raise
+    return RayRollouts(workers, infos, c.timeout_s)
+
+
 @dataclass
 class Cluster:
     """The actors of a run and their placement group; :meth:`close` releases them (and a Ray it started)."""
@@ -63,17 +80,13 @@ class Cluster:
             policy = start_actor(PolicyWorker, (cfg,), env=actor_env(), **placement.options(0))
             # first the policy worker: a warm start it builds is cached before the rollout workers read it
             info = gather([policy.info.remote()], ["policy worker start"], c.timeout_s)[0]
-            workers = [start_actor(RolloutWorker, (cfg, i), python=c.rollout_python, env=actor_env(),
-                                   **placement.options(i + 1)) for i in range(c.rollout_workers)]
-            infos = gather([w.info.remote() for w in workers],
-                           [f"rollout worker {i} start" for i in range(len(workers))], c.timeout_s)
+            rollouts = start_rollouts(cfg, placement, first_bundle=1)
         except BaseException:
             placement.remove()  # its actors go with it
             if owns:
                 require_ray().shutdown()
             raise
-        return cls(placement, policy, RayRollouts(workers, infos, c.timeout_s), RemoteLearner(policy, c.timeout_s),
-                   info, owns)
+        return cls(placement, policy, rollouts, RemoteLearner(policy, c.timeout_s), info, owns)
 
     def close(self) -> None:
         ray = require_ray()

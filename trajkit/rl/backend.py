@@ -45,5 +45,8 @@ def build_backend(cfg: TrainConfig, infer, drafter=None):
         folder = tempfile.mkdtemp(prefix="trajkit-vllm-policy-")
         infer.save_pretrained(folder)
     spec = vllm_speculative_config(cfg, policy_folder(cfg.draft.model))
+    # under a Ray run the rollout worker's placement bundle already holds the CPUs its vLLM actor uses
+    num_cpus = 0 if cfg.cluster.ray else 1
     return make_backend("vllm", model_dir=folder, python=cfg.rollout.vllm_python or vllm_python(),
-                        max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed, speculative_config=spec)
+                        max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed, speculative_config=spec,
+                        num_cpus=num_cpus)
