@@ -41,7 +41,8 @@ class VllmBackend:
 
     def __init__(self, model_dir: str, *, python: str, max_model_len: int = 2048, seed: int = 0,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
-                 kv_cache_gib: int = 1, num_cpus: float = 1, timeout_s: float = 600.0):
+                 kv_cache_gib: int = 1, num_cpus: float = 1, timeout_s: float = 600.0,
+                 weight_transfer: str | None = None):
         if not os.path.isfile(os.path.join(model_dir, "config.json")):
             raise ConfigError(f"vLLM backend: {model_dir} is not a Hugging Face model folder (no config.json)")
         from trajkit.backends.vllm_worker import VllmWorker
@@ -50,7 +51,8 @@ class VllmBackend:
         self.timeout_s = timeout_s
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        args = (model_dir, max_model_len, seed, MAX_TOP_LOGPROBS, speculative_config, dtype, enforce_eager)
+        args = (model_dir, max_model_len, seed, MAX_TOP_LOGPROBS, speculative_config, dtype, enforce_eager,
+                weight_transfer)
         self.actor = start_actor(VllmWorker, args, python=python, env=env, num_cpus=num_cpus)
         self.info = call(self.actor.info.remote(), "vLLM backend start", timeout_s)
         self.vocab_size = int(self.info["vocab_size"])
@@ -90,6 +92,12 @@ class VllmBackend:
         ray = require_ray()
         ref = ray.put({k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()})
         self._sync_seconds += call(self.actor.update_weights.remote(ref), "vLLM update_weights", self.timeout_s)
+        self._version += 1
+        return self._version
+
+    def weights_arrived(self) -> int:
+        """Count a sync that reached the actor by vLLM's native transfer (NCCL, :mod:`trajkit.cluster.nccl`),
+        not through :meth:`update_weights`; -> the new version."""
         self._version += 1
         return self._version
 

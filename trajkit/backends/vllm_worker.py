@@ -54,7 +54,8 @@ class VllmWorker:
 
     @_plain_errors
     def __init__(self, model_dir: str, max_model_len: int, seed: int, max_logprobs: int,
-                 speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True):
+                 speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
+                 weight_transfer: str | None = None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -63,7 +64,8 @@ class VllmWorker:
                        max_model_len=max_model_len, logprobs_mode="processed_logprobs",
                        max_logprobs=max_logprobs, distributed_executor_backend="uni",
                        generation_config="vllm", enable_prefix_caching=True,
-                       speculative_config=speculative_config, enforce_eager=enforce_eager)
+                       speculative_config=speculative_config, enforce_eager=enforce_eager,
+                       **({"weight_transfer_config": {"backend": weight_transfer}} if weight_transfer else {}))
         self.start_seconds = time.perf_counter() - started
         self.weights_dir = tempfile.mkdtemp(prefix="trajkit-vllm-weights-")
         config = self.llm.llm_engine.model_config.hf_config
@@ -104,6 +106,24 @@ class VllmWorker:
         self.llm.collective_rpc(_repack_lm_head)
         self.llm.reset_prefix_cache()
         return time.perf_counter() - started
+
+    # vLLM's native weight transfer (CUDA: NCCL), driven by trajkit.cluster.nccl.VllmActorsClient
+    @_plain_errors
+    def transfer_init(self, init_info: dict) -> None:
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
+
+    @_plain_errors
+    def transfer_start(self, draft: bool = False) -> None:
+        (self.llm.start_draft_weight_update if draft else self.llm.start_weight_update)()
+
+    @_plain_errors
+    def transfer_update(self, update_info: dict) -> None:
+        self.llm.update_weights({"update_info": update_info})
+
+    @_plain_errors
+    def transfer_finish(self) -> None:
+        self.llm.finish_weight_update()
+        self.llm.reset_prefix_cache()  # its KV was computed by the old weights
 
     def _spec_counters(self) -> dict:
         """Speculative decoding counters from vLLM's metrics (drafts proposed / accepted), when it speculates."""

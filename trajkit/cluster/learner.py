@@ -12,16 +12,19 @@ from trajkit.cluster.errors import gather
 
 
 class RemoteLearner:
-    def __init__(self, actor, timeout_s: float):
-        self.actor, self.timeout_s = actor, timeout_s
+    def __init__(self, actor, timeout_s: float, transfer: str = "object_store"):
+        self.actor, self.timeout_s, self.transfer = actor, timeout_s, transfer
 
     def _call(self, ref, what: str):
         return gather([ref], [f"policy worker {what}"], self.timeout_s)[0]
 
     def push_weights(self, rollout) -> None:
-        ref = self.actor.weights.remote()
         with rollout.lock:
-            rollout.backend.load(ref)
+            if self.transfer == "nccl":  # GPU to GPU (trajkit.cluster.nccl); the workers count the new version
+                self._call(self.actor.send_nccl.remote(), "NCCL weight send")
+                rollout.backend.arrived()
+            else:
+                rollout.backend.load(self.actor.weights.remote())
 
     def logprobs(self, batch, step: int) -> dict:
         return self._call(self.actor.logprobs.remote(batch, step), "logprobs")

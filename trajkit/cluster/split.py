@@ -99,6 +99,13 @@ class RayRollouts:
         self._version = versions.pop()
         return self._version
 
+    def arrived(self) -> int:
+        """Weights reached every worker's engine by another path (NCCL); count the new version there."""
+        refs = [w.arrived.remote() for w in self.workers]
+        versions = set(gather(refs, [f"rollout worker {i} version" for i in range(len(refs))], self.timeout_s))
+        self._version = max(versions)
+        return self._version
+
     def update_weights(self, state_dict: dict) -> int:
         """The backend protocol's update: ``state_dict`` (policy weights) put in the object store once."""
         import ray

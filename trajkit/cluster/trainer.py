@@ -60,6 +60,18 @@ def start_rollouts(cfg: TrainConfig, placement: Placement, first_bundle: int = 1
     return RayRollouts(workers, infos, c.timeout_s)
 
 
+def connect_nccl(policy, rollouts: RayRollouts, timeout_s: float) -> None:
+    """Open the NCCL groups between the policy worker and every rollout worker's vLLM engine (CUDA only)."""
+    handles = gather([w.vllm_actor.remote() for w in rollouts.workers],
+                     [f"rollout worker {i} vLLM actor" for i in range(len(rollouts.workers))], timeout_s)
+    import socket
+
+    with socket.socket() as sock:  # a free port for the rendezvous (on this node; fine for a local group)
+        sock.bind(("", 0))
+        port = sock.getsockname()[1]
+    gather([policy.init_nccl.remote(handles, port)], ["policy worker NCCL init"], timeout_s)
+
+
 @dataclass
 class Cluster:
     """The actors of a run and their placement group; :meth:`close` releases them (and a Ray it started)."""
@@ -77,16 +89,19 @@ class Cluster:
         owns = ensure_ray(c.num_cpus or None, c.address)
         placement = place(c.layout, c.rollout_workers, c.worker_cpus, c.worker_gpus, c.timeout_s)
         try:
-            policy = start_actor(PolicyWorker, (cfg,), env=actor_env(), **placement.options(0))
+            policy = start_actor(PolicyWorker, (cfg,), python=c.policy_python, env=actor_env(),
+                                 **placement.options(0))
             # first the policy worker: a warm start it builds is cached before the rollout workers read it
             info = gather([policy.info.remote()], ["policy worker start"], c.timeout_s)[0]
             rollouts = start_rollouts(cfg, placement, first_bundle=1)
+            if c.weight_transfer == "nccl":
+                connect_nccl(policy, rollouts, c.timeout_s)
         except BaseException:
             placement.remove()  # its actors go with it
             if owns:
                 require_ray().shutdown()
             raise
-        return cls(placement, policy, rollouts, RemoteLearner(policy, c.timeout_s), info, owns)
+        return cls(placement, policy, rollouts, RemoteLearner(policy, c.timeout_s, c.weight_transfer), info, owns)
 
     def close(self) -> None:
         ray = require_ray()
@@ -105,9 +120,6 @@ def check_cluster_config(cfg: TrainConfig, given: dict) -> None:
         if given.get(name) is not None:
             raise ConfigError(f"cluster.ray=true: {name}= cannot be given as an object (the actors build their "
                               "own from the config); use policy.source=path with policy.path=DIR")
-    if cfg.task.name in ("agent", "harbor"):
-        raise ConfigError(f"task.name={cfg.task.name} with cluster.ray=true: its gateway serves trajkit's engine in "
-                          "this process; set cluster.ray=false")
 
 
 class ClusterTrainer(Trainer):

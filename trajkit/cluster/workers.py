@@ -64,6 +64,18 @@ class PolicyWorker:
         out = self.learner.weights()
         return {k: None if sd is None else {n: t.detach().to("cpu") for n, t in sd.items()} for k, sd in out.items()}
 
+    def init_nccl(self, handles: list, port: int) -> None:
+        """Open the NCCL groups to the vLLM engines ``handles`` (:mod:`trajkit.cluster.nccl`; CUDA only)."""
+        from trajkit.cluster.nccl import NcclSender
+
+        self.senders = [NcclSender(self.side.policy, handles, port)]
+        if self.side.draft_optimizer is not None:  # a trained draft: vLLM's drafter refit, its own group
+            self.senders.append(NcclSender(self.side.draft, handles, port + 1, draft=True))
+
+    def send_nccl(self) -> None:
+        for sender in self.senders:
+            sender.send()
+
     def logprobs(self, batch, step: int) -> dict:
         return self.learner.logprobs(batch, step)
 
@@ -114,6 +126,13 @@ class RolloutWorker:
     def load(self, weights: dict) -> int:
         """``weights``: :meth:`PolicyWorker.weights` (Ray resolves the ref it was passed as); -> the version."""
         return self.rollout.load(weights["policy"], weights["draft"])
+
+    def vllm_actor(self):
+        """The vLLM engine's actor handle (for NCCL weight transfer), None for another backend."""
+        return getattr(self.rollout.backend, "actor", None)
+
+    def arrived(self) -> int:
+        return self.rollout.backend.weights_arrived()
 
     def generate(self, prompt_ids, params):
         return self.rollout.backend.generate(prompt_ids, params)

@@ -347,9 +347,10 @@ class ClusterConfig(Checked):
     ``num_cpus`` logical CPUs, 0 = Ray's count). ``worker_cpus``/``worker_gpus``: what each actor asks Ray for
     (fractions share a CPU or GPU); ``layout``: ``colocated`` packs every actor on one node, ``split`` spreads
     them (a placement group, :mod:`trajkit.cluster.placement`). ``rollout_python``: the rollout workers'
-    interpreter (another venv with trajkit importable and the same Ray; None: this one). ``weight_transfer``:
-    ``object_store`` (CPU state dict through Ray's object store, the default) or ``nccl`` (CUDA only, vLLM
-    rollout workers: a broadcast from the policy worker's GPU). ``timeout_s``: the longest wait on any actor
+    interpreter (another venv with trajkit importable and the same Ray; None: this one), ``policy_python`` the
+    policy worker's. ``weight_transfer``: ``object_store`` (CPU state dict through Ray's object store, the
+    default) or ``nccl`` (CUDA and ``rollout.backend=vllm`` only: vLLM's NCCL weight transfer from the policy
+    worker's GPU, :mod:`trajkit.cluster.nccl`; the policy worker then needs vLLM: ``policy_python``). ``timeout_s``: the longest wait on any actor
     call before the step fails."""
 
     ray: bool = False
@@ -360,6 +361,7 @@ class ClusterConfig(Checked):
     worker_gpus: float = 0.0
     layout: Literal["colocated", "split"] = "colocated"
     rollout_python: str | None = None
+    policy_python: str | None = None
     weight_transfer: Literal["object_store", "nccl"] = "object_store"
     timeout_s: float = 600.0
 
@@ -380,7 +382,7 @@ class ClusterConfig(Checked):
         if importlib.util.find_spec("ray") is None:
             raise ConfigError("cluster.ray=true needs Ray, which is not installed: pip install 'trajkit[ray]' "
                               "(ray==2.60.0, the version the vLLM venv has)")
-        if self.weight_transfer == "nccl" and self.worker_gpus <= 0:
+        if self.weight_transfer == "nccl" and self.worker_gpus <= 0:  # (rollout.backend: TrainConfig.validate)
             raise ConfigError("cluster.weight_transfer=nccl broadcasts from GPU to GPU: give the actors GPUs "
                               "(cluster.worker_gpus > 0) or use cluster.weight_transfer=object_store")
 
@@ -478,6 +480,12 @@ class TrainConfig(Checked):
         if self.rollout.backend != "trajkit" and self.task.name == "agent":
             raise ConfigError(f"task.name=agent with rollout.backend={self.rollout.backend}: the agent task's "
                               "gateway runs on trajkit's engine only for now; set rollout.backend=trajkit")
+        if self.cluster.weight_transfer == "nccl" and self.rollout.backend != "vllm":
+            raise ConfigError("cluster.weight_transfer=nccl is vLLM's transfer: set rollout.backend=vllm, or use "
+                              "cluster.weight_transfer=object_store")
+        if self.cluster.ray and self.task.name in ("agent", "harbor"):
+            raise ConfigError(f"task.name={self.task.name} with cluster.ray=true: its gateway serves trajkit's engine "
+                              "in this process; set cluster.ray=false")
         if self.optim.name == "logra" and self.policy.dtype == "float16":
             raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
                               "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "
