@@ -37,10 +37,12 @@ def test_draft_kinds_map_to_vllm_speculative_config():
         speculative_config("ngram", "auto")
 
 
-def test_a_distilled_draft_on_vllm_is_refused_with_what_to_set():
+def test_a_distilled_draft_on_vllm_must_be_a_model_vllm_can_refit():
     cfg = load_config(None, ["rollout.backend=vllm", "draft.kind=model", "draft.distill=true"])
-    with pytest.raises(ConfigError, match="draft.distill with rollout.backend=vllm.*use rollout.backend=trajkit"):
-        vllm_speculative_config(cfg, "/d")
+    assert vllm_speculative_config(cfg, "/d") == {"method": "draft_model", "model": "/d", "num_speculative_tokens": 3}
+    window = load_config(None, ["rollout.backend=vllm", "draft.kind=window", "draft.distill=true"])
+    with pytest.raises(ConfigError, match="draft.distill with rollout.backend=vllm needs draft.kind=model"):
+        vllm_speculative_config(window, None)
     with pytest.raises(ConfigError, match="task.name=agent with rollout.backend=vllm"):
         load_config(None, ["rollout.backend=vllm", "task.name=agent", "task.path=tasks.jsonl", "task.command=run-agent"])
 

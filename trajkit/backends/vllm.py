@@ -95,6 +95,14 @@ class VllmBackend:
         self._version += 1
         return self._version
 
+    def update_draft(self, state_dict: dict) -> float:
+        """A trained draft's weights -> vLLM's drafter (``draft_model`` speculation); -> seconds it took."""
+        ray = require_ray()
+        ref = ray.put({k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()})
+        seconds = call(self.actor.update_draft_weights.remote(ref), "vLLM update_draft", self.timeout_s)
+        self._sync_seconds += seconds
+        return seconds
+
     def weights_arrived(self) -> int:
         """Count a sync that reached the actor by vLLM's native transfer (NCCL, :mod:`trajkit.cluster.nccl`),
         not through :meth:`update_weights`; -> the new version."""

@@ -5,8 +5,9 @@
 (a ``prepared``/``path`` policy's own; any other policy is saved to a temporary folder first); the first
 ``weight_sync`` pushes the trainer's weights anyway. ``draft.kind`` maps to vLLM's ``speculative_config``:
 ``ngram`` -> ``{"method": "ngram"}`` (prompt lookup), ``model`` -> ``{"method": "draft_model", "model":
-<the draft's folder>}``; the drafters vLLM has no equivalent of (``window``), and an online-distilled draft
-(vLLM would keep drafting with the stale one: pushing it on each sync is not done yet), are refused.
+<the draft's folder>}``; the drafters vLLM has no equivalent of (``window``) are refused. An online-distilled
+``model`` draft is pushed into vLLM's drafter on every weight sync (``VllmBackend.update_draft``), so vLLM
+never drafts with a stale draft.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ def vllm_speculative_config(cfg: TrainConfig, draft_folder: str | None) -> dict 
     """vLLM's ``speculative_config`` for ``draft.*`` (None without a drafter)."""
     from trajkit.backends.vllm import speculative_config
 
-    if cfg.draft.kind != "none" and cfg.draft.distill:
-        raise ConfigError("draft.distill with rollout.backend=vllm: pushing the trained draft into vLLM's "
-                          "drafter on each sync is not supported yet; use rollout.backend=trajkit")
+    if cfg.draft.distill and cfg.draft.kind != "model":
+        raise ConfigError(f"draft.distill with rollout.backend=vllm needs draft.kind=model (vLLM's draft_model "
+                          f"drafter, refit on every sync); draft.kind={cfg.draft.kind} has no vLLM drafter to refit")
     if cfg.draft.kind == "model" and draft_folder is None:
         raise ConfigError("draft.kind=model with rollout.backend=vllm needs the draft as a folder: "
                           "draft.model.source=path (or prepared) with draft.model.path=DIR")

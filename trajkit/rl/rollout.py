@@ -3,7 +3,7 @@
 The engine (:class:`trajkit.engine.Engine`) owns an *inference copy* of the policy, separate from the
 weights the optimiser updates; the ``weight_sync`` stage pushes the policy's ``state_dict`` into it
 (``Engine.update_weights``) and, with a draft model, copies the trained draft into the drafter's own
-copy (the "draft refresh"). Generation repeats each prompt ``G`` times (a group) and runs the task's
+copy (the "draft refresh"; on the vLLM backend, into vLLM's drafter: ``update_draft``). Generation repeats each prompt ``G`` times (a group) and runs the task's
 environment; every row's random stream is derived by the engine from the step's seed and the row index,
 so a step's rollouts are a pure function of (weights, prompts, seed). The engine's copy of the policy
 is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
@@ -62,6 +62,8 @@ class Rollout:
         backend's new policy version."""
         with self.lock:
             version = self.backend.update_weights(policy_state)
+            if draft_state is not None and self.draft_infer is None and self.cfg.draft.distill:
+                self.backend.update_draft(draft_state)  # vLLM's drafter refit (trajkit.backends.vllm)
         if draft_state is not None and self.draft_infer is not None:
             with torch.no_grad():
                 self.draft_infer.load_state_dict(draft_state)
