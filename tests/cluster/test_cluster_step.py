@@ -58,10 +58,12 @@ def assert_same_steps(ref, got, unequal=UNEQUAL):
 
 
 def test_two_rollout_workers_and_a_policy_worker_equal_the_in_process_step_bit_for_bit(tmp_path):
-    ref = Trainer(config(tmp_path, "local"), logger=False, reward_funcs=[even_share])
+    ref = Trainer(config(tmp_path, "local", "steps=3"), logger=False, reward_funcs=[even_share])
     ref_steps, ref_weights = run(ref, 2)
+    ref_third = ref.step_once()
     ref.close()
-    trainer = ClusterTrainer(config(tmp_path, "ray", "cluster.ray=true", "cluster.rollout_workers=2"), logger=False, reward_funcs=[even_share])
+    trainer = ClusterTrainer(config(tmp_path, "ray", "cluster.ray=true", "cluster.rollout_workers=2"), logger=False,
+                             reward_funcs=[even_share])
     try:
         steps, got = run(trainer, 2)
         assert len(trainer.cluster.rollouts.workers) == 2
@@ -75,9 +77,22 @@ def test_two_rollout_workers_and_a_policy_worker_equal_the_in_process_step_bit_f
     assert ref_steps[0].metrics["loss/grad_norm"] > 0 < ref_steps[1].metrics["loss/grad_norm"]  # updates happened
     assert got.keys() == ref_weights.keys()
     assert all(torch.equal(got[k], ref_weights[k]) for k in ref_weights)
-    # the policy worker's checkpoint holds those weights, as a plain HF folder
+    # the policy worker's checkpoint holds those weights, as a plain HF folder, and all a resume needs: the
+    # in-process trainer and the Ray trainer resumed from it both take the reference's third step
     loaded = load_model(f"{saved}/policy").state_dict()
     assert all(torch.equal(loaded[k], ref_weights[k]) for k in ref_weights)
+    local = Trainer(config(tmp_path, "resumed", "steps=3", f"checkpoint.resume_from={saved}"), logger=False,
+                    reward_funcs=[even_share])
+    assert_same_steps([ref_third], [local.step_once()])
+    local.close()
+    again = ClusterTrainer(config(tmp_path, "ray-resumed", "steps=3", f"checkpoint.resume_from={saved}",
+                                  "cluster.ray=true", "cluster.rollout_workers=2"), logger=False,
+                           reward_funcs=[even_share])
+    try:
+        assert again.step == 2
+        assert_same_steps([ref_third], [again.step_once()])
+    finally:
+        again.close()
 
 
 def test_three_workers_a_distilled_draft_and_a_reference_model_equal_the_in_process_run(tmp_path):
