@@ -4,6 +4,8 @@ actor that raises or dies fails the step with its message, within the configured
 
 Both runs use the session's one local Ray (tests/conftest.py ``ray_cluster``) and the RL tests' tiny models
 (tests/rl/conftest.py: one thread, which the actors take from ``threads=1``)."""
+import re
+
 import pytest
 import torch
 
@@ -44,13 +46,15 @@ def weights(trainer):
     return ray.get(trainer.cluster.policy.weights.remote(), timeout=60)["policy"]
 
 
-def assert_same_steps(ref, got, unequal=UNEQUAL):
+def assert_same_steps(ref, got, unequal=UNEQUAL, versions=True):
+    """``versions=False``: a resumed run's engine counts its syncs from 0 again (in process too)."""
     for a, b in zip(ref, got, strict=True):
         assert [s.prompt_ids for s in a.samples] == [s.prompt_ids for s in b.samples]
         assert [s.completion_ids for s in a.samples] == [s.completion_ids for s in b.samples]
         assert [s.logprobs for s in a.samples] == [s.logprobs for s in b.samples]  # engine log-probs, exactly
         assert [s.reward for s in a.samples] == [s.reward for s in b.samples]
-        assert [s.policy_version for s in a.samples] == [s.policy_version for s in b.samples]
+        if versions:
+            assert [s.policy_version for s in a.samples] == [s.policy_version for s in b.samples]
         keys = {k for k in a.metrics if not k.startswith(unequal)}
         assert keys == {k for k in b.metrics if not k.startswith(unequal)}
         assert {k: b.metrics[k] for k in keys} == {k: a.metrics[k] for k in keys}
@@ -83,14 +87,14 @@ def test_two_rollout_workers_and_a_policy_worker_equal_the_in_process_step_bit_f
     assert all(torch.equal(loaded[k], ref_weights[k]) for k in ref_weights)
     local = Trainer(config(tmp_path, "resumed", "steps=3", f"checkpoint.resume_from={saved}"), logger=False,
                     reward_funcs=[even_share])
-    assert_same_steps([ref_third], [local.step_once()])
+    assert_same_steps([ref_third], [local.step_once()], versions=False)
     local.close()
     again = ClusterTrainer(config(tmp_path, "ray-resumed", "steps=3", f"checkpoint.resume_from={saved}",
                                   "cluster.ray=true", "cluster.rollout_workers=2"), logger=False,
                            reward_funcs=[even_share])
     try:
         assert again.step == 2
-        assert_same_steps([ref_third], [again.step_once()])
+        assert_same_steps([ref_third], [again.step_once()], versions=False)
     finally:
         again.close()
 
@@ -143,7 +147,8 @@ def test_an_actor_that_raises_fails_the_step_with_its_message(tmp_path):
         with pytest.raises(ClusterError) as err:
             trainer.step_once()
         text = str(err.value)
-        assert "rollout worker 0 generate failed in its Ray actor" in text
+        # both workers got bad rows; the step fails with the first failure to arrive (either worker's)
+        assert re.search(r"rollout worker [01] generate failed in its Ray actor", text)
         assert "1000000" in text and "vocab" in text  # the engine's own message, from inside the actor
         assert "ray::RolloutWorker.generate()" in text and 'File "' in text  # and the actor's traceback
         assert "\x1b" not in text  # without Ray's terminal colours
