@@ -102,7 +102,8 @@ def test_two_rollout_workers_and_a_policy_worker_equal_the_in_process_step_bit_f
 def test_three_workers_a_distilled_draft_and_a_reference_model_equal_the_in_process_run(tmp_path):
     """Rows split 3/3/2 (a group cut across workers): per-row seeds keep every sample; the draft's weights
     (trained on the policy worker) reach the drafters; the reference model's KL term is computed there."""
-    extra = ["draft.kind=model", "draft.distill=true", "draft.num_draft_tokens=2", "loss.kl_coef=0.05"]
+    extra = ["draft.kind=model", "draft.distill=true", "draft.num_draft_tokens=2", "loss.kl_coef=0.05",
+             "eval.every=2", "eval.num_prompts=6"]  # the evaluation runs through the workers too
     ref = Trainer(config(tmp_path, "local", *extra), logger=False, reward_funcs=[even_share])
     ref_steps, ref_weights = run(ref, 2)
     ref_draft = {k: v.clone() for k, v in ref.state.draft.state_dict().items()}
@@ -119,7 +120,7 @@ def test_three_workers_a_distilled_draft_and_a_reference_model_equal_the_in_proc
     # a group split across workers is prefilled once per worker, not once: the prefill counters differ
     assert_same_steps(ref_steps, steps, UNEQUAL + ("gen/prefill", "gen/shared_prompt", "gen/prompt_tokens"))
     assert ref_steps[1].metrics["gen/acceptance_rate"] > 0 and "draft/distill_ce" in ref_steps[1].metrics
-    assert "loss/kl_ref" in ref_steps[1].metrics
+    assert "loss/kl_ref" in ref_steps[1].metrics and "eval/reward" in ref_steps[1].metrics
     assert all(torch.equal(got[k], ref_weights[k]) for k in ref_weights)
     assert all(torch.equal(draft[k], ref_draft[k]) for k in ref_draft)
 

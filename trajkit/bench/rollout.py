@@ -106,19 +106,21 @@ def _measure(arm: str, folder: str, prompts, args) -> dict:
                 best = (seconds, tokens)
     finally:
         backend.close()
+    import os
+
     return {"arm": arm, "start_s": start_s, "seconds": best[0], "tokens": best[1],
-            "tokens_per_s": best[1] / best[0]}
+            "tokens_per_s": best[1] / best[0], "load_after": os.getloadavg()[0]}
 
 
 def _table(results: dict) -> None:
     base = next((a["tokens_per_s"] for a in results["arms"] if a["arm"] == "trajkit"), None)
     print(f"rollout B={results['batch']} x {results['tokens']} tokens, SmolLM2-135M-Instruct float32 CPU")
     print(f"load average {results['load_start']:.2f} at the start, {results['load_end']:.2f} at the end")
-    print(f"{'arm':<14}{'start s':>10}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}{'vs trajkit':>12}")
+    print(f"{'arm':<14}{'start s':>10}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}{'vs trajkit':>12}{'load after':>12}")
     for a in results["arms"]:
         ratio = f"{a['tokens_per_s'] / base:.2f}x" if base else "-"
         print(f"{a['arm']:<14}{a['start_s']:>10.1f}{a['tokens']:>8}{a['seconds']:>10.2f}"
-              f"{a['tokens_per_s']:>10.1f}{ratio:>12}")
+              f"{a['tokens_per_s']:>10.1f}{ratio:>12}{a['load_after']:>12.2f}")
 
 
 def run(args) -> int:
