@@ -18,7 +18,7 @@ def test_nccl_sync_gives_the_object_store_sync_s_greedy_samples(tmp_path, smollm
     python = os.environ.get("TRAJKIT_POLICY_PYTHON")
     if not python:
         pytest.skip("set TRAJKIT_POLICY_PYTHON to a python with vLLM 0.32 (CUDA) and trajkit")
-    common = [f"policy.source=path", f"policy.path={smollm2_folder}", "policy.device=cuda", "rollout.backend=vllm",
+    common = ["policy.source=path", f"policy.path={smollm2_folder}", "policy.device=cuda", "rollout.backend=vllm",
               "rollout.temperature=1e-6", "steps=2", "cluster.ray=true", "cluster.rollout_workers=1",
               "cluster.worker_gpus=0.3", "log.report_to=[]"]
     runs = {}
