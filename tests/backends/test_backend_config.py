@@ -37,12 +37,13 @@ def test_draft_kinds_map_to_vllm_speculative_config():
         speculative_config("ngram", "auto")
 
 
-def test_a_distilled_draft_on_vllm_must_be_a_model_vllm_can_refit():
-    cfg = load_config(None, ["rollout.backend=vllm", "draft.kind=model", "draft.distill=true"])
-    assert vllm_speculative_config(cfg, "/d") == {"method": "draft_model", "model": "/d", "num_speculative_tokens": 3}
-    window = load_config(None, ["rollout.backend=vllm", "draft.kind=window", "draft.distill=true"])
-    with pytest.raises(ConfigError, match="draft.distill with rollout.backend=vllm needs draft.kind=model"):
-        vllm_speculative_config(window, None)
+def test_a_training_run_does_not_speculate_on_vllm_whose_speculated_log_probs_are_wrong():
+    assert vllm_speculative_config(load_config(None, ["rollout.backend=vllm"]), None) is None
+    for kind in ("ngram", "model"):
+        cfg = load_config(None, ["rollout.backend=vllm", f"draft.kind={kind}"])
+        with pytest.raises(ConfigError, match=f"draft.kind={kind} with rollout.backend=vllm: vLLM 0.32 returns "
+                                              "wrong log-probs.*rollout.backend=trajkit"):
+            vllm_speculative_config(cfg, "/d")
     with pytest.raises(ConfigError, match="task.name=agent with rollout.backend=vllm"):
         load_config(None, ["rollout.backend=vllm", "task.name=agent", "task.path=tasks.jsonl", "task.command=run-agent"])
 

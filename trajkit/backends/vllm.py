@@ -17,6 +17,7 @@ Weights go to the actor through the Ray object store (:mod:`trajkit.backends.vll
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Sequence
@@ -59,10 +60,13 @@ class VllmBackend:
         self.max_model_len = int(self.info["max_model_len"])
         self.num_params = folder_num_params(model_dir)
         self.speculative = speculative_config is not None
+        if self.speculative:  # vLLM 0.32's log-probs of speculated tokens are wrong (trajkit.rl.backend)
+            self.guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=math.inf)
         self.generation_config = _generation_config(model_dir)  # its EOS ids: the gateway's stop plan
         self._version = 0
         self._calls, self._tokens, self._seconds, self._sync_seconds = 0, 0, 0.0, 0.0
         self._spec = {"proposed": 0, "accepted": 0}
+        self._draft_updates = 0
 
     @property
     def policy_version(self) -> int:
@@ -101,6 +105,7 @@ class VllmBackend:
         ref = ray.put({k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()})
         seconds = call(self.actor.update_draft_weights.remote(ref), "vLLM update_draft", self.timeout_s)
         self._sync_seconds += seconds
+        self._draft_updates += 1
         return seconds
 
     def weights_arrived(self) -> int:
@@ -116,7 +121,8 @@ class VllmBackend:
                "weight_sync_seconds": self._sync_seconds, "start_seconds": self.info["start_seconds"]}
         if self.speculative:
             out.update(draft_proposed=self._spec["proposed"], draft_accepted=self._spec["accepted"],
-                       acceptance_rate=self._spec["accepted"] / max(self._spec["proposed"], 1))
+                       acceptance_rate=self._spec["accepted"] / max(self._spec["proposed"], 1),
+                       draft_updates=self._draft_updates)
         return out
 
     def close(self) -> None:
