@@ -143,6 +143,16 @@ def test_the_vllm_worker_imports_nothing_of_trajkit():
     assert import_graph()["trajkit.backends.vllm_worker"] == set()
 
 
+def test_the_ray_actors_and_the_nccl_path_reach_no_command_line_or_server_code():
+    """The actor classes run in another process (maybe another venv: ``cluster.rollout_python``); what they
+    import must be the trainer's own layers, and ``trajkit.rl`` never reaches back into ``trajkit.cluster``."""
+    graph = import_graph()
+    for actor_module in ("trajkit.cluster.workers", "trajkit.cluster.nccl"):
+        assert not {t for t in reachable(graph, actor_module)
+                    if _in(t, ("trajkit.cli", "trajkit.bench", "trajkit.envs", "trajkit.cluster.trainer"))}
+    assert not any(_in(t, ("trajkit.cluster",)) for m in graph if _in(m, ("trajkit.rl",)) for t in graph[m])
+
+
 def test_the_checker_finds_a_function_level_cycle(tmp_path):
     """The same walk on a hand-made package: a -> b at module level, b -> a inside a function (a cycle, as
     in the old traces.parallel / traces.stats pair), c -> a only (not on it), plus a relative import."""

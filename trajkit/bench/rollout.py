@@ -5,7 +5,10 @@ seeded, no stop ids, so every arm generates exactly ``batch x tokens`` tokens. E
 (trajkit: the engine in this process; vllm: vLLM's offline engine in its venv behind a Ray actor, the time
 to start it reported apart), one warm-up call of 8 tokens, then ``--repeats`` timed calls; tokens/s is the
 best repeat's (wall clock around ``generate``, the actor round trip included for vLLM). Both arms run
-float32 on the CPU (vLLM eager). The ``vs trajkit`` column is the arm's tokens/s over trajkit's.
+float32 on the CPU (vLLM eager). ``trajkit-ray2``/``vllm-ray2``: the same backend behind 2 Ray rollout
+workers (:class:`trajkit.cluster.split.RayRollouts`, the rows split 4/4), as a ``cluster.ray=true`` run
+generates; their start time includes the workers'. The ``vs trajkit`` column is the arm's tokens/s over
+trajkit's. The machine's load average at the start and the end is recorded beside the numbers.
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import time
 
 DESCRIPTION = "rollout tokens/s: trajkit's engine vs the vLLM backend on SmolLM2-135M-Instruct"
 EXAMPLE = "trajkit bench rollout --batch 8 --tokens 128 --out bench-out/rollout.json"
-ARMS = ("trajkit", "vllm")
+ARMS = ("trajkit", "vllm", "trajkit-ray2", "vllm-ray2")
+RAY_WORKERS = 2  # rollout workers of the "-ray2" arms
 QUESTIONS = ["What is 3 + 4?", "Name a color.", "Write one word.", "Say hello.", "What is 9 - 2?",
              "Count to three.", "Name a fruit.", "What day follows Monday?"]
 
@@ -37,8 +41,40 @@ def _prompts(folder: str, batch: int) -> list[list[int]]:
             for m in rows]
 
 
-def _backend(arm: str, folder: str):
+class _RayArm:
+    """``RAY_WORKERS`` rollout workers of one backend kind as a backend (closed with their placement)."""
+
+    def __init__(self, kind: str, folder: str, threads: int):
+        from trajkit.backends.actors import ensure_ray
+        from trajkit.cluster.placement import place
+        from trajkit.cluster.trainer import start_rollouts
+        from trajkit.rl.config import load_config
+
+        cfg = load_config(None, ["policy.source=path", f"policy.path={folder}", f"rollout.backend={kind}",
+                                 f"threads={threads}", "cluster.ray=true", f"cluster.rollout_workers={RAY_WORKERS}",
+                                 "rollout.vllm_max_model_len=1024"])
+        self.owns_ray = ensure_ray(RAY_CPUS)
+        self.placement = place("colocated", RAY_WORKERS, cfg.cluster.worker_cpus, 0.0, cfg.cluster.timeout_s)
+        self.rollouts = start_rollouts(cfg, self.placement, first_bundle=1)
+        self.generate = self.rollouts.generate
+
+    def close(self) -> None:
+        import ray
+
+        self.rollouts.close()
+        self.placement.remove()
+        if self.owns_ray:
+            ray.shutdown()
+
+
+RAY_CPUS = 8  # logical CPUs of the benchmark's local Ray: accounting only, the arms share the real cores
+
+
+def _backend(arm: str, folder: str, threads: int = 0):
     from trajkit.backends.registry import make_backend
+
+    if arm.endswith("-ray2"):
+        return _RayArm(arm.removesuffix("-ray2"), folder, threads)
 
     if arm == "trajkit":
         import torch
@@ -56,7 +92,7 @@ def _measure(arm: str, folder: str, prompts, args) -> dict:
     from trajkit.engine import SamplingParams
 
     started = time.perf_counter()
-    backend = _backend(arm, folder)
+    backend = _backend(arm, folder, args.threads)
     start_s = time.perf_counter() - started
     try:
         backend.generate(prompts, SamplingParams(max_new_tokens=8, seed=0))
@@ -70,18 +106,21 @@ def _measure(arm: str, folder: str, prompts, args) -> dict:
                 best = (seconds, tokens)
     finally:
         backend.close()
+    import os
+
     return {"arm": arm, "start_s": start_s, "seconds": best[0], "tokens": best[1],
-            "tokens_per_s": best[1] / best[0]}
+            "tokens_per_s": best[1] / best[0], "load_after": os.getloadavg()[0]}
 
 
 def _table(results: dict) -> None:
     base = next((a["tokens_per_s"] for a in results["arms"] if a["arm"] == "trajkit"), None)
     print(f"rollout B={results['batch']} x {results['tokens']} tokens, SmolLM2-135M-Instruct float32 CPU")
-    print(f"{'arm':<10}{'start s':>10}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}{'vs trajkit':>12}")
+    print(f"load average {results['load_start']:.2f} at the start, {results['load_end']:.2f} at the end")
+    print(f"{'arm':<14}{'start s':>10}{'tokens':>8}{'seconds':>10}{'tokens/s':>10}{'vs trajkit':>12}{'load after':>12}")
     for a in results["arms"]:
         ratio = f"{a['tokens_per_s'] / base:.2f}x" if base else "-"
-        print(f"{a['arm']:<10}{a['start_s']:>10.1f}{a['tokens']:>8}{a['seconds']:>10.2f}"
-              f"{a['tokens_per_s']:>10.1f}{ratio:>12}")
+        print(f"{a['arm']:<14}{a['start_s']:>10.1f}{a['tokens']:>8}{a['seconds']:>10.2f}"
+              f"{a['tokens_per_s']:>10.1f}{ratio:>12}{a['load_after']:>12.2f}")
 
 
 def run(args) -> int:
@@ -99,8 +138,11 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     folder = str(prepare_model())
     prompts = _prompts(folder, args.batch)
-    results = {"batch": args.batch, "tokens": args.tokens, "repeats": args.repeats,
-               "arms": [_measure(a, folder, prompts, args) for a in arms],
-               "not_run": {"2 Ray rollout workers": "the Ray cluster (cluster.ray) is not implemented yet"}}
+    import os
+
+    load_start = os.getloadavg()[0]
+    measured = [_measure(a, folder, prompts, args) for a in arms]
+    results = {"batch": args.batch, "tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
+               "load_start": load_start, "load_end": os.getloadavg()[0], "arms": measured}
     emit(args, results, _table)
     return 0

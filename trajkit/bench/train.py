@@ -13,7 +13,9 @@ comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.
 (trained on Bernoulli(0.5) rewards, evaluated on the task's), the spurious-reward control that
 ``trajkit audit seeds --control FILE.json:random`` compares a candidate with. ``--peer trl`` adds arm
 ``trl``: TRL's own ``GRPOTrainer`` on the first arm's prompts, rewards and settings, timed per stage and
-evaluated by the same evaluator (:mod:`trajkit.bench.trl_peer`).
+evaluated by the same evaluator (:mod:`trajkit.bench.trl_peer`). An arm may change the backend or run on
+Ray: ``--arm vllm=rollout.backend=vllm --arm ray2="cluster.ray=true cluster.rollout_workers=2"`` gives the
+step time of each beside the in-process trajkit engine's (one local Ray, started first, serves them all).
 
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
 the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
@@ -58,7 +60,9 @@ def add_arguments(p) -> None:
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
                 "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
                 "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
-                "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm trajkit= --peer trl")
+                "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm trajkit= --peer trl\n"
+                "          trajkit bench train --config grpo_smollm2 --steps 3 --arm trajkit= \\\n"
+                "              --arm vllm=rollout.backend=vllm --arm ray2=\"cluster.ray=true cluster.rollout_workers=2\"")
 
 
 def parse_arms(specs: list[str], no_fixed: bool = False, control: str | None = None) -> dict[str, list[str]]:
@@ -94,14 +98,29 @@ def _arms(specs: list[str], no_fixed: bool) -> dict[str, list[str]]:
     return out
 
 
+RAY_CPUS = 8  # logical CPUs of the local Ray the Ray and vLLM arms share (accounting only)
+
+
 def _trainers(args, seed: int, steps: int):
+    """One trainer per arm: in process, or on Ray for an arm with ``cluster.ray=true`` (then, and for a
+    ``rollout.backend=vllm`` arm, one local Ray is started first and shared by every arm)."""
     from trajkit.rl.trainer import Trainer
 
+    cfgs = {arm: load_config(args.config, list(args.overrides) + overrides +
+                             [f"seed={seed}", f"steps={steps}", "checkpoint.every=0"])
+            for arm, overrides in parse_arms(args.arm, args.no_fixed, args.control).items()}
+    if any(c.cluster.ray or c.rollout.backend != "trajkit" for c in cfgs.values()):
+        from trajkit.backends.actors import ensure_ray
+
+        ensure_ray(RAY_CPUS)
     out = {}
-    for arm, overrides in parse_arms(args.arm, args.no_fixed, args.control).items():
-        cfg = load_config(args.config, list(args.overrides) + overrides +
-                          [f"seed={seed}", f"steps={steps}", "checkpoint.every=0"])
-        out[arm] = Trainer(cfg, logger=False)
+    for arm, cfg in cfgs.items():
+        if cfg.cluster.ray:
+            from trajkit.cluster import ClusterTrainer
+
+            out[arm] = ClusterTrainer(cfg, logger=False)
+        else:
+            out[arm] = Trainer(cfg, logger=False)
     return out
 
 
@@ -109,19 +128,23 @@ def run_seed(args, seed: int, steps: int, progress=None) -> dict:
     """Lockstep steps of every arm for one seed -> {arm: {"steps": [...], "eval": [[step, reward]]}}."""
     trainers = _trainers(args, seed, steps)
     record = {arm: {"steps": [], "eval": []} for arm in trainers}
-    for arm, t in trainers.items():
-        if t.cfg.eval.every:
-            record[arm]["eval"].append([0, t.evaluate()["eval/reward"]])
-    for step in range(steps):
+    try:
         for arm, t in trainers.items():
-            m = _measured_step(t)
-            record[arm]["steps"].append({k: v for k, v in m.items() if isinstance(v, (int, float))})
-            if "eval/reward" in m:
-                record[arm]["eval"].append([step + 1, m["eval/reward"]])
-        if progress:
-            progress(seed, step + 1, steps)
-    if getattr(args, "peer", None) == "trl":
-        record["trl"] = _trl_arm(args, next(iter(trainers.values())))
+            if t.cfg.eval.every:
+                record[arm]["eval"].append([0, t.evaluate()["eval/reward"]])
+        for step in range(steps):
+            for arm, t in trainers.items():
+                m = _measured_step(t)
+                record[arm]["steps"].append({k: v for k, v in m.items() if isinstance(v, (int, float))})
+                if "eval/reward" in m:
+                    record[arm]["eval"].append([step + 1, m["eval/reward"]])
+            if progress:
+                progress(seed, step + 1, steps)
+        if getattr(args, "peer", None) == "trl":
+            record["trl"] = _trl_arm(args, next(iter(trainers.values())))
+    finally:
+        for t in trainers.values():  # a vLLM backend's actor, a Ray run's workers
+            t.close()
     return record
 
 
@@ -129,7 +152,8 @@ def _measured_step(t):
     """``t.step_once().metrics`` plus the step's peak GPU memory (``mem/peak_gb``; NaN on the CPU)."""
     import torch
 
-    cuda = torch.cuda.is_available() and next(t.state.policy.parameters()).is_cuda
+    policy = t.state.policy  # None under Ray: the policy worker's memory is not measured here
+    cuda = torch.cuda.is_available() and policy is not None and next(policy.parameters()).is_cuda
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     m = t.step_once().metrics

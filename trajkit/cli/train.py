@@ -8,6 +8,7 @@ from trajkit.cli.commands import COMMANDS
 EXAMPLE = """examples:
   trajkit train rep                                   # a packaged config (trajkit/configs/rep.yaml)
   trajkit train grpo_smollm2                          # GRPO on SmolLM2-135M-Instruct (real model, offline)
+  trajkit train grpo_smollm2 cluster.ray=true cluster.rollout_workers=2   # on Ray: 2 rollout + 1 policy worker
   trajkit train examples/rl_rep.yaml seed=1 draft.kind=none draft.distill=false steps=50 log.out_dir=runs/plain
   trajkit train rep checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
   trajkit train --print-config                        # every key with its default
@@ -37,7 +38,6 @@ def register(sub) -> None:
 def cmd_train(args) -> int:
     from trajkit.progress import progress_bar, quiet_transformers
     from trajkit.rl.config import load_config, packaged_configs
-    from trajkit.rl.trainer import train
 
     quiet_transformers()
     config, overrides = args.config, list(args.overrides)
@@ -71,6 +71,10 @@ def cmd_train(args) -> int:
         elif result.step % 10 == 0:
             bar.write(f"step {result.step}: reward {m['reward/raw']:.3f} | {result.timer.line()}")
 
+    if cfg.cluster.ray:  # one controller here, the policy and the rollouts on Ray actors
+        from trajkit.cluster import train
+    else:
+        from trajkit.rl.trainer import train
     with bar:
         history = train(cfg, progress)
     evals = [h["eval/reward"] for h in history if "eval/reward" in h]

@@ -3,10 +3,10 @@
 ``trajkit``: the engine over the policy's inference copy (and the drafter over the draft's), exact.
 ``vllm``: vLLM in its venv (:class:`trajkit.backends.vllm.VllmBackend`), loaded from the policy's HF folder
 (a ``prepared``/``path`` policy's own; any other policy is saved to a temporary folder first); the first
-``weight_sync`` pushes the trainer's weights anyway. ``draft.kind`` maps to vLLM's ``speculative_config``:
-``ngram`` -> ``{"method": "ngram"}`` (prompt lookup), ``model`` -> ``{"method": "draft_model", "model":
-<the draft's folder>}``; the drafters vLLM has no equivalent of (``window``), and an online-distilled draft
-(vLLM would keep drafting with the stale one: pushing it on each sync is not done yet), are refused.
+``weight_sync`` pushes the trainer's weights anyway. A drafter (``draft.kind``) is refused on vLLM for
+training: vLLM 0.32's log-probs of speculated tokens are wrong (:data:`SPECULATIVE_LOGPROBS`). Generation and
+serving may speculate (:func:`trajkit.backends.vllm.speculative_config`), and a distilled draft would be pushed
+into vLLM's drafter on every sync (``Rollout.load`` -> ``VllmBackend.update_draft``).
 """
 from __future__ import annotations
 
@@ -18,17 +18,24 @@ from trajkit.rl.build import policy_folder
 from trajkit.rl.config import TrainConfig
 
 
-def vllm_speculative_config(cfg: TrainConfig, draft_folder: str | None) -> dict | None:
-    """vLLM's ``speculative_config`` for ``draft.*`` (None without a drafter)."""
-    from trajkit.backends.vllm import speculative_config
+# vLLM 0.32 (CPU build), measured on SmolLM2 at T=0.7 (tests/backends/test_vllm_speculative.py): under ngram
+# speculation the sampled tokens' log-probs are up to 23 nats off an fp32 forward; under draft_model they come
+# back 0.0 / -10.8 / NaN. The trainer's ratios (mismatch, TIS, the loss's old log-probs check) need the
+# sampling distribution's log-probs, so a training run does not speculate on vLLM.
+SPECULATIVE_LOGPROBS = ("vLLM 0.32 returns wrong log-probs for speculated tokens (ngram: up to 23 nats off "
+                        "the sampling distribution at T=0.7; draft_model: 0.0, -10.8 or NaN), which the "
+                        "trainer's importance ratios need")
 
-    if cfg.draft.kind != "none" and cfg.draft.distill:
-        raise ConfigError("draft.distill with rollout.backend=vllm: pushing the trained draft into vLLM's "
-                          "drafter on each sync is not supported yet; use rollout.backend=trajkit")
-    if cfg.draft.kind == "model" and draft_folder is None:
-        raise ConfigError("draft.kind=model with rollout.backend=vllm needs the draft as a folder: "
-                          "draft.model.source=path (or prepared) with draft.model.path=DIR")
-    return speculative_config(cfg.draft.kind, cfg.draft.num_draft_tokens, draft_folder)
+
+def vllm_speculative_config(cfg: TrainConfig, draft_folder: str | None) -> dict | None:
+    """vLLM's ``speculative_config`` for ``draft.*`` in a training run: None without a drafter; a drafter is
+    refused (:data:`SPECULATIVE_LOGPROBS`). The mapping itself (for generation and serving, where only the
+    tokens count: greedy speculation is lossless) is :func:`trajkit.backends.vllm.speculative_config`; the
+    drafter refit (``VllmBackend.update_draft``) is in place for when vLLM's log-probs are right."""
+    if cfg.draft.kind == "none":
+        return None
+    raise ConfigError(f"draft.kind={cfg.draft.kind} with rollout.backend=vllm: {SPECULATIVE_LOGPROBS}; train with "
+                      "draft.kind=none on vLLM, or speculate with rollout.backend=trajkit (exact log-probs)")
 
 
 def build_backend(cfg: TrainConfig, infer, drafter=None):
@@ -45,5 +52,9 @@ def build_backend(cfg: TrainConfig, infer, drafter=None):
         folder = tempfile.mkdtemp(prefix="trajkit-vllm-policy-")
         infer.save_pretrained(folder)
     spec = vllm_speculative_config(cfg, policy_folder(cfg.draft.model))
+    # under a Ray run the rollout worker's placement bundle already holds the CPUs its vLLM actor uses
+    num_cpus = 0 if cfg.cluster.ray else 1
     return make_backend("vllm", model_dir=folder, python=cfg.rollout.vllm_python or vllm_python(),
-                        max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed, speculative_config=spec)
+                        max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed, speculative_config=spec,
+                        num_cpus=num_cpus,
+                        weight_transfer="nccl" if cfg.cluster.weight_transfer == "nccl" else None)

@@ -1,7 +1,7 @@
 """Configs of the RL trainer: one dataclass per component, defaults declared once, validated on build.
 
 A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task``, ``rollout``, ``loss``,
-``shaping``, ``optim``, ``mismatch``, ``log``, ``checkpoint``, ``eval``) plus ``key=value`` overrides
+``shaping``, ``optim``, ``mismatch``, ``log``, ``checkpoint``, ``eval``, ``cluster``) plus ``key=value`` overrides
 with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`ConfigError` naming them.
 
 >>> cfg = load_config(None, ["steps=3", "rollout.group_size=4"])
@@ -338,6 +338,58 @@ class MismatchConfig(Checked):
     __ranges__ = {"abs_threshold": "(0, inf)", "jump_factor": "(0, inf)", "min_jump": "[0, inf)"}
 
 
+@dataclass
+class ClusterConfig(Checked):
+    """Ray (:mod:`trajkit.cluster`): ``ray: true`` runs the step's controller here, the rollouts on
+    ``rollout_workers`` Ray actors (each a ``rollout.backend``) and the policy, its optimiser and the update on
+    one policy worker actor; off, the run is in one process (the default). ``address``: a running Ray cluster
+    to join (``ray start --head`` prints it; else ``$RAY_ADDRESS``, else a local Ray is started with
+    ``num_cpus`` logical CPUs, 0 = Ray's count). ``worker_cpus``/``worker_gpus``: what each actor asks Ray for
+    (fractions share a CPU or GPU); ``layout``: ``colocated`` packs every actor on one node, ``split`` spreads
+    them (a placement group, :mod:`trajkit.cluster.placement`). ``rollout_python``: the rollout workers'
+    interpreter (another venv with trajkit importable and the same Ray; None: this one), ``policy_python`` the
+    policy worker's. ``weight_transfer``: ``object_store`` (CPU state dict through Ray's object store, the
+    default) or ``nccl`` (CUDA and ``rollout.backend=vllm`` only: vLLM's NCCL weight transfer from the policy
+    worker's GPU, :mod:`trajkit.cluster.nccl`; the policy worker then needs vLLM: ``policy_python``). ``timeout_s``: the longest wait on any actor
+    call before the step fails."""
+
+    ray: bool = False
+    rollout_workers: int = 2
+    address: str | None = None
+    num_cpus: int = 0
+    worker_cpus: float = 0.5
+    worker_gpus: float = 0.0
+    layout: Literal["colocated", "split"] = "colocated"
+    rollout_python: str | None = None
+    policy_python: str | None = None
+    weight_transfer: Literal["object_store", "nccl"] = "object_store"
+    timeout_s: float = 600.0
+
+    __section__ = "cluster"
+    __ranges__ = {"rollout_workers": "[1, inf)", "num_cpus": "[0, inf)", "worker_cpus": "(0, inf)",
+                  "worker_gpus": "[0, inf)", "timeout_s": "(0, inf)"}
+
+    def validate(self) -> None:
+        if not self.ray:
+            changed = [f.name for f in dataclasses.fields(self)
+                       if f.name != "ray" and getattr(self, f.name) != _CLUSTER_DEFAULTS[f.name]]
+            if changed:
+                raise ConfigError(f"cluster.{changed[0]} is a setting of a Ray run; set cluster.ray=true (or drop "
+                                  f"{', '.join('cluster.' + k for k in changed)})")
+            return
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("cluster.ray=true needs Ray, which is not installed: pip install 'trajkit[ray]' "
+                              "(ray==2.60.0, the version the vLLM venv has)")
+        if self.weight_transfer == "nccl" and self.worker_gpus <= 0:  # (rollout.backend: TrainConfig.validate)
+            raise ConfigError("cluster.weight_transfer=nccl broadcasts from GPU to GPU: give the actors GPUs "
+                              "(cluster.worker_gpus > 0) or use cluster.weight_transfer=object_store")
+
+
+_CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ClusterConfig)}
+
+
 def _report_to() -> list[str]:
     return ["tensorboard"]
 
@@ -410,6 +462,7 @@ class TrainConfig(Checked):
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     __section__ = ""
     __ranges__ = {"steps": "[1, inf)", "seed": "[0, inf)", "threads": "[0, inf)"}
@@ -427,6 +480,12 @@ class TrainConfig(Checked):
         if self.rollout.backend != "trajkit" and self.task.name == "agent":
             raise ConfigError(f"task.name=agent with rollout.backend={self.rollout.backend}: the agent task's "
                               "gateway runs on trajkit's engine only for now; set rollout.backend=trajkit")
+        if self.cluster.weight_transfer == "nccl" and self.rollout.backend != "vllm":
+            raise ConfigError("cluster.weight_transfer=nccl is vLLM's transfer: set rollout.backend=vllm, or use "
+                              "cluster.weight_transfer=object_store")
+        if self.cluster.ray and self.task.name in ("agent", "harbor"):
+            raise ConfigError(f"task.name={self.task.name} with cluster.ray=true: its gateway serves trajkit's engine "
+                              "in this process; set cluster.ray=false")
         if self.optim.name == "logra" and self.policy.dtype == "float16":
             raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
                               "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "

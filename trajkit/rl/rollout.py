@@ -3,7 +3,7 @@
 The engine (:class:`trajkit.engine.Engine`) owns an *inference copy* of the policy, separate from the
 weights the optimiser updates; the ``weight_sync`` stage pushes the policy's ``state_dict`` into it
 (``Engine.update_weights``) and, with a draft model, copies the trained draft into the drafter's own
-copy (the "draft refresh"). Generation repeats each prompt ``G`` times (a group) and runs the task's
+copy (the "draft refresh"; on the vLLM backend, into vLLM's drafter: ``update_draft``). Generation repeats each prompt ``G`` times (a group) and runs the task's
 environment; every row's random stream is derived by the engine from the step's seed and the row index,
 so a step's rollouts are a pure function of (weights, prompts, seed). The engine's copy of the policy
 is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
@@ -55,11 +55,19 @@ class Rollout:
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
+        self.load(policy.state_dict(), draft.state_dict() if draft is not None else None)
+
+    def load(self, policy_state: dict, draft_state: dict | None = None) -> int:
+        """:meth:`sync` from state dicts (a Ray rollout worker gets them from the object store); -> the
+        backend's new policy version."""
         with self.lock:
-            self.backend.update_weights(policy.state_dict())
-        if draft is not None and self.draft_infer is not None:
+            version = self.backend.update_weights(policy_state)
+            if draft_state is not None and self.draft_infer is None and self.cfg.draft.distill:
+                self.backend.update_draft(draft_state)  # vLLM's drafter refit (trajkit.backends.vllm)
+        if draft_state is not None and self.draft_infer is not None:
             with torch.no_grad():
-                self.draft_infer.load_state_dict(draft.state_dict())
+                self.draft_infer.load_state_dict(draft_state)
+        return version
 
     def attach(self, env) -> None:
         """Let an environment that serves the engine itself (``env.attach``) bind to this rollout."""
@@ -98,15 +106,15 @@ class Rollout:
                 "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
                 "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
                 "gen/calls": len(self.calls),
-                **prefill_metrics(s, self.engine.num_params if self.engine is not None else None)}
+                **prefill_metrics(s, getattr(self.backend, "num_params", None))}
 
 
 def prefill_metrics(s: GenerationStats, num_params: int | None) -> dict:
     """Prefill reuse as ``gen/*`` metrics: prompt tokens, of which served by the prefix cache (``prefix_hit``),
     copied from an identical prompt of the same call (``shared_prompt``: a GRPO group's G - 1 other rows)
     and computed (``prefill``); the token-weighted hit rate of both reuses, and the FLOPs not spent
-    (~ 2 x params per token not prefilled; left out when ``num_params`` is None: a backend other than
-    trajkit's engine, which reports no prefill counters of its own here)."""
+    (~ 2 x params per token not prefilled, ``num_params`` the backend's; left out when it is None: a backend
+    that does not report its size)."""
     reused = s.prefix_hit_tokens + s.shared_prompt_tokens
     out = {"gen/prompt_tokens": s.prompt_tokens, "gen/prefill_tokens": s.prefill_tokens,
            "gen/prefix_hit_tokens": s.prefix_hit_tokens, "gen/shared_prompt_tokens": s.shared_prompt_tokens,

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from trajkit.rl.config import TrainConfig
+from trajkit.rl.learner import LocalLearner
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.rl.precision import DTYPES, grad_scaler, model_device
 from trajkit.rl.rewards import RewardSet
@@ -44,15 +45,18 @@ class TrainState:
     """A run's live state. ``step`` counts finished steps; the reference is the frozen initial policy
     (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds; ``rewards``
     scores the task's episodes (the task's own reward functions unless the run replaced them);
-    ``grad_scaler`` for float16 policies (:mod:`trajkit.rl.precision`)."""
+    ``grad_scaler`` for float16 policies (:mod:`trajkit.rl.precision`); ``learner`` runs the step's policy
+    side (:mod:`trajkit.rl.learner`): a :class:`~trajkit.rl.learner.LocalLearner` over this state's own
+    modules unless given. A Ray run's controller (:mod:`trajkit.cluster`) holds no policy (``policy``,
+    ``optimizer`` None): its learner is the policy worker."""
 
     cfg: TrainConfig
     tokenizer: Any
     task: Task
     rewards: RewardSet
     stream: PromptStream
-    policy: torch.nn.Module
-    optimizer: torch.optim.Optimizer
+    policy: torch.nn.Module | None
+    optimizer: torch.optim.Optimizer | None
     rollout: Rollout
     alarm: MismatchAlarm
     draft: torch.nn.Module | None = None
@@ -60,7 +64,10 @@ class TrainState:
     reference: torch.nn.Module | None = None
     step: int = 0
     grad_scaler: Any = None  # torch.amp.GradScaler for policy.dtype=float16; made from cfg when not given
+    learner: Any = None  # a trajkit.rl.learner.Learner; LocalLearner(self) when not given
 
     def __post_init__(self) -> None:
-        if self.grad_scaler is None:
+        if self.grad_scaler is None and self.policy is not None:
             self.grad_scaler = grad_scaler(model_device(self.policy), DTYPES[self.cfg.policy.dtype])
+        if self.learner is None:
+            self.learner = LocalLearner(self)

@@ -10,6 +10,10 @@
                  with the engine's (mismatch alarm)
     policy_update  clipped policy-gradient loss, backward, AdamW step; draft distillation if enabled
 
+The last two stages (and the weight push) run through ``t.learner`` (:mod:`trajkit.rl.learner`): the
+policy in this process, or a Ray policy worker under :mod:`trajkit.cluster`, with this same function as
+the controller's step.
+
 This is GRPO's outer loop (Shao et al. 2024) as NeMo RL runs it synchronously; the loss is pluggable
 (:mod:`trajkit.rl.losses`).
 """
@@ -22,10 +26,8 @@ import torch
 
 from trajkit.engine import SamplingParams
 from trajkit.models.chat import stop_token_ids
-from trajkit.rl.batching import batch_logprobs, collate
+from trajkit.rl.batching import collate
 from trajkit.rl.dynamic import Collected, collect_groups, round_seed
-from trajkit.rl.mismatch import mismatch_metrics
-from trajkit.rl.precision import DTYPES, model_device
 from trajkit.rl.sample import Sample, validate_sample
 from trajkit.rl.scoring import score, shape_rewards
 from trajkit.rl.shaping import random_rewards
@@ -39,7 +41,6 @@ from trajkit.rl.stages import (
     StageTimer,
 )
 from trajkit.rl.state import TrainState
-from trajkit.rl.update import distill_draft, set_lr, update_policy
 
 
 @dataclass
@@ -108,11 +109,10 @@ def _mean_over_rounds(rounds: list[tuple[int, dict]]) -> dict:
 def rl_step(t: TrainState) -> StepResult:
     """Run one step on ``t`` and advance its step counter."""
     cfg, timer, metrics = t.cfg, StageTimer(), {}
-    dtype = DTYPES[cfg.policy.dtype]
     with timer.stage(DATA):
         prompts = t.stream.take(cfg.rollout.prompts_per_step)
     with timer.stage(WEIGHT_SYNC):
-        t.rollout.sync(t.policy, t.draft)
+        t.learner.push_weights(t.rollout)
     with timer.stage(GENERATION):
         got = _generate(t, prompts, timer)
         _, scores = score(got.seen_samples, got.seen_rewards, cfg)  # metrics over every generated row
@@ -120,23 +120,12 @@ def rl_step(t: TrainState) -> StepResult:
         advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
         metrics.update(scores, **got.metrics, **t.rollout.metrics())
     with timer.stage(LOGPROB):
-        batch = collate(samples, advantages, t.tokenizer.pad_token_id).to(model_device(t.policy))
-        distill = t.draft_optimizer is not None and (t.step + 1) % cfg.draft.distill_every == 0
-        old_logp, dists = batch_logprobs(t.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         keep_dists=distill, dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
-        ref_logp = None
-        if t.reference is not None:
-            ref_logp, _ = batch_logprobs(t.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
-        gap = mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
+        batch = collate(samples, advantages, t.tokenizer.pad_token_id)
+        gap = t.learner.logprobs(batch, t.step)
         metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
         metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1))
     with timer.stage(POLICY_UPDATE):
-        if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
-            metrics["optim/lr_factor"] = set_lr(t.optimizer, cfg, t.step)
-        metrics.update(update_policy(t.policy, t.optimizer, batch, old_logp, ref_logp, cfg, t.grad_scaler))
-        if distill:
-            metrics.update(distill_draft(t.draft, t.draft_optimizer, batch, dists, cfg))
+        metrics.update(t.learner.update(t.step))
     t.step += 1
     metrics.update(timer.to_dict())
     rows = t.stream.drain_rows()  # dataset rows drawn this step (refills included), for `trajkit audit run`

@@ -34,11 +34,12 @@ from trajkit.errors import ConfigError
 from trajkit.models.chat import stop_token_ids
 from trajkit.models.hub import is_hub_name
 from trajkit.models.load import load_tokenizer
-from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
+from trajkit.rl.build import build_tokenizer
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
 from trajkit.rl.config import TrainConfig, load_config, to_dict
 from trajkit.rl.data import DatasetTask
 from trajkit.rl.evalitems import append_eval_items
+from trajkit.rl.learner import build_policy_side
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.rl.registry import make_task
@@ -47,7 +48,6 @@ from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
 from trajkit.rl.step import StepResult, rl_step, rollout_params
 from trajkit.rl.tasks import Task
-from trajkit.rl.update import make_optimizer
 
 EVAL_SEED = 987_654
 
@@ -67,6 +67,11 @@ def make_rewards(task: Task, cfg: TrainConfig, reward_funcs=None, reward_weights
     return RewardSet.build(funcs, weights)
 
 
+def make_alarm(cfg: TrainConfig) -> MismatchAlarm:
+    m = cfg.mismatch
+    return MismatchAlarm(m.abs_threshold, m.jump_factor, m.min_jump)
+
+
 def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | None = None, reward_funcs=None,
                 reward_weights=None, backend=None) -> TrainState:
     """Every component of a run, built from ``cfg`` (and restored from ``checkpoint.resume_from``); a given
@@ -74,20 +79,17 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     :mod:`trajkit.backends` backend of kind ``rollout.backend``, which the run then uses but never closes)
     replaces what ``cfg`` would build."""
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
-    policy, draft = build_models(cfg, tokenizer, policy)
+    side = build_policy_side(cfg, tokenizer, policy)
+    policy, draft = side.policy, side.draft
     if policy.config.vocab_size < len(tokenizer):
         raise ConfigError(f"policy: its vocabulary ({policy.config.vocab_size}) is smaller than the "
                           f"tokenizer's ({len(tokenizer)})")
     task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
-    m = cfg.mismatch
-    distill = cfg.draft.distill and draft is not None
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
-        stream=PromptStream(task), policy=policy,
-        optimizer=make_optimizer(policy, cfg), rollout=Rollout(cfg, policy, draft, backend),
-        alarm=MismatchAlarm(m.abs_threshold, m.jump_factor, m.min_jump), draft=draft,
-        draft_optimizer=make_optimizer(draft, cfg, lr=cfg.draft.distill_lr, name="adamw") if distill else None,
-        reference=frozen_copy(policy) if cfg.loss.kl_coef > 0 else None)
+        stream=PromptStream(task), policy=policy, optimizer=side.optimizer,
+        rollout=Rollout(cfg, policy, draft, backend), alarm=make_alarm(cfg), draft=draft,
+        draft_optimizer=side.draft_optimizer, reference=side.reference, grad_scaler=side.grad_scaler)
     if cfg.checkpoint.resume_from:
         load_checkpoint(state, cfg.checkpoint.resume_from)
     return state
@@ -154,10 +156,17 @@ class Trainer:
             tokenizer = tok
         elif eval_dataset is not None:
             raise ConfigError("eval_dataset= needs train_dataset=")
-        self.state = build_state(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
-                                 backend=backend,
-                                 reward_weights=reward_weights)
+        self.state = self.build(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
+                                backend=backend, reward_weights=reward_weights)
         self.logger = RunLogger(cfg.log, to_dict(cfg)) if logger else None
+
+    def build(self, cfg: TrainConfig, **given) -> TrainState:
+        """The run's :class:`TrainState` (:func:`build_state`); :class:`trajkit.cluster.ClusterTrainer` builds
+        a Ray run's instead."""
+        if cfg.cluster.ray:
+            raise ConfigError("cluster.ray=true runs the step on Ray actors: use trajkit.cluster.ClusterTrainer "
+                              "(what `trajkit train` runs for it), or set cluster.ray=false")
+        return build_state(cfg, **given)
 
     @property
     def step(self) -> int:
@@ -182,7 +191,7 @@ class Trainer:
         dataset task evaluates on at most its eval split's rows. A logged run also appends each item's
         scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
-        s.rollout.sync(s.policy, s.draft)
+        s.learner.push_weights(s.rollout)
         s.rollout.attach(s.task.env)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
@@ -235,5 +244,6 @@ class Trainer:
 
 
 def train(cfg: TrainConfig, progress=None) -> list[dict]:
-    """Run ``cfg.steps`` steps (minus those a resumed checkpoint already did); returns their metrics."""
+    """Run ``cfg.steps`` steps (minus those a resumed checkpoint already did); returns their metrics (a Ray
+    run, ``cluster.ray=true``: :func:`trajkit.cluster.train`)."""
     return Trainer(cfg).train(progress)

@@ -1,0 +1,144 @@
+"""The two Ray actor classes of a run: the policy worker (one) and the rollout workers (N).
+
+Both run trajkit itself (this python, or ``cluster.rollout_python`` for the rollout workers) and are built
+from the run's :class:`~trajkit.rl.config.TrainConfig` by the same functions the in-process trainer uses,
+so a Ray run and an in-process run hold the same modules:
+
+- :class:`PolicyWorker` holds a :class:`~trajkit.rl.learner.PolicySide` (policy, optimiser, reference,
+  draft and its optimiser; :func:`~trajkit.rl.learner.build_policy_side`) behind a
+  :class:`~trajkit.rl.learner.LocalLearner`: the ``logprob`` and ``policy_update`` stages run here on the
+  batch the controller collated. It also writes and reads checkpoints (the weights live here).
+- :class:`RolloutWorker` holds a :class:`~trajkit.rl.rollout.Rollout`, i.e. one backend of
+  ``rollout.backend`` from the registry (trajkit's engine over an inference copy of the policy; or vLLM,
+  itself an actor in the vLLM venv); weights arrive as object-store refs (:meth:`RolloutWorker.load`).
+
+Each actor sets torch's thread count to ``threads`` when the config sets it (Ray sets ``OMP_NUM_THREADS``
+from the actor's CPUs otherwise), so its float results are those of an in-process run with the same setting.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _threads(cfg) -> None:
+    import torch
+
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+
+
+class _Held:
+    """Stands in for the controller's prompt stream and mismatch alarm on the policy worker: checkpoints
+    save and load their ``state_dict`` (the controller owns the objects)."""
+
+    def __init__(self, state=None):
+        self.state = state
+
+    def state_dict(self):
+        return self.state
+
+    def load_state_dict(self, state) -> None:
+        self.state = state
+
+
+class PolicyWorker:
+    """The policy side of a run, as a Ray actor."""
+
+    def __init__(self, cfg):
+        from trajkit.rl.build import build_tokenizer
+        from trajkit.rl.learner import LocalLearner, build_policy_side
+
+        _threads(cfg)
+        self.cfg = cfg
+        self.tokenizer = build_tokenizer(cfg)
+        self.side = build_policy_side(cfg, self.tokenizer)
+        self.learner = LocalLearner(self.side)
+
+    def info(self) -> dict:
+        p = self.side.policy
+        return {"pid": os.getpid(), "vocab_size": int(p.config.vocab_size),
+                "num_params": sum(t.numel() for t in p.parameters()), "device": str(next(p.parameters()).device)}
+
+    def weights(self) -> dict:
+        """``{"policy": ..., "draft": ...}`` state dicts on the CPU (Ray copies them into the object store)."""
+        out = self.learner.weights()
+        return {k: None if sd is None else {n: t.detach().to("cpu") for n, t in sd.items()} for k, sd in out.items()}
+
+    def init_nccl(self, handles: list, port: int) -> None:
+        """Open the NCCL groups to the vLLM engines ``handles`` (:mod:`trajkit.cluster.nccl`; CUDA only)."""
+        from trajkit.cluster.nccl import NcclSender
+
+        self.senders = [NcclSender(self.side.policy, handles, port)]
+        if self.side.draft_optimizer is not None:  # a trained draft: vLLM's drafter refit, its own group
+            self.senders.append(NcclSender(self.side.draft, handles, port + 1, draft=True))
+
+    def send_nccl(self) -> None:
+        for sender in self.senders:
+            sender.send()
+
+    def logprobs(self, batch, step: int) -> dict:
+        return self.learner.logprobs(batch, step)
+
+    def update(self, step: int) -> dict:
+        return self.learner.update(step)
+
+    def save(self, path: str, step: int, stream: dict, alarm: dict) -> str:
+        """A checkpoint of :mod:`trajkit.rl.checkpoint`'s layout, the controller's counters given."""
+        from trajkit.rl.checkpoint import save_checkpoint
+
+        return save_checkpoint(self._view(step, stream, alarm), path)
+
+    def load(self, path: str) -> dict:
+        """Restore a checkpoint's weights and optimisers here; -> the controller's part (step, stream, alarm)."""
+        from trajkit.rl.checkpoint import load_checkpoint
+
+        view = self._view(0, None, None)
+        load_checkpoint(view, path)
+        return {"step": view.step, "stream": view.stream.state, "alarm": view.alarm.state}
+
+    def _view(self, step, stream, alarm):
+        """The :class:`~trajkit.rl.state.TrainState` fields the checkpoint functions read, over this worker."""
+        from types import SimpleNamespace
+
+        s = self.side
+        return SimpleNamespace(cfg=self.cfg, tokenizer=self.tokenizer, policy=s.policy, optimizer=s.optimizer,
+                               draft=s.draft, draft_optimizer=s.draft_optimizer, step=step,
+                               stream=_Held(stream), alarm=_Held(alarm))
+
+
+class RolloutWorker:
+    """One rollout backend of a run, as a Ray actor."""
+
+    def __init__(self, cfg, index: int):
+        from trajkit.rl.build import build_models, build_tokenizer
+        from trajkit.rl.rollout import Rollout
+
+        _threads(cfg)
+        self.index = index
+        policy, draft = build_models(cfg, build_tokenizer(cfg))
+        self.rollout = Rollout(cfg, policy, draft)  # its backend holds inference copies; weights come by load
+
+    def info(self) -> dict:
+        b = self.rollout.backend
+        return {"pid": os.getpid(), "index": self.index, "backend": b.name, "guarantees": b.guarantees,
+                "vocab_size": b.vocab_size, "num_params": getattr(b, "num_params", None)}
+
+    def load(self, weights: dict) -> int:
+        """``weights``: :meth:`PolicyWorker.weights` (Ray resolves the ref it was passed as); -> the version."""
+        return self.rollout.load(weights["policy"], weights["draft"])
+
+    def vllm_actor(self):
+        """The vLLM engine's actor handle (for NCCL weight transfer), None for another backend."""
+        return getattr(self.rollout.backend, "actor", None)
+
+    def arrived(self) -> int:
+        return self.rollout.backend.weights_arrived()
+
+    def generate(self, prompt_ids, params):
+        return self.rollout.backend.generate(prompt_ids, params)
+
+    def stats(self) -> dict:
+        return self.rollout.backend.stats()
+
+    def close(self) -> None:
+        self.rollout.close()

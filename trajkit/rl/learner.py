@@ -1,0 +1,116 @@
+"""The policy side of a step: the ``weight_sync`` push, the ``logprob`` stage and the ``policy_update`` stage.
+
+:func:`trajkit.rl.step.rl_step` runs its last two stages through a :class:`Learner`, so the same step drives
+the policy in this process (:class:`LocalLearner`, the default) or in a Ray actor (the policy worker of
+:mod:`trajkit.cluster`, which holds a :class:`LocalLearner` over its own :class:`PolicySide`). The controller
+sends the collated batch; the learner keeps what the update needs (the recomputed old and reference
+log-probs, the policy's distributions for draft distillation) between the two calls, and sends back only
+metrics.
+
+    side = build_policy_side(cfg, tokenizer)     # policy, optimiser, reference, draft (+ its optimiser)
+    learner = LocalLearner(side)
+    learner.push_weights(rollout)                # weight_sync: policy (and draft) -> the rollout backend
+    gap = learner.logprobs(batch, step)          # logprob: mismatch/* between engine and policy log-probs
+    metrics = learner.update(step)               # policy_update: loss, backward, optimiser step, distillation
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from trajkit.rl.batching import Batch, batch_logprobs
+from trajkit.rl.build import build_models, frozen_copy
+from trajkit.rl.config import TrainConfig
+from trajkit.rl.mismatch import mismatch_metrics
+from trajkit.rl.precision import DTYPES, grad_scaler, model_device
+from trajkit.rl.update import distill_draft, make_optimizer, set_lr, update_policy
+
+
+class Learner(Protocol):
+    def push_weights(self, rollout) -> None:
+        """The ``weight_sync`` stage: the policy's (and a trained draft's) weights into ``rollout``'s backend."""
+
+    def logprobs(self, batch: Batch, step: int) -> dict:
+        """Recompute the policy's (and the reference's) log-probs on ``batch`` (collated on the CPU) at step
+        ``step`` (0-based); -> the engine/policy gap (:func:`trajkit.rl.mismatch.mismatch_metrics`)."""
+
+    def update(self, step: int) -> dict:
+        """The update on the batch of the last :meth:`logprobs`; -> the ``loss/*``, ``optim/*``, ``draft/*``
+        metrics."""
+
+
+@dataclass
+class PolicySide:
+    """What the policy worker owns: the policy (float32 master weights), its optimiser, the frozen reference
+    (when ``loss.kl_coef > 0``), the draft and its optimiser (when distilled), the float16 loss scaler."""
+
+    cfg: TrainConfig
+    policy: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    draft: torch.nn.Module | None = None
+    draft_optimizer: torch.optim.Optimizer | None = None
+    reference: torch.nn.Module | None = None
+    grad_scaler: Any = None
+
+
+def build_policy_side(cfg: TrainConfig, tokenizer, policy=None) -> PolicySide:
+    """The policy side of a run built from ``cfg`` (``policy``: a given module instead of the configured one)."""
+    policy, draft = build_models(cfg, tokenizer, policy)
+    distill = cfg.draft.distill and draft is not None
+    return PolicySide(
+        cfg=cfg, policy=policy, optimizer=make_optimizer(policy, cfg), draft=draft,
+        draft_optimizer=make_optimizer(draft, cfg, lr=cfg.draft.distill_lr, name="adamw") if distill else None,
+        reference=frozen_copy(policy) if cfg.loss.kl_coef > 0 else None,
+        grad_scaler=grad_scaler(model_device(policy), DTYPES[cfg.policy.dtype]))
+
+
+def distill_due(side, step: int) -> bool:
+    """Whether step ``step`` (0-based) distils the draft (every ``draft.distill_every``-th step)."""
+    return side.draft_optimizer is not None and (step + 1) % side.cfg.draft.distill_every == 0
+
+
+class LocalLearner:
+    """The learner over ``side``: anything with a :class:`PolicySide`'s attributes (a
+    :class:`~trajkit.rl.state.TrainState` has them all), read at each call."""
+
+    def __init__(self, side):
+        self.side = side
+        self._last: tuple | None = None  # (batch on the policy's device, old_logp, ref_logp, dists)
+
+    def weights(self) -> dict:
+        """``{"policy": state dict, "draft": state dict or None}`` (the live tensors, not copies)."""
+        s = self.side
+        return {"policy": s.policy.state_dict(), "draft": s.draft.state_dict() if s.draft is not None else None}
+
+    def push_weights(self, rollout) -> None:
+        rollout.sync(self.side.policy, self.side.draft)
+
+    def logprobs(self, batch: Batch, step: int) -> dict:
+        s, cfg = self.side, self.side.cfg
+        dtype = DTYPES[cfg.policy.dtype]
+        batch = batch.to(model_device(s.policy))
+        old_logp, dists = batch_logprobs(s.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                         keep_dists=distill_due(s, step), dtype=dtype,
+                                         logits_chunk=cfg.optim.logits_chunk)
+        ref_logp = None
+        if s.reference is not None:
+            ref_logp, _ = batch_logprobs(s.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                         dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
+        self._last = (batch, old_logp, ref_logp, dists)
+        return mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
+
+    def update(self, step: int) -> dict:
+        if self._last is None:
+            raise RuntimeError("Learner.update before Learner.logprobs: the update needs this step's log-probs")
+        s, cfg = self.side, self.side.cfg
+        batch, old_logp, ref_logp, dists = self._last
+        self._last = None
+        metrics = {}
+        if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
+            metrics["optim/lr_factor"] = set_lr(s.optimizer, cfg, step)
+        metrics.update(update_policy(s.policy, s.optimizer, batch, old_logp, ref_logp, cfg, s.grad_scaler))
+        if dists is not None:
+            metrics.update(distill_draft(s.draft, s.draft_optimizer, batch, dists, cfg))
+        return metrics
