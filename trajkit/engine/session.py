@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from trajkit.engine.active import ActiveBatch
+from trajkit.engine.features import feature_layers, observe_prefill
 from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.prefix import Reuse
@@ -152,7 +153,8 @@ class SpeculativeSession:
         self._k, self._check, self._on_idle, self.reuse = k, check, on_idle, reuse
         self.k = k if isinstance(k, int) else 0
         self.device = next(model.parameters()).device
-        self.state = KVState(model, sync_timing)
+        self.capture = feature_layers(drafter)
+        self.state = KVState(model, sync_timing, capture=self.capture)
         self.batch = ActiveBatch([], [], False, self.device, followers=[self.state, drafter])
         reuse.attach(self.batch, lambda: self.state)
         self.last_admit = GenerationStats()  # the reuse counters of the latest admit alone
@@ -173,7 +175,7 @@ class SpeculativeSession:
             prompts, params = self._check(prompts, params)
         start = time.perf_counter()
         lasts = to_device([p[-1] for p in prompts], self.device)
-        fresh = KVState(self.model, self.sync_timing)
+        fresh = KVState(self.model, self.sync_timing, capture=self.capture)
         self.last_admit = GenerationStats()
         _, hits = self.reuse.prefill(fresh, [p[:-1] for p in prompts], 0, self.last_admit)
         if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
@@ -185,10 +187,14 @@ class SpeculativeSession:
             self.state = fresh
             self.batch.followers = [fresh, self.drafter]
             self.drafter.begin(prompts)
+            observe_prefill(self.drafter, fresh, [p[:-1] for p in prompts])
             last = lasts
         else:
+            running = len(self.batch.rows)
             self.state.admit(fresh)
             self.drafter.admit(prompts)
+            observe_prefill(self.drafter, fresh, [p[:-1] for p in prompts],
+                            list(range(running, running + len(prompts))))
             last = torch.cat([self.batch.last, lasts])
         new = self.batch.admit(prompts, params)
         for r, n in zip(new, hits):
@@ -213,7 +219,7 @@ class SpeculativeSession:
         else:
             none = torch.zeros(len(rows), 0, dtype=torch.long, device=self.device)
             drafts = Drafts(none, None, torch.zeros(len(rows), dtype=torch.long, device=self.device), [0] * len(rows))
-        done = commit(self.state, batch, drafts, verify(self.state, batch, drafts, u), self.period)
+        done = commit(self.state, batch, drafts, verify(self.state, batch, drafts, u), self.period, self.drafter)
         updates = [RowUpdate(r, batch.generated[r][n:], batch.logprobs[r][n:], batch.completion(r) if d else None)
                    for r, n, d in zip(rows, before, done)]
         for update in updates:
