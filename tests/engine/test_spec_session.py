@@ -7,6 +7,7 @@ import torch
 
 from trajkit.engine import Engine, SamplingParams
 from trajkit.engine.drafters import DraftModel, NgramDrafter
+from trajkit.engine.drafters.eagle import EagleDrafter, EagleHead
 from trajkit.engine.session import DecodeSession, SpeculativeSession
 
 from .helpers import perturbed_copy, target_model
@@ -14,10 +15,12 @@ from .test_session import PROMPTS, SPEC_WIDE, _run, assert_like_alone
 
 
 def _drafter(kind, model):
+    if kind == "eagle":  # drafts from the target's features: joining rows bring theirs from their prefill
+        return EagleDrafter(EagleHead(model, (1, 2), init_seed=2))
     return DraftModel(perturbed_copy(model, 0.3, seed=7)) if kind == "model" else NgramDrafter(3, 1)
 
 
-@pytest.mark.parametrize("kind", ["model", "ngram"])
+@pytest.mark.parametrize("kind", ["model", "ngram", "eagle"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_rows_that_join_a_speculative_batch_sample_what_they_sample_alone(kind, temperature):
     model = target_model(SPEC_WIDE, seed=1, dtype=torch.float64)
