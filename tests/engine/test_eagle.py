@@ -4,6 +4,8 @@ drafts follow its head, and the registry saves and loads it. Exactness of the sa
 test_distribution.py (chi-square), test_greedy.py and test_spec_session.py, all parametrized with it."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -161,3 +163,38 @@ def test_default_layers_and_bad_layers(target):
     assert default_layers(target) == (1, 2, 3)
     with pytest.raises(ConfigError, match=r"feature layers must be in \[0, 3\]"):
         EagleHead(target, (1, 4))
+
+
+class Slow(EagleDrafter):
+    """An EAGLE drafter that spends 0.2 s per proposal: speculation with it is far slower than plain."""
+
+    def propose(self, seqs, k, warp, u):
+        time.sleep(0.2)
+        return super().propose(seqs, k, warp, u)
+
+
+def test_auto_k_turns_a_session_plain_after_one_busy_period_slower_than_plain(target):
+    """The guard per session and per batch size: the cost model is told speculation pays (alpha 0.9,
+    free drafts); the first busy period at batch 1 comes out slower than plain decoding at batch 1, so the
+    next period at batch 1 decodes plainly, while batch 2 (never measured slow) still speculates."""
+    from trajkit.engine.choose_k import CostProfile, measure_costs
+
+    engine = Engine(target, Slow(EagleHead(target, LAYERS, init_seed=0)), num_draft_tokens="auto")
+    auto = engine.auto_k
+    auto.alpha = 0.9
+    for batch in (1, 2):
+        t1 = measure_costs(target, None, PROMPTS[:batch]).t1
+        auto.costs[batch] = CostProfile(batch, t1=t1, c=0.0, v={k: 1.0 for k in range(1, 5)})
+    params = SamplingParams(temperature=1.0, max_new_tokens=8, seed=0)
+    session = engine.session()
+    session.admit(PROMPTS[:1], [params])
+    first_k = session.k
+    while session.rows:
+        session.step()
+    assert first_k > 0 and 1 in auto.plain_only and auto.plain_only[1] < 1.0
+    session.admit(PROMPTS[1:2], [params])
+    assert session.k == 0  # batch 1 is plain from now on
+    while session.rows:
+        session.step()
+    session.admit(PROMPTS[:2], [params, params])
+    assert session.k > 0 and 2 not in auto.plain_only

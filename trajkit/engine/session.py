@@ -143,7 +143,8 @@ class SpeculativeSession:
     """A running batch decoded in speculative rounds (module docstring). ``k``: drafts per round, or a
     callable ``k(prompts, params)`` asked whenever rows are admitted into an idle session (the engine's
     ``"auto"`` choice for that batch; 0 = rounds without drafts, i.e. plain decoding steps). ``on_idle``:
-    called with a busy period's ``GenerationStats`` when its last row finishes.
+    called with a busy period's ``GenerationStats`` and the number of rows it started with (the batch size
+    its k was chosen for) when its last row finishes.
 
     Use through :meth:`trajkit.engine.Engine.session`."""
 
@@ -162,6 +163,7 @@ class SpeculativeSession:
         self._finished = GenerationStats()  # every earlier busy period, merged
         self.stats = GenerationStats()  # the whole session: _finished + period, updated in place
         self._draft_totals = (drafter.calls, drafter.seconds)
+        self.period_batch = 0
 
     @property
     def rows(self) -> list[int]:
@@ -181,6 +183,7 @@ class SpeculativeSession:
         if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
             if not isinstance(self._k, int):
                 self.k = int(self._k(prompts, params))
+            self.period_batch = len(prompts)  # the batch size k was chosen for (auto k's guard checks it)
             self.period = GenerationStats(num_draft_tokens=self.k, position_tried=[0] * self.k,
                                           position_accepted=[0] * self.k)
             self._draft_totals = (self.drafter.calls, self.drafter.seconds)
@@ -231,7 +234,7 @@ class SpeculativeSession:
             self._finished = GenerationStats.merge(self._finished, self.period)
             self._sync_stats()
             if self._on_idle is not None:
-                self._on_idle(self.period)
+                self._on_idle(self.period, self.period_batch)
         return updates
 
     def _sync_stats(self) -> None:
