@@ -213,7 +213,7 @@ def build_eagle(recipe: EagleRecipe, out: Path, root: Path | None = None, log=pr
 
     torch.set_num_threads(recipe.threads)
     start = time.perf_counter()
-    folder = prepare_model(root)
+    folder = prepare_model()  # the target always comes from the shared cache; root holds the head
     target, tok = load_model(folder).eval(), load_tokenizer(folder)
     for p in target.parameters():
         p.requires_grad_(False)
