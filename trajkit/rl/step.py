@@ -39,7 +39,7 @@ from trajkit.rl.stages import (
     StageTimer,
 )
 from trajkit.rl.state import TrainState
-from trajkit.rl.update import distill_draft, set_lr, update_policy
+from trajkit.rl.update import distill_draft, distill_eagle, set_lr, update_policy
 
 
 @dataclass
@@ -122,8 +122,11 @@ def rl_step(t: TrainState) -> StepResult:
     with timer.stage(LOGPROB):
         batch = collate(samples, advantages, t.tokenizer.pad_token_id).to(model_device(t.policy))
         distill = t.draft_optimizer is not None and (t.step + 1) % cfg.draft.distill_every == 0
-        old_logp, dists = batch_logprobs(t.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         keep_dists=distill, dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
+        # an EAGLE head learns from this same forward's hidden states (no extra policy forward)
+        layers = getattr(t.draft, "layers", None) if distill and cfg.draft.kind == "eagle" else None
+        old_logp, dists, *feats = batch_logprobs(t.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                                 keep_dists=distill, dtype=dtype, logits_chunk=cfg.optim.logits_chunk,
+                                                 feature_layers=layers)
         ref_logp = None
         if t.reference is not None:
             ref_logp, _ = batch_logprobs(t.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
@@ -135,7 +138,9 @@ def rl_step(t: TrainState) -> StepResult:
         if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
             metrics["optim/lr_factor"] = set_lr(t.optimizer, cfg, t.step)
         metrics.update(update_policy(t.policy, t.optimizer, batch, old_logp, ref_logp, cfg, t.grad_scaler))
-        if distill:
+        if distill and layers:
+            metrics.update(distill_eagle(t.draft, t.draft_optimizer, batch, dists, feats[0], cfg))
+        elif distill:
             metrics.update(distill_draft(t.draft, t.draft_optimizer, batch, dists, cfg))
     t.step += 1
     metrics.update(timer.to_dict())

@@ -52,7 +52,9 @@ HEAD_FILE, META_FILE = "eagle.pt", "eagle.json"
 
 
 class _Shared:
-    """The target's frozen embedding, final norm and output layer (held, not owned: not in state_dict)."""
+    """The target's embedding, final norm and output layer: held, not owned (not in the head's state_dict,
+    kept by a deep copy, never trained by the head: every use detaches them), so the head always reads the
+    weights of the target it is bound to (:meth:`EagleHead.bind`), after each weight sync too."""
 
     def __init__(self, target):
         inner = getattr(target, "model", None)
@@ -60,6 +62,14 @@ class _Shared:
             raise ConfigError("draft.kind=eagle: the target must be a Hugging Face decoder with .model.layers "
                               "and .model.norm (Llama, Qwen2, ...)")
         self.embed, self.norm, self.out = target.get_input_embeddings(), inner.norm, target.get_output_embeddings()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def normed(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The target's final norm of ``hidden`` (gradients reach ``hidden``, never the norm's weights)."""
+        weights = {name: p.detach() for name, p in self.norm.named_parameters()}
+        return torch.func.functional_call(self.norm, weights, (hidden,))
 
 
 def default_layers(target) -> tuple[int, ...]:
@@ -119,11 +129,19 @@ class EagleHead(nn.Module):
     def feature_width(self) -> int:
         return self.fuse.in_features
 
+    def bind(self, target) -> EagleHead:
+        """Draft for ``target`` from now on (its embedding, norm and output layer): e.g. the engine's
+        inference copy of a policy, so that each weight sync reaches the head too."""
+        width = int(target.get_output_embeddings().weight.shape[0])
+        if width != self.full_vocab:
+            raise ConfigError(f"eagle: the head has {self.full_vocab} output ids, the target {width}")
+        self.shared = _Shared(target)
+        return self
+
     def local_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """``hidden: [..., d]`` -> logits over the shortlist ``[..., K]`` (the target's norm and output rows)."""
-        normed = self.shared.norm(hidden)
-        weight = self.shared.out.weight[self.ids] if self.short else self.shared.out.weight
-        return normed @ weight.T
+        weight = self.shared.out.weight.detach()
+        return self.shared.normed(hidden) @ (weight[self.ids] if self.short else weight).T
 
     def full_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits over the whole vocabulary, ``NEG`` outside the shortlist."""
@@ -135,7 +153,7 @@ class EagleHead(nn.Module):
 
     def entries(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """``features: [B, T, d]`` (fused ``g_{t-1}``), ``tokens: [B, T]`` -> entries ``[B, T, d]``."""
-        return self.proj(torch.cat([features, self.shared.embed(tokens)], dim=-1))
+        return self.proj(torch.cat([features, self.shared.embed(tokens).detach()], dim=-1))
 
     def run_layer(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache) -> torch.Tensor:
         cos, sin = self.rotary(x, positions)
