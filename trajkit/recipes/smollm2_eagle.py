@@ -42,11 +42,12 @@ class EagleRecipe:
     new_tokens: int = 128
     temperature: float = 0.7
     shortlist: int = 8192
-    steps: int = 240
+    steps: int = 900
     batch_size: int = 8
     window: int = 64
     ttt_steps: int = 3
-    lr: float = 1e-3
+    lr: float = 2e-3
+    prompt_positions: bool = True  # train on the prompts' positions too (the target's distributions there)
     eval_prompts: int = 8
     eval_tokens: int = 64
     seed: int = 0
@@ -132,7 +133,7 @@ class Windows:
             if whole:
                 spans.append((first, last + 1))
                 continue
-            lo = max(1, first - 8)
+            lo = 1 if r.prompt_positions else max(1, first - 8)
             a = lo + int(torch.randint(max(1, last - r.window + 2 - lo), (1,), generator=self.gen))
             spans.append((a, min(a + r.window, last + 1)))
         width = max(e - a for a, e in spans)
@@ -148,7 +149,7 @@ class Windows:
             raw[i, :n], final[i, :n], logz[i, :n] = feats[a - 1:e - 1], feats[a:e], z[a:e]
             tokens[i, :n] = torch.tensor(self.seqs[b][a:e])
             positions[i, :n] = torch.arange(a, e)
-            mask[i, :n] = torch.arange(a, e) >= len(self.prompts[b]) - 1
+            mask[i, :n] = True if r.prompt_positions and not whole else torch.arange(a, e) >= len(self.prompts[b]) - 1
         return raw, tokens, positions, (final, logz), mask
 
 
