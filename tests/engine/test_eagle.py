@@ -69,9 +69,10 @@ def target():
 def test_features_are_the_target_hidden_states_of_every_cached_token(target, k):
     drafter = Recording(EagleHead(target, LAYERS, init_seed=0))
     engine = Engine(target, drafter, num_draft_tokens=k)
-    out = engine.generate(PROMPTS, SamplingParams(temperature=1.0, max_new_tokens=20, seed=4))
-    assert out.stats.accepted > 0  # rollbacks of rejected drafts happened and were not observed
-    for row, (prompt, c) in enumerate(zip(PROMPTS, out)):
+    prompts = PROMPTS + PROMPTS[1:2]  # a repeated prompt is prefilled once and its features copied
+    out = engine.generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=20, seed=4))
+    assert out.stats.accepted > 0 and out.stats.shared_prompt_tokens > 0
+    for row, (prompt, c) in enumerate(zip(prompts, out)):
         seq = prompt + c.token_ids
         seen = drafter.seen(row)
         # every token the target's cache holds (all but the last emitted), each once, in order
