@@ -13,7 +13,8 @@ smollm2-135m-instruct-eagle``; minutes on 2 CPU cores, every step logs its progr
 3. **features**: one target forward over every sequence with ``output_hidden_states``: the head's input
    layers and, per position, ``log Z`` of the target's tempered logits (the teacher's exact normaliser);
 4. **training** (:meth:`EagleHead.unroll`, EAGLE-3's training-time test): random windows of the
-   completions, ``ttt_steps`` steps of the head fed its own features, each step's loss the restricted soft
+   sequences (prompts included: the target's distributions there are teacher signal too), at most ``steps``
+   steps and ``train_seconds`` seconds, ``ttt_steps`` steps of the head fed its own features, each step's loss the restricted soft
    cross-entropy ``-sum_{v in S} p(v) log q(v)`` against the target's distribution at ``temperature``;
 5. **evaluation** on the held-out sequences: ``alpha = sum_v min(p, q)`` per drafting step (q exactly 0
    outside the shortlist), then real speculative generation with the engine (k = 4, batch 1, the held-out
@@ -42,7 +43,8 @@ class EagleRecipe:
     new_tokens: int = 128
     temperature: float = 0.7
     shortlist: int = 8192
-    steps: int = 900
+    steps: int = 300
+    train_seconds: float = 720.0  # training stops here even before ``steps`` (a loaded machine is slower)
     batch_size: int = 8
     window: int = 64
     ttt_steps: int = 3
@@ -234,7 +236,8 @@ def build_eagle(recipe: EagleRecipe, out: Path, root: Path | None = None, log=pr
     alpha_before = held_out_alpha(head, windows, held, recipe)
 
     def batches():
-        while True:
+        began = time.perf_counter()
+        while time.perf_counter() - began < recipe.train_seconds:
             yield windows.batch()
 
     schedule = Schedule(recipe.steps, recipe.lr, warmup=20, weight_decay=0.0, betas=(0.9, 0.95))
@@ -249,7 +252,8 @@ def build_eagle(recipe: EagleRecipe, out: Path, root: Path | None = None, log=pr
     meta = {"recipe": dataclasses.asdict(recipe), "key": recipe.key(), "layers": list(head.layers),
             "head_parameters": sum(p.numel() for p in head.parameters()),
             "alpha_held_out_before": alpha_before, "alpha_held_out": alpha, "engine_eval": evaluation,
-            "loss_first": losses[0], "loss_last": losses[-1], "sequences": len(seqs), "held_out": n_held,
+            "loss_first": losses[0], "loss_last": losses[-1], "train_steps": len(losses),
+            "sequences": len(seqs), "held_out": n_held,
             "sample_seconds": sampled - start, "feature_seconds": featured - sampled,
             "train_seconds": trained - featured, "build_seconds": time.perf_counter() - start}
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
