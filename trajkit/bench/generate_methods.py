@@ -37,7 +37,8 @@ class Run:
 @dataclass
 class Method:
     name: str
-    family: str  # ours-plain | ours-draft | ours-ngram | ours-auto | ours-eagle | ours-eagle-auto | hf-plain | hf-assisted
+    # ours-plain | ours-draft | ours-ngram | ours-auto | ours-eagle | ours-eagle-auto | hf-plain | hf-assisted
+    family: str
     k: int
     run: Callable[[list[list[int]], int, int], Run]
     batch_sizes: tuple[int, ...] = (1, 8)

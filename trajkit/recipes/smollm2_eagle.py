@@ -14,8 +14,9 @@ smollm2-135m-instruct-eagle``; minutes on 2 CPU cores, every step logs its progr
    layers and, per position, ``log Z`` of the target's tempered logits (the teacher's exact normaliser);
 4. **training** (:meth:`EagleHead.unroll`, EAGLE-3's training-time test): random windows of the
    sequences (prompts included: the target's distributions there are teacher signal too), at most ``steps``
-   steps and ``train_seconds`` seconds, ``ttt_steps`` steps of the head fed its own features, each step's loss the restricted soft
-   cross-entropy ``-sum_{v in S} p(v) log q(v)`` against the target's distribution at ``temperature``;
+   steps and ``train_seconds`` seconds, ``ttt_steps`` steps of the head fed its own features, each step's
+   loss the restricted soft cross-entropy ``-sum_{v in S} p(v) log q(v)`` against the target's
+   distribution at ``temperature``;
 5. **evaluation** on the held-out sequences: ``alpha = sum_v min(p, q)`` per drafting step (q exactly 0
    outside the shortlist), then real speculative generation with the engine (k = 4, batch 1, the held-out
    prompts): its measured alpha and acceptance length. All in ``meta.json``.

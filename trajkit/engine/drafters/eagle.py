@@ -176,7 +176,8 @@ class EagleHead(nn.Module):
         last = hidden[:, -logits_to_keep:] if logits_to_keep else hidden
         return SimpleNamespace(logits=self.full_logits(last), hidden_states=(hidden,))
 
-    def unroll(self, raw: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    def unroll(self, raw: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+               steps: int) -> list[torch.Tensor]:
         """Training-time test over whole sequences. ``raw: [B, L, F]`` the target's concatenated features of
         the *previous* token of each entry (zeros at position 0), ``tokens: [B, L]``, ``positions: [B, L]``
         -> ``ĥ`` of each step ``[B, L, d]``. Step ``j``'s entry at ``t`` takes step ``j - 1``'s output at
