@@ -81,3 +81,40 @@ def combined_p_value(parts: list[tuple[float, int]]) -> float:
     if not np.isfinite(stat):
         return 0.0
     return 1.0 if dof == 0 else float(sstats.chi2.sf(stat, dof))  # dof 0: one cell, all samples in it
+
+
+def trained_eagle(target, layers=(1, 2), steps: int = 60, rows: int = 24, length: int = 24, seed: int = 0,
+                  shortlist=None):
+    """A lightly trained EAGLE head over ``target``: the offline recipe's training-time-test loss
+    (:mod:`trajkit.recipes.smollm2_eagle`) on ``rows`` of the target's own samples at temperature 1."""
+    from trajkit.engine import Engine
+    from trajkit.engine.drafters.eagle import EagleHead
+    from trajkit.models.fit import Schedule, fit
+    from trajkit.recipes.smollm2_eagle import EagleRecipe, Windows, target_features, ttt_loss
+
+    v = target.config.vocab_size
+    gen = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(v, (int(n),), generator=gen).tolist() for n in torch.randint(1, 6, (rows,), generator=gen)]
+    out = Engine(target).generate(prompts, SamplingParams(temperature=1.0, max_new_tokens=length, seed=seed))
+    seqs = [p + c.token_ids for p, c in zip(prompts, out)]
+    head = EagleHead(target, layers, shortlist, init_seed=seed)
+    recipe = EagleRecipe(temperature=1.0, steps=steps, batch_size=8, window=length, lr=3e-3)
+    feats = target_features(target, head.layers, seqs, recipe.temperature, log=lambda _: None)
+    windows = Windows(seqs, prompts, [(f.to(torch.float32), z) for f, z in feats], list(range(rows)), recipe, seed)
+
+    def batches():
+        while True:
+            yield tuple(x.to(target.dtype) if torch.is_floating_point(x) else x for x in _flat(windows.batch()))
+
+    fit(head, batches(), lambda b: ttt_loss(head, _unflat(b), recipe), Schedule(steps, recipe.lr, warmup=5))
+    return head.eval()
+
+
+def _flat(batch):
+    raw, tokens, positions, (final, logz), mask = batch
+    return raw, tokens, positions, final, logz, mask
+
+
+def _unflat(batch):
+    raw, tokens, positions, final, logz, mask = batch
+    return raw, tokens, positions, (final, logz), mask

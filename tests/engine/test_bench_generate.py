@@ -48,3 +48,30 @@ def test_measure_reports_progress(capsys):
     err = capsys.readouterr().err.splitlines()
     assert err == ["bench generate: batch 1: 1 methods x (2 seeds + 1 warm-up) = 3 runs",
                    "bench generate: batch 1: seed 1/2 done", "bench generate: batch 1: seed 2/2 done"]
+
+
+def test_eagle_arm_runs_exactly_with_auto_k_and_its_own_costs():
+    """The eagle arm (``--drafters eagle``): greedy rows equal ours plain's; auto k stays within the
+    measured k; the costs table has the head's c and the v(k) measured with features captured."""
+    from trajkit.engine.drafters.eagle import EagleHead
+
+    target = target_model(SPEC, seed=1, dtype=torch.float64)
+    head = EagleHead(target, (1, 2), init_seed=0).double()
+    methods = build_methods(target, None, [2, 3], 0.0, eagle=head, drafters=("eagle",))
+    assert [m.family for m in methods] == ["ours-plain", "hf-plain", "ours-eagle", "ours-eagle", "ours-eagle-auto"]
+    runs = {m.name: m.run([[1, 2, 3], [4, 5]], 0, 8) for m in methods if m.family.startswith("ours")}
+    assert runs["ours eagle k=3"].stats["proposed"] > 0
+    assert runs["ours eagle k=auto"].stats["num_draft_tokens"] <= 3
+    pair = argparse.Namespace(target=target, draft=None, eagle=head)
+    costs = generate._costs(pair, [[1, 2, 3], [4, 5]], 3)
+    assert "c_draft" not in costs and costs["c_eagle"] > 0 and set(costs["v_eagle"]) == {"1", "2", "3"}
+
+
+@pytest.mark.parametrize("value,pair,message", [("eagle", "tiny", "the tiny pair has no EAGLE head"),
+                                                ("medusa", "smollm2", "--drafters takes names from")])
+def test_bad_drafters(value, pair, message):
+    from trajkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        generate._drafters(value, pair)
+    assert generate._drafters(None, "smollm2") == ("draft", "ngram", "eagle")

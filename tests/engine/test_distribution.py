@@ -21,6 +21,7 @@ from tests.engine.helpers import (
     target_model,
 )
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
+from trajkit.engine.drafters.eagle import EagleDrafter, EagleHead
 from trajkit.engine.warp import sample
 
 PROMPTS = [[1, 2, 3, 1, 2], [4, 5, 4], [7, 1, 7, 1, 9, 7, 1]]  # repeats give the n-gram drafter matches
@@ -62,13 +63,23 @@ CASES = [
     ("model", 3, 1.0, 6, 0.9, 2),
     ("ngram", 3, 1.0, 0, 1.0, 3),
     ("ngram", 1, 0.7, 0, 0.9, 3),
+    ("eagle", 3, 1.0, 0, 1.0, 4),
+    ("eagle", 2, 0.7, 5, 0.9, 3),
+    ("eagle-shortlist", 3, 1.0, 0, 1.0, 3),  # q is exactly 0 outside 8 of the 12 ids
 ]
+
+
+def eagle_drafter(target, shortlist=None):
+    """An untrained EAGLE head over ``target`` (features of its layers 1 and 2), seeded."""
+    return EagleDrafter(EagleHead(target, (1, 2), shortlist, init_seed=0))
 
 
 @pytest.mark.parametrize("kind,k,temperature,top_k,top_p,length", CASES)
 def test_matches_exact_distribution(models, kind, k, temperature, top_k, top_p, length):
     target, draft = models
-    drafter = {"none": None, "model": DraftModel(draft), "ngram": NgramDrafter()}[kind]
+    drafter = {"none": lambda: None, "model": lambda: DraftModel(draft), "ngram": NgramDrafter,
+               "eagle": lambda: eagle_drafter(target),
+               "eagle-shortlist": lambda: eagle_drafter(target, [0, 1, 2, 3, 5, 7, 8, 10])}[kind]()
     params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, seed=11)
     p_value, st = run_fit(target, drafter, k, params, length, per_prompt=2000)
     assert p_value > PASS_P, (p_value, st)
@@ -93,12 +104,15 @@ def _resample_from_p(p, draft, q, draft_len, u_accept, u_final):
 speculative_kernel = speculative.verify_drafts
 
 
+@pytest.mark.parametrize("kind", ["model", "eagle"])
 @pytest.mark.parametrize("wrong", [_accept_all, _resample_from_p])
-def test_wrong_sampler_fails(models, monkeypatch, wrong):
+def test_wrong_sampler_fails(models, monkeypatch, wrong, kind):
+    """The same test has power with each drafter with weights: a wrong kernel is rejected."""
     target, draft = models
     monkeypatch.setattr(speculative, "verify_drafts", wrong)
     params = SamplingParams(temperature=1.0, seed=11)
-    p_value, st = run_fit(target, DraftModel(draft), 3, params, 3, per_prompt=2000)
+    drafter = DraftModel(draft) if kind == "model" else eagle_drafter(target)
+    p_value, st = run_fit(target, drafter, 3, params, 3, per_prompt=2000)
     assert p_value < FAIL_P, (p_value, st)
 
 

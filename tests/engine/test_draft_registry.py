@@ -27,7 +27,7 @@ def test_every_kind_drives_the_engine_exactly_in_greedy_mode():
     prompts, params = [[1, 2, 3, 1, 2], [4, 5]], SamplingParams(temperature=0.0, max_new_tokens=8)
     plain = [c.token_ids for c in Engine(target).generate(prompts, params)]
     for name, kind in DRAFT_KINDS.items():
-        drafter = kind.drafter(kind.build(16, SHAPE))
+        drafter = kind.drafter(kind.build(16, SHAPE, target=target))  # eagle drafts from the target's features
         assert isinstance(drafter, Drafter) and kind.trainable == (name != "ngram")
         spec = Engine(target, drafter=drafter, num_draft_tokens=2).generate(prompts, params)
         assert [c.token_ids for c in spec] == plain, name
@@ -37,5 +37,7 @@ def test_none_and_unknown_kinds():
     assert draft_kind("none") is None and KIND_NAMES[0] == "none"
     # the parsers' plain list of names (trajkit.engine.drafters.names) is exactly the registry's kinds
     assert KIND_NAMES == ("none", *DRAFT_KINDS)
-    with pytest.raises(ConfigError, match=r"one of \['none', 'model', 'window', 'ngram'\], got 'eagle'"):
-        draft_kind("eagle")
+    with pytest.raises(ConfigError, match=r"one of \['none', 'model', 'window', 'ngram', 'eagle'\], got 'medusa'"):
+        draft_kind("medusa")
+    with pytest.raises(ConfigError, match="build it with the target"):
+        draft_kind("eagle").build(16, SHAPE)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.engine.helpers import perturbed_copy, target_model
+from tests.engine.helpers import perturbed_copy, target_model, trained_eagle
 from trajkit.engine import DraftModel, Engine, NgramDrafter, SamplingParams
+from trajkit.engine.drafters.eagle import EagleDrafter
 from trajkit.models.spec import TinySpec
 
 SPEC = TinySpec(vocab_size=16, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
@@ -21,6 +22,11 @@ GREEDY = SamplingParams(temperature=0.0, max_new_tokens=40)
 def models():
     target = target_model(SPEC, seed=3, dtype=torch.float64)
     return target, perturbed_copy(target, noise=0.3, seed=4)
+
+
+@pytest.fixture(scope="module")
+def eagle(models):
+    return trained_eagle(models[0], steps=40)
 
 
 @torch.no_grad()
@@ -40,11 +46,12 @@ def test_plain_greedy_matches_reference_batched(models):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
-@pytest.mark.parametrize("kind", ["model", "ngram"])
-def test_speculative_greedy_equals_plain(models, kind, k):
+@pytest.mark.parametrize("kind", ["model", "ngram", "eagle"])
+def test_speculative_greedy_equals_plain(models, kind, k, request):
     target, draft = models
     plain = Engine(target).generate(PROMPTS, GREEDY)
-    drafter = DraftModel(draft) if kind == "model" else NgramDrafter()
+    drafter = {"model": lambda: DraftModel(draft), "ngram": NgramDrafter,
+               "eagle": lambda: EagleDrafter(request.getfixturevalue("eagle"))}[kind]()
     spec = Engine(target, drafter, num_draft_tokens=k).generate(PROMPTS, GREEDY)
     assert [c.token_ids for c in spec] == [c.token_ids for c in plain]
     st = spec.stats

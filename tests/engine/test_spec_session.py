@@ -7,6 +7,7 @@ import torch
 
 from trajkit.engine import Engine, SamplingParams
 from trajkit.engine.drafters import DraftModel, NgramDrafter
+from trajkit.engine.drafters.eagle import EagleDrafter, EagleHead
 from trajkit.engine.session import DecodeSession, SpeculativeSession
 
 from .helpers import perturbed_copy, target_model
@@ -14,10 +15,12 @@ from .test_session import PROMPTS, SPEC_WIDE, _run, assert_like_alone
 
 
 def _drafter(kind, model):
+    if kind == "eagle":  # drafts from the target's features: joining rows bring theirs from their prefill
+        return EagleDrafter(EagleHead(model, (1, 2), init_seed=2))
     return DraftModel(perturbed_copy(model, 0.3, seed=7)) if kind == "model" else NgramDrafter(3, 1)
 
 
-@pytest.mark.parametrize("kind", ["model", "ngram"])
+@pytest.mark.parametrize("kind", ["model", "ngram", "eagle"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_rows_that_join_a_speculative_batch_sample_what_they_sample_alone(kind, temperature):
     model = target_model(SPEC_WIDE, seed=1, dtype=torch.float64)
@@ -106,19 +109,21 @@ def test_a_callable_k_is_asked_per_busy_period_and_on_idle_gets_the_period():
     model = target_model(SPEC_WIDE, seed=1, dtype=torch.float64)
     engine = Engine(model, DraftModel(perturbed_copy(model, 0.1, seed=3).to(torch.float64)), num_draft_tokens=2)
     engine.auto_k.alpha = 0.5
-    asked, periods = [], []
+    asked, periods, batches = [], [], []
 
     def pick(prompts, params):
         asked.append(len(prompts))
         return 2 if len(asked) == 1 else 3
 
-    def on_idle(stats):
+    def on_idle(stats, batch):
         periods.append(stats)
+        batches.append(batch)  # the rows the period started with (not those that joined)
         engine.auto_k.observe(stats)
     session = SpeculativeSession(model, engine.drafter, pick, on_idle=on_idle)
     p = SamplingParams(temperature=1.0, max_new_tokens=10, seed=0)
     _run(session, {0: [(PROMPTS[0], p), (PROMPTS[2], p)], 1: [(PROMPTS[3], p)]})
     assert asked == [2] and session.k == 2 and len(periods) == 1  # the joining row did not re-pick
+    assert batches == [2]
     first = periods[0]
     assert first.num_draft_tokens == 2 and first.rows == 3 and first.new_tokens == 30 and sum(first.position_tried) > 0
     assert engine.auto_k.alpha == pytest.approx(0.5 * 0.5 + 0.5 * first.alpha)

@@ -12,7 +12,7 @@ from trajkit.rl.trainer import Trainer
 SPEC = ("draft.distill=true", "loss.kl_coef=0.01", "shaping.overlong_buffer=2")
 
 
-@pytest.mark.parametrize("drafter", ["model", "window"])
+@pytest.mark.parametrize("drafter", ["model", "window", "eagle"])
 def test_resume_reproduces_the_next_step(tiny, tmp_path, drafter):
     spec = (f"draft.kind={drafter}",) + SPEC
     straight = Trainer(tiny(*spec), logger=False)

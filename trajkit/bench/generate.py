@@ -1,6 +1,7 @@
-"""Benchmark: trajkit's engine (plain, speculative with the draft model and with n-gram lookup, auto k)
-against Hugging Face ``generate`` and HF assisted generation, side by side in one run on the shipped
-tiny pair (:mod:`trajkit.recipes.tiny_pair`, built first if missing).
+"""Benchmark: trajkit's engine (plain, speculative with the draft model, with n-gram lookup and, on
+SmolLM2, with its EAGLE-style head; auto k) against Hugging Face ``generate`` and HF assisted generation,
+side by side in one run on the shipped tiny pair (:mod:`trajkit.recipes.tiny_pair`, built first if
+missing) or SmolLM2-135M-Instruct (``--pair smollm2``; ``--drafters`` picks the arms).
 
 Protocol: torch threads fixed (``--threads``, default 1: on this 2-core machine a second OpenMP thread
 made the tiny models slower, see docs/engine.md); every method gets one warm-up call per batch size that
@@ -46,6 +47,9 @@ def add_arguments(parser) -> None:
                         help="tiny: the shipped byte-level pair; smollm2: SmolLM2-135M-Instruct and its distilled "
                              "shortlist draft (prepared offline and cached; HF assisted generation is skipped: "
                              "it cannot use a shortlist draft)")
+    parser.add_argument("--drafters", default=None,
+                        help="comma-separated drafter arms from draft,ngram,eagle (default: draft,ngram for the "
+                             "tiny pair, draft,ngram,eagle for smollm2; eagle needs --pair smollm2)")
 
 
 def run(args) -> int:
@@ -56,10 +60,11 @@ def run(args) -> int:
     from trajkit.traces.atomic import AtomicFile, write_atomic
 
     ks, batch_sizes = _ints(args.ks, "--ks"), _ints(args.batch_sizes, "--batch-sizes")
+    drafters = _drafters(args.drafters, args.pair)
     torch.set_num_threads(args.threads)
-    pair = load_tiny_pair(cache=args.cache_dir) if args.pair == "tiny" else load_smollm2_pair()
+    pair = load_tiny_pair(cache=args.cache_dir) if args.pair == "tiny" else load_smollm2_pair(drafters)
     methods = build_methods(pair.target, pair.draft, ks, args.temperature, pad_id=pair.pad_id,
-                            assisted=args.pair == "tiny")
+                            assisted=args.pair == "tiny", eagle=getattr(pair, "eagle", None), drafters=drafters)
     results = {"protocol": _protocol(args, pair), "costs": {}, "rows": []}
     for batch in batch_sizes:
         prompts = _prompt_sets(pair.prompts, batch, args.seeds + 1)
@@ -93,6 +98,21 @@ def _ints(text: str, flag: str) -> list[int]:
     return values
 
 
+def _drafters(text: str | None, pair: str) -> tuple[str, ...]:
+    from trajkit.bench.generate_methods import DRAFTERS
+    from trajkit.errors import ConfigError
+
+    if text is None:
+        return DRAFTERS if pair == "smollm2" else ("draft", "ngram")
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [n for n in names if n not in DRAFTERS]
+    if bad or not names:
+        raise ConfigError(f"--drafters takes names from {','.join(DRAFTERS)}, got {text!r}")
+    if "eagle" in names and pair != "smollm2":
+        raise ConfigError("--drafters eagle: the tiny pair has no EAGLE head; use --pair smollm2")
+    return names
+
+
 def _say(text: str) -> None:
     """A progress line on stderr (the run takes minutes; stdout keeps the table or the JSON)."""
     import sys
@@ -110,7 +130,8 @@ def _protocol(args, pair) -> dict:
     return {"load_average_1m": round(os.getloadavg()[0], 2), "threads": args.threads, "seeds": args.seeds, "new_tokens": args.new_tokens,
             "temperature": args.temperature, "torch": torch.__version__, "transformers": transformers.__version__,
             "cpu": platform.processor() or platform.machine(), "pair": str(pair.path),
-            "target_parameters": pair.meta["target_parameters"], "draft_parameters": pair.meta["draft_parameters"]}
+            "target_parameters": pair.meta["target_parameters"], "draft_parameters": pair.meta["draft_parameters"],
+            "eagle_parameters": pair.meta.get("eagle_parameters")}
 
 
 def _prompt_sets(prompts: list[list[int]], batch: int, count: int) -> list[list[list[int]]]:
@@ -119,12 +140,24 @@ def _prompt_sets(prompts: list[list[int]], batch: int, count: int) -> list[list[
 
 
 def _costs(pair, prompts: list[list[int]], k_max: int) -> dict:
+    """``t1``, ``c`` of each drafter and ``v(k)`` (the median over the drafters' measurements of the plain
+    target; ``v_eagle``: measured while capturing the head's hidden states, as its verification runs)."""
     from trajkit.engine import DraftModel, NgramDrafter
     from trajkit.engine.choose_k import measure_costs
-    draft = measure_costs(pair.target, DraftModel(pair.draft), prompts, k_max, repeats=9)
+    from trajkit.engine.drafters.eagle import EagleDrafter
+
     ngram = measure_costs(pair.target, NgramDrafter(), prompts, k_max, repeats=9)
-    return {"t1_ms": draft.t1 * 1e3, "c_draft": draft.c, "c_ngram": ngram.c,
-            "v": {str(k): statistics.median([draft.v[k], ngram.v[k]]) for k in draft.v}}
+    plain = [ngram]
+    out = {"t1_ms": ngram.t1 * 1e3, "c_ngram": ngram.c}
+    if pair.draft is not None:
+        draft = measure_costs(pair.target, DraftModel(pair.draft), prompts, k_max, repeats=9)
+        plain.append(draft)
+        out["c_draft"] = draft.c
+    out["v"] = {str(k): statistics.median([p.v[k] for p in plain]) for k in ngram.v}
+    if getattr(pair, "eagle", None) is not None:
+        eagle = measure_costs(pair.target, EagleDrafter(pair.eagle), prompts, k_max, repeats=9)
+        out.update(c_eagle=eagle.c, v_eagle={str(k): x for k, x in eagle.v.items()}, t1_eagle_ms=eagle.t1 * 1e3)
+    return out
 
 
 def _measure(methods: list[Method], prompt_sets, new_tokens: int, batch: int = 0) -> dict[str, list]:
@@ -185,9 +218,10 @@ def _engine_stats(stats: list[dict], m: Method, costs: dict) -> dict:
     k = m.k if m.k >= 0 else stats[-1]["num_draft_tokens"]
     row["k_used"] = k
     if k >= 1 and row["alpha"] is not None:
-        c = costs["c_ngram"] if m.family == "ours-ngram" else costs["c_draft"]
-        row.update(c=c, v_k=costs["v"][str(k)],
-                   predicted_speedup=predicted_speedup(row["alpha"], k, c, costs["v"][str(k)]))
+        eagle = m.family.startswith("ours-eagle")
+        c = costs["c_ngram"] if m.family == "ours-ngram" else costs["c_eagle"] if eagle else costs["c_draft"]
+        v_k = (costs["v_eagle"] if eagle else costs["v"])[str(k)]
+        row.update(c=c, v_k=v_k, predicted_speedup=predicted_speedup(row["alpha"], k, c, v_k))
     return row
 
 
@@ -218,6 +252,14 @@ def goals(rows: list[dict]) -> list[dict]:
         if draft and batch > 1:
             out.append(_goal(f"B={batch}: speculative faster than plain", draft["speedup"] > 1.0,
                              f"{draft['method']}: {draft['speedup']:.2f}x"))
+        eagle, auto = best("ours-eagle", batch), best("ours-eagle-auto", batch)
+        if eagle and batch == 1:
+            out.append(_goal("B=1: eagle >= 1.6x ours plain", eagle["speedup"] >= 1.6,
+                             f"{eagle['method']}: {eagle['speedup']:.2f}x, acceptance length "
+                             f"{eagle['acceptance_length']:.2f}, alpha {eagle['alpha']:.3f}"))
+        if auto and batch > 1:
+            out.append(_goal(f"B={batch}: eagle k=auto >= 1.0x ours plain", auto["speedup"] >= 1.0,
+                             f"{auto['speedup']:.2f}x (k={auto['k_used']})"))
     return out
 
 
@@ -229,14 +271,16 @@ def _print(results: dict) -> None:
     print("\n" + " ".join(f"{k}={v}" for k, v in results["protocol"].items()))
     for batch, c in results["costs"].items():
         v = " ".join(f"v({k})={x:.2f}" for k, x in c["v"].items())
-        print(f"B={batch}: one-token target step {c['t1_ms']:.2f} ms, c(draft)={c['c_draft']:.3f}, "
-              f"c(n-gram)={c['c_ngram']:.4f}, {v}")
+        extra = f", c(eagle)={c['c_eagle']:.3f}, with features: " + " ".join(
+            f"v({k})={x:.2f}" for k, x in c["v_eagle"].items()) if "c_eagle" in c else ""
+        print(f"B={batch}: one-token target step {c['t1_ms']:.2f} ms, c(draft)={_f(c.get('c_draft'), 1, 3).strip()}, "
+              f"c(n-gram)={c['c_ngram']:.4f}, {v}{extra}")
     head = f"{'method':<24}{'B':>3}{'tok/s':>9}{'range':>12}{'speedup':>9}{'paired':>8}{'calls/tok':>10}" \
            f"{'alpha':>7}{'acc.len':>8}{'c':>7}{'v(k)':>6}{'pred.S':>8}{'meas/pred':>10}"
     print("\n" + head + "\n" + "-" * len(head))
     for r in results["rows"]:
         rng = f"{r['tokens_per_s_min']:.0f}-{r['tokens_per_s_max']:.0f}"
-        name = r["method"] + (f" (k={r['k_used']})" if r["family"] == "ours-auto" else "")
+        name = r["method"] + (f" (k={r['k_used']})" if r["family"].endswith("auto") else "")
         print(f"{name:<24}{r['batch']:>3}{r['tokens_per_s']:>9.1f}{rng:>12}{r['speedup']:>8.2f}x"
               f"{r['speedup_paired_median']:>7.2f}x"
               f"{_f(r.get('target_calls_per_token'), 10, 3)}{_f(r.get('alpha'), 7, 3)}"
@@ -261,7 +305,8 @@ def plot(results: dict, path: Path) -> None:
     batches = sorted({r["batch"] for r in results["rows"]})
     fig, axes = plt.subplots(1, len(batches) + 1, figsize=(6 * len(batches) + 5, 5))
     colors = {"ours-plain": "#444", "hf-plain": "#bbb", "ours-draft": "#1f77b4", "ours-ngram": "#2ca02c",
-              "hf-assisted": "#ff7f0e", "ours-auto": "#9467bd"}
+              "hf-assisted": "#ff7f0e", "ours-auto": "#9467bd", "ours-eagle": "#d62728",
+              "ours-eagle-auto": "#8c564b"}
     for ax, batch in zip(axes, batches):
         rows = [r for r in results["rows"] if r["batch"] == batch]
         ax.barh([r["method"] for r in rows], [r["tokens_per_s"] for r in rows],

@@ -5,6 +5,7 @@ the baselines call transformers' ``generate`` directly: plain sampling, and assi
 (speculative sampling with the same draft model) configured as the issue asks -- constant schedule of
 ``k`` assistant tokens, confidence threshold 0 (no early stop of the draft) and ``top_k=0`` (HF's
 default sampling would otherwise truncate to the top 50). HF assisted generation refuses batches above 1.
+The EAGLE-style head (``ours eagle``) has no HF counterpart (assisted generation needs a draft *model*).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from trajkit.engine import (
     NgramDrafter,
     SamplingParams,
 )
+from trajkit.engine.drafters.eagle import EagleDrafter
 from trajkit.models.tokenizer import PAD_ID
 
 
@@ -35,7 +37,8 @@ class Run:
 @dataclass
 class Method:
     name: str
-    family: str  # ours-plain | ours-draft | ours-ngram | ours-auto | hf-plain | hf-assisted
+    # ours-plain | ours-draft | ours-ngram | ours-auto | ours-eagle | ours-eagle-auto | hf-plain | hf-assisted
+    family: str
     k: int
     run: Callable[[list[list[int]], int, int], Run]
     batch_sizes: tuple[int, ...] = (1, 8)
@@ -81,30 +84,42 @@ def _assistant(draft, k: int):
     return draft
 
 
+DRAFTERS = ("draft", "ngram", "eagle")  # the drafter arms --drafters chooses from
+
+
 def build_methods(target, draft, ks: list[int], temperature: float, pad_id: int = PAD_ID,
-                  assisted: bool = True) -> list[Method]:
-    """Every method of the side-by-side table (HF assisted generation only with ``assisted``)."""
+                  assisted: bool = True, eagle=None, drafters: tuple[str, ...] = ("draft", "ngram")) -> list[Method]:
+    """Every method of the side-by-side table: ours plain and HF generate, then each arm of ``drafters``
+    (``draft``: the draft model, with auto k and, with ``assisted``, HF assisted generation; ``ngram``;
+    ``eagle``: the head ``eagle`` over the target, with auto k)."""
     methods = [Method("ours plain", "ours-plain", 0, _ours(Engine(target), temperature)),
                Method("HF generate", "hf-plain", 0, _hf(target, temperature, pad_id=pad_id))]
-    for k in ks:
-        methods.append(Method(f"ours draft k={k}", "ours-draft", k,
-                              _ours(Engine(target, DraftModel(draft), num_draft_tokens=k), temperature)))
-    for k in ks:
-        methods.append(Method(f"ours n-gram k={k}", "ours-ngram", k,
-                              _ours(Engine(target, NgramDrafter(), num_draft_tokens=k), temperature)))
-    for k in ks if assisted else ():
-        assistant = _assistant(copy.deepcopy(draft), k)
-        methods.append(Method(f"HF assisted k={k}", "hf-assisted", k, _hf(target, temperature, assistant),
-                              batch_sizes=(1,)))
+    arms = {"draft": ("ours draft", "ours-draft", lambda: DraftModel(draft)),
+            "ngram": ("ours n-gram", "ours-ngram", NgramDrafter),
+            "eagle": ("ours eagle", "ours-eagle", lambda: EagleDrafter(eagle))}
+    for arm in drafters:
+        label, family, make = arms[arm]
+        for k in ks:
+            methods.append(Method(f"{label} k={k}", family, k,
+                                  _ours(Engine(target, make(), num_draft_tokens=k), temperature)))
+    if "draft" in drafters:
+        for k in ks if assisted else ():
+            assistant = _assistant(copy.deepcopy(draft), k)
+            methods.append(Method(f"HF assisted k={k}", "hf-assisted", k, _hf(target, temperature, assistant),
+                                  batch_sizes=(1,)))
     # auto considers only the k whose costs the benchmark measures (c and v(k) for k <= max(ks))
-    auto = Engine(target, DraftModel(draft), config=EngineConfig(num_draft_tokens="auto", max_draft_tokens=max(ks)))
-    methods.append(Method("ours draft k=auto", "ours-auto", -1, _ours(auto, temperature), engine=auto))
+    for arm, family in (("draft", "ours-auto"), ("eagle", "ours-eagle-auto")):
+        if arm in drafters:
+            label, _, make = arms[arm]
+            auto = Engine(target, make(), config=EngineConfig(num_draft_tokens="auto", max_draft_tokens=max(ks)))
+            methods.append(Method(f"{label} k=auto", family, -1, _ours(auto, temperature), engine=auto))
     return methods
 
 
 @dataclass
 class RealPair:
-    """The target/draft pair of ``bench generate --pair smollm2``: the same fields the tiny pair has."""
+    """The target/draft pair of ``bench generate --pair smollm2``: the same fields the tiny pair has, and
+    the EAGLE head (None when its arm is not run); ``draft`` is None when the draft arm is not run."""
 
     target: object
     draft: object
@@ -112,21 +127,25 @@ class RealPair:
     meta: dict
     prompts: list[list[int]]
     pad_id: int
+    eagle: object = None
+    eagle_meta: dict | None = None
 
 
-def load_smollm2_pair() -> RealPair:
-    """SmolLM2-135M-Instruct, its distilled shortlist draft, and 64 chat prompts that ask for a short
-    explanation (rendered by its template; other questions than the draft was distilled on)."""
+def load_smollm2_pair(drafters: tuple[str, ...] = DRAFTERS) -> RealPair:
+    """SmolLM2-135M-Instruct, its distilled shortlist draft and/or its EAGLE head (those ``drafters`` name;
+    each prepared and cached first when missing), and 64 chat prompts that ask for a short explanation
+    (rendered by its template; other questions than the drafts were trained on)."""
     import json
     import random
 
+    from trajkit.engine.drafters.eagle import EagleHead
     from trajkit.models.chat import render
     from trajkit.models.load import load_model, load_tokenizer
     from trajkit.models.shortlist import ShortlistLM
-    from trajkit.recipes.prepared import DRAFT_NAME, PREPARE
+    from trajkit.recipes.prepared import DRAFT_NAME, EAGLE_NAME, PREPARE
     from trajkit.recipes.smollm2 import NAME
 
-    folder, draft_folder = PREPARE[NAME](), PREPARE[DRAFT_NAME]()
+    folder = PREPARE[NAME]()
     tok = load_tokenizer(folder)
     rng = random.Random(12345)
     forms = ["Explain step by step how to compute {a} * {b}.", "What is {a} + {b}? Explain your reasoning.",
@@ -134,8 +153,17 @@ def load_smollm2_pair() -> RealPair:
     prompts = [tok.encode(render(tok, [{"role": "user", "content": rng.choice(forms).format(
         a=rng.randint(2, 99), b=rng.randint(2, 99))}], add_generation_prompt=True), add_special_tokens=False)
         for _ in range(64)]
-    target, draft = load_model(folder).eval(), ShortlistLM.from_pretrained(draft_folder).eval()
-    meta = json.loads((draft_folder / "meta.json").read_text())
-    return RealPair(target, draft, str(draft_folder), {"target_parameters": meta["target_parameters"],
-                                                      "draft_parameters": meta["draft_parameters"]},
-                    prompts, tok.pad_token_id)
+    target = load_model(folder).eval()
+    meta = {"target_parameters": sum(p.numel() for p in target.parameters()), "draft_parameters": None}
+    draft = path = eagle = eagle_meta = None
+    if "draft" in drafters:
+        draft_folder = PREPARE[DRAFT_NAME]()
+        draft, path = ShortlistLM.from_pretrained(draft_folder).eval(), str(draft_folder)
+        meta["draft_parameters"] = json.loads((draft_folder / "meta.json").read_text())["draft_parameters"]
+    if "eagle" in drafters:
+        eagle_folder = PREPARE[EAGLE_NAME]()
+        eagle = EagleHead.load(eagle_folder, target)
+        eagle_meta = json.loads((eagle_folder / "meta.json").read_text())
+        meta["eagle_parameters"] = eagle_meta["head_parameters"]
+        path = path or str(eagle_folder)
+    return RealPair(target, draft, path or str(folder), meta, prompts, tok.pad_token_id, eagle, eagle_meta)

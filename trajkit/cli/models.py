@@ -8,7 +8,8 @@ from trajkit.cli.commands import COMMANDS
 EXAMPLE = """Examples:
   trajkit models prepare smollm2-135m-instruct             # model + tokenizer folder, printed
   trajkit models prepare smollm2-135m-instruct --tokenizer-only
-  trajkit models prepare smollm2-135m-instruct-draft       # its distilled shortlist draft (minutes)"""
+  trajkit models prepare smollm2-135m-instruct-draft       # its distilled shortlist draft (minutes)
+  trajkit models prepare smollm2-135m-instruct-eagle       # its EAGLE-style draft head (minutes)"""
 
 
 def cmd_prepare(args) -> int:

@@ -67,7 +67,7 @@ def register(sub) -> None:
                        description=__doc__, epilog=EXAMPLE, formatter_class=_raw())
     p.add_argument("--model", required=True, help="local Hugging Face model folder (tokenizer beside it)")
     p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
-    p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window); ngram needs no --draft")
+    p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window, eagle); ngram needs no --draft; eagle: --draft is the head's folder")
     p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
     p.add_argument("--backend", choices=("trajkit", "vllm"), default="trajkit",
                    help="who generates: trajkit's engine (default) or vLLM in its venv (make vllm-venv)")

@@ -23,6 +23,7 @@ import torch
 
 from trajkit.engine.active import ActiveBatch
 from trajkit.engine.drafters import Drafter
+from trajkit.engine.features import feature_layers, observe_prefill
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.params import SamplingParams
 
@@ -66,7 +67,8 @@ def measure_costs(model, drafter: Drafter | None, prompts: list[list[int]], k_ma
     ``prompts``. The candidates are timed round-robin, ``repeats`` times after ``warmup`` rounds, and each
     keeps its fastest time: background load only ever adds time, so the minimum is the least noisy
     estimate of the intrinsic cost. The target's cache is rolled back after each timing."""
-    state = KVState(model, sync_timing=True)  # each forward's time is its device time
+    # each forward's time is its device time; a feature drafter's layers are captured, as in generation
+    state = KVState(model, sync_timing=True, capture=feature_layers(drafter))
     state.prefill(prompts)
     batch = len(prompts)
     jobs = {}
@@ -76,6 +78,7 @@ def measure_costs(model, drafter: Drafter | None, prompts: list[list[int]], k_ma
     if drafter is not None:
         rows = ActiveBatch(prompts, [SamplingParams(seed=0)] * batch, True, state.device)
         drafter.begin([p[:-1] or p for p in prompts])
+        observe_prefill(drafter, state, prompts)  # features of every prompt token (a superset)
         u = torch.rand(batch, k_max, dtype=torch.float64, device=state.device)
         jobs["draft"] = lambda: drafter.propose(prompts, k_max, rows.warp, u)
     best = _fastest(jobs, repeats, warmup)

@@ -132,6 +132,8 @@ class Engine:
         k = self.config.num_draft_tokens
         if k != "auto":
             return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request, reuse=self.reuse)
+        # on_idle gets each busy period's stats and the batch size its k was chosen for: auto k folds in
+        # the period's alpha and checks its speed against plain decoding at that batch size
         return SpeculativeSession(self.model, self.drafter, lambda prompts, rows: self.auto_k.pick(prompts, rows, False),
                                   sync, check=self.check_request, on_idle=self.auto_k.observe, reuse=self.reuse)
 

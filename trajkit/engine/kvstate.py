@@ -47,9 +47,15 @@ def forward_keywords(model) -> tuple[str, bool]:
 class KVState:
     """One model's cache over the active rows. ``seconds`` and ``calls`` count its forward passes."""
 
-    def __init__(self, model, sync_timing: bool = False):
+    def __init__(self, model, sync_timing: bool = False, capture: tuple[int, ...] | None = None):
         self.model = model
         self.sync_timing = sync_timing
+        # capture: indices of the model's hidden_states to keep from every forward, concatenated on the
+        # last axis (an EAGLE head's features): ``features: [B, T, F]`` of the latest ``extend`` and its
+        # ``feature_valid: [B, T]`` (None: every position real)
+        self.capture = tuple(capture) if capture else None
+        self.features: torch.Tensor | None = None
+        self.feature_valid: torch.Tensor | None = None
         self.device = next(model.parameters()).device
         self.cache_kw, self.has_keep = forward_keywords(model)
         self.cache = new_cache(model)
@@ -72,6 +78,7 @@ class KVState:
         self.slots = torch.zeros(len(unique), 0, dtype=torch.bool, device=self.device)
         self.lengths = torch.zeros(len(unique), dtype=torch.long, device=self.device)
         self.dense = True
+        self.features = self.feature_valid = None
         logits = None
         if any(unique):
             tokens, valid = left_pad(unique, pad_id, self.device)
@@ -100,6 +107,7 @@ class KVState:
         self.lengths = torch.tensor(hits, dtype=torch.long, device=self.device)
         self.slots = torch.arange(width, device=self.device).unsqueeze(0) >= (width - self.lengths).unsqueeze(1)
         self.dense = min(hits) == width
+        self.features = self.feature_valid = None
         if not any(rests):
             return None
         tokens, valid = left_pad(rests, pad_id, self.device)
@@ -113,6 +121,9 @@ class KVState:
         index = torch.tensor(rows, dtype=torch.long, device=self.device)
         self.cache.batch_select_indices(index)
         self.slots, self.lengths = self.slots[index], self.lengths[index]
+        if self.features is not None:
+            self.features = self.features[index]
+            self.feature_valid = None if self.feature_valid is None else self.feature_valid[index]
         return None if logits is None else logits[index]
 
     def row_states(self, row: int, start: int, end: int) -> torch.Tensor:
@@ -122,8 +133,10 @@ class KVState:
                             for layer in self.cache.layers])
 
     def extend(self, tokens: torch.Tensor, valid: torch.Tensor | None = None,
-               keep_last: int = 0) -> torch.Tensor:
-        """Append ``tokens: [B, T]`` (``valid: [B, T]``, False = hole) -> logits ``[B, T or keep_last, V]``."""
+               keep_last: int = 0, **inputs) -> torch.Tensor:
+        """Append ``tokens: [B, T]`` (``valid: [B, T]``, False = hole) -> logits ``[B, T or keep_last, V]``.
+        ``inputs``: further model inputs (an EAGLE head's ``features``); with ``capture`` the forward also
+        returns hidden states and ``features`` keeps the captured ones."""
         b, t = tokens.shape
         assert b == self.slots.shape[0], (tokens.shape, self.slots.shape)
         if valid is None:
@@ -140,9 +153,15 @@ class KVState:
         kwargs = {self.cache_kw: self.cache, "use_cache": True}
         if keep_last and self.has_keep:
             kwargs["logits_to_keep"] = keep_last
+        if self.capture:
+            kwargs["output_hidden_states"] = True
         start = time.perf_counter()
-        logits = self.model(input_ids=tokens, attention_mask=None if self.dense else self.slots,
-                            position_ids=positions, **kwargs).logits
+        out = self.model(input_ids=tokens, attention_mask=None if self.dense else self.slots,
+                         position_ids=positions, **kwargs, **inputs)
+        logits = out.logits
+        if self.capture:
+            self.features = torch.cat([out.hidden_states[i] for i in self.capture], dim=-1)
+            self.feature_valid = valid
         if self.sync_timing and logits.is_cuda:
             torch.cuda.synchronize(logits.device)
         self.seconds += time.perf_counter() - start

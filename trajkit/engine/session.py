@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from trajkit.engine.active import ActiveBatch
+from trajkit.engine.features import feature_layers, observe_prefill
 from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kvstate import KVState
 from trajkit.engine.prefix import Reuse
@@ -142,7 +143,8 @@ class SpeculativeSession:
     """A running batch decoded in speculative rounds (module docstring). ``k``: drafts per round, or a
     callable ``k(prompts, params)`` asked whenever rows are admitted into an idle session (the engine's
     ``"auto"`` choice for that batch; 0 = rounds without drafts, i.e. plain decoding steps). ``on_idle``:
-    called with a busy period's ``GenerationStats`` when its last row finishes.
+    called with a busy period's ``GenerationStats`` and the number of rows it started with (the batch size
+    its k was chosen for) when its last row finishes.
 
     Use through :meth:`trajkit.engine.Engine.session`."""
 
@@ -152,7 +154,8 @@ class SpeculativeSession:
         self._k, self._check, self._on_idle, self.reuse = k, check, on_idle, reuse
         self.k = k if isinstance(k, int) else 0
         self.device = next(model.parameters()).device
-        self.state = KVState(model, sync_timing)
+        self.capture = feature_layers(drafter)
+        self.state = KVState(model, sync_timing, capture=self.capture)
         self.batch = ActiveBatch([], [], False, self.device, followers=[self.state, drafter])
         reuse.attach(self.batch, lambda: self.state)
         self.last_admit = GenerationStats()  # the reuse counters of the latest admit alone
@@ -160,6 +163,7 @@ class SpeculativeSession:
         self._finished = GenerationStats()  # every earlier busy period, merged
         self.stats = GenerationStats()  # the whole session: _finished + period, updated in place
         self._draft_totals = (drafter.calls, drafter.seconds)
+        self.period_batch = 0
 
     @property
     def rows(self) -> list[int]:
@@ -173,22 +177,27 @@ class SpeculativeSession:
             prompts, params = self._check(prompts, params)
         start = time.perf_counter()
         lasts = to_device([p[-1] for p in prompts], self.device)
-        fresh = KVState(self.model, self.sync_timing)
+        fresh = KVState(self.model, self.sync_timing, capture=self.capture)
         self.last_admit = GenerationStats()
         _, hits = self.reuse.prefill(fresh, [p[:-1] for p in prompts], 0, self.last_admit)
         if not self.batch.rows:  # an idle session starts over: k, fresh state, drafter
             if not isinstance(self._k, int):
                 self.k = int(self._k(prompts, params))
+            self.period_batch = len(prompts)  # the batch size k was chosen for (auto k's guard checks it)
             self.period = GenerationStats(num_draft_tokens=self.k, position_tried=[0] * self.k,
                                           position_accepted=[0] * self.k)
             self._draft_totals = (self.drafter.calls, self.drafter.seconds)
             self.state = fresh
             self.batch.followers = [fresh, self.drafter]
             self.drafter.begin(prompts)
+            observe_prefill(self.drafter, fresh, [p[:-1] for p in prompts])
             last = lasts
         else:
+            running = len(self.batch.rows)
             self.state.admit(fresh)
             self.drafter.admit(prompts)
+            observe_prefill(self.drafter, fresh, [p[:-1] for p in prompts],
+                            list(range(running, running + len(prompts))))
             last = torch.cat([self.batch.last, lasts])
         new = self.batch.admit(prompts, params)
         for r, n in zip(new, hits):
@@ -213,7 +222,7 @@ class SpeculativeSession:
         else:
             none = torch.zeros(len(rows), 0, dtype=torch.long, device=self.device)
             drafts = Drafts(none, None, torch.zeros(len(rows), dtype=torch.long, device=self.device), [0] * len(rows))
-        done = commit(self.state, batch, drafts, verify(self.state, batch, drafts, u), self.period)
+        done = commit(self.state, batch, drafts, verify(self.state, batch, drafts, u), self.period, self.drafter)
         updates = [RowUpdate(r, batch.generated[r][n:], batch.logprobs[r][n:], batch.completion(r) if d else None)
                    for r, n, d in zip(rows, before, done)]
         for update in updates:
@@ -225,7 +234,7 @@ class SpeculativeSession:
             self._finished = GenerationStats.merge(self._finished, self.period)
             self._sync_stats()
             if self._on_idle is not None:
-                self._on_idle(self.period)
+                self._on_idle(self.period, self.period_batch)
         return updates
 
     def _sync_stats(self) -> None:

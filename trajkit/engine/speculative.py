@@ -40,6 +40,7 @@ import torch
 
 from trajkit.engine.active import ActiveBatch
 from trajkit.engine.drafters import Drafter
+from trajkit.engine.features import feature_layers, observe_prefill, observe_round
 from trajkit.engine.host import to_device, to_host
 from trajkit.engine.kernel import emitted_tokens, verify_drafts
 from trajkit.engine.kvstate import KVState
@@ -101,7 +102,7 @@ def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int
     """Speculative sampling of ``prompts``; outputs are distributed exactly as ``generate_plain``'s."""
     start = time.perf_counter()
     draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
-    state = KVState(model, sync_timing)
+    state = KVState(model, sync_timing, capture=feature_layers(drafter))
     batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state, drafter])
     reuse.attach(batch, lambda: state)
     stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
@@ -109,10 +110,11 @@ def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int
     _, batch.cached = reuse.prefill(state, [p[:-1] for p in prompts], 0, stats)  # the last prompt token is scored with the first drafts
     batch.last = to_device([p[-1] for p in prompts], state.device)
     drafter.begin(prompts)
+    observe_prefill(drafter, state, [p[:-1] for p in prompts])
     while batch.rows:
         u = RoundUniforms.draw(batch, k)
         drafts = draft(drafter, batch, k, u.draft)
-        commit(state, batch, drafts, verify(state, batch, drafts, u), stats)
+        commit(state, batch, drafts, verify(state, batch, drafts, u), stats, drafter)
     stats.new_tokens, stats.target_calls = batch.new_tokens, state.calls
     stats.draft_calls, stats.target_seconds = drafter.calls - draft_calls0, state.seconds
     stats.draft_seconds = drafter.seconds - draft_seconds0
@@ -146,14 +148,16 @@ def verify(state: KVState, batch: ActiveBatch, drafts: Drafts, u: RoundUniforms)
 
 
 def commit(state: KVState, batch: ActiveBatch, drafts: Drafts, verdict: Verdict,
-           stats: GenerationStats) -> list[bool]:
+           stats: GenerationStats, drafter: Drafter | None = None) -> list[bool]:
     """Keep the accepted drafts in the cache, append the new tokens to the rows, count the round and
-    drop the finished rows; returns which of the round's rows (batch order) finished."""
+    drop the finished rows; returns which of the round's rows (batch order) finished. A ``drafter`` that
+    drafts from the target's features gets those of the kept tokens (:mod:`trajkit.engine.features`)."""
     counts, emitted, logprobs, overlap, bad, *top = to_host(
         verdict.accepted, verdict.emitted, verdict.logprobs, verdict.overlap, verdict.nonfinite,
         *(verdict.top or ()))  # second host sync
     batch.check_finite(bad, [n + 1 for n in drafts.counts])
     state.keep_appended(drafts.width + 1, [n + 1 for n in counts])  # last + accepted drafts
+    observe_round(drafter, state, [n + 1 for n in counts])
     stats.add_round(drafts.counts, counts, overlap)
     batch.count_drafts(drafts.counts, counts)
     batch.last = verdict.next_token  # rows that go on emitted all their tokens: next_token is their last

@@ -31,7 +31,7 @@ def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, dr
         return Gateway(Engine(target), tokenizer, config)
     if kind.trainable and not draft:
         raise ConfigError(f"--drafter {kind.name} needs --draft DIR")
-    net = kind.load(draft) if draft else None  # the draft kind's own loader (a shortlist draft included)
+    net = kind.load(draft, target=target) if draft else None  # the kind's own loader (shortlist draft, EAGLE head)
     return Gateway(Engine(target, drafter=kind.drafter(net), num_draft_tokens=num_draft_tokens), tokenizer, config)
 
 

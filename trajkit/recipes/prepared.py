@@ -8,6 +8,7 @@ from typing import Callable
 from trajkit.recipes.smollm2 import NAME, prepare_model
 
 DRAFT_NAME = NAME + "-draft"
+EAGLE_NAME = NAME + "-eagle"
 
 
 def _smollm2_draft(root: Path | None = None) -> Path:
@@ -18,4 +19,12 @@ def _smollm2_draft(root: Path | None = None) -> Path:
     return prepare_draft(DraftRecipe(), root)
 
 
-PREPARE: dict[str, Callable[..., Path]] = {NAME: prepare_model, DRAFT_NAME: _smollm2_draft}
+def _smollm2_eagle(root: Path | None = None) -> Path:
+    """SmolLM2's EAGLE-style draft head (:mod:`trajkit.recipes.smollm2_eagle`, default recipe)."""
+    from trajkit.recipes.smollm2_eagle import EagleRecipe, prepare_eagle
+
+    return prepare_eagle(EagleRecipe(), root)
+
+
+PREPARE: dict[str, Callable[..., Path]] = {NAME: prepare_model, DRAFT_NAME: _smollm2_draft,
+                                           EAGLE_NAME: _smollm2_eagle}

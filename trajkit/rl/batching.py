@@ -65,11 +65,18 @@ def collate(samples: list[Sample], advantages: torch.Tensor, pad_id: int) -> Bat
     return Batch(ids, attention, mask, engine, advantages.to(torch.float32), lengths)
 
 
-def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``[B, L-1, V]`` float32 next-token logits of ``model`` over ``batch``, its forward autocast to ``dtype``."""
+def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32,
+                   feature_layers: tuple[int, ...] | None = None):
+    """``[B, L-1, V]`` float32 next-token logits of ``model`` over ``batch``, its forward autocast to ``dtype``;
+    with ``feature_layers``, (logits, those hidden states concatenated ``[B, L, F]`` float32) from the same
+    forward."""
+    extra = {"output_hidden_states": True} if feature_layers else {}
     with autocast(model_device(model), dtype):
-        out = model(input_ids=batch.input_ids, attention_mask=batch.attention)
-    return out.logits[:, :-1].float()
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention, **extra)
+    logits = out.logits[:, :-1].float()
+    if feature_layers is None:
+        return logits
+    return logits, torch.cat([out.hidden_states[i] for i in feature_layers], dim=-1).float()
 
 
 def token_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype = torch.float32,
@@ -96,25 +103,32 @@ def chunks(n: int, size: int) -> list[torch.Tensor]:
 
 @torch.no_grad()
 def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: int,
-                   keep_dists: bool = False, dtype: torch.dtype = torch.float32, logits_chunk: int = 0
-                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   keep_dists: bool = False, dtype: torch.dtype = torch.float32, logits_chunk: int = 0,
+                   feature_layers: tuple[int, ...] | None = None):
     """Policy log-probs ``[B, L-1]`` (zeros past each row's end) and, with ``keep_dists``, the full
     log-distributions ``[B, L-1, V]`` at ``temperature`` (targets for draft distillation); one forward
     per ``micro_batch_size`` rows, autocast to ``dtype``; ``logits_chunk``: see :func:`token_logprobs`
-    (not with ``keep_dists``, which needs every distribution)."""
+    (not with ``keep_dists``, which needs every distribution). ``feature_layers`` (with ``keep_dists``):
+    the same forward also returns those hidden states, concatenated, ``[B, L, F]`` float32 (an EAGLE
+    head's inputs), as a third value."""
     b, width = batch.input_ids.shape
     device = batch.input_ids.device
     out = torch.zeros(b, width - 1, device=device)
-    dists = None
+    dists = feats = None
     for rows in chunks(b, micro_batch_size):
         mb = batch.select(rows)
         if not keep_dists:
             lp = token_logprobs(model, mb, temperature, dtype, logits_chunk)
         else:
-            logits = forward_logits(model, mb, dtype)
+            logits, hidden = forward_logits(model, mb, dtype, feature_layers) if feature_layers \
+                else (forward_logits(model, mb, dtype), None)
             lp = gather_logprobs(logits, mb.input_ids, temperature)
             if dists is None:
                 dists = torch.zeros(b, width - 1, logits.shape[-1], device=device)
             dists[rows, :logits.shape[1]] = torch.log_softmax(logits / temperature, dim=-1)
+            if hidden is not None:
+                if feats is None:
+                    feats = torch.zeros(b, width, hidden.shape[-1], device=device)
+                feats[rows, :hidden.shape[1]] = hidden
         out[rows, :lp.shape[1]] = lp
-    return out, dists
+    return (out, dists, feats) if feature_layers else (out, dists)

@@ -81,13 +81,16 @@ def draft_shape(cfg: TrainConfig) -> DraftShape:
                       window=cfg.draft.window)
 
 
-def build_draft(cfg: TrainConfig, vocab_size: int):
-    """Fresh (or loaded) draft weights for ``draft.kind``; None for kinds without weights."""
+def build_draft(cfg: TrainConfig, vocab_size: int, policy=None):
+    """Fresh (or loaded) draft weights for ``draft.kind``; None for kinds without weights. ``policy``: the
+    target of a kind that drafts from its hidden states (``eagle``: bound to the training policy here, to
+    the engine's inference copy by the rollout)."""
     kind = draft_kind(cfg.draft.kind)
     if kind is None:
         return None
     folder = policy_folder(cfg.draft.model)
-    net = kind.load(folder) if folder is not None else kind.build(vocab_size, draft_shape(cfg))
+    net = kind.load(folder, target=policy) if folder is not None else kind.build(vocab_size, draft_shape(cfg),
+                                                                                   target=policy)
     if cfg.draft.model.rope_scaling.active:
         if not hasattr(getattr(net, "config", None), "max_position_embeddings"):
             raise ConfigError(f"draft.model.rope_scaling: draft.kind={cfg.draft.kind} is not a Hugging Face "
@@ -105,14 +108,14 @@ def build_models(cfg: TrainConfig, tokenizer, policy=None):
             raise ConfigError("policy.rope_scaling with a given model: pass it scaled (trajkit.models.rope.rescaled"
                               "(model, scaling), or load_model(folder, rope_scaling=scaling)); the trainer does "
                               "not swap out a module you hold")
-        draft = build_draft(cfg, policy.config.vocab_size)
+        draft = build_draft(cfg, policy.config.vocab_size, policy)
     elif cfg.policy.source == "task_warmstart":
         policy, draft = _warmstart(cfg, tokenizer)
     else:
         folder = policy_folder(cfg.policy)
         policy = (load_model(folder, what="policy.path", rope_scaling=cfg.policy.rope_scaling) if folder is not None
                   else random_model(cfg.policy, vocab))
-        draft = build_draft(cfg, policy.config.vocab_size)
+        draft = build_draft(cfg, policy.config.vocab_size, policy)
     policy = rescaled(policy, cfg.policy.rope_scaling)  # a no-op for a folder's policy (scaled as it loaded)
     device = resolve_device(cfg.policy.device)
     policy = policy.to(device=device, dtype=torch.float32)

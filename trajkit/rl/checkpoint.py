@@ -161,7 +161,7 @@ def _load_draft(state: TrainState, folder: Path, blob: dict) -> None:
     if saved_kind != state.cfg.draft.kind:
         raise ConfigError(f"checkpoint.resume_from: the checkpoint's draft is draft.kind={saved_kind}, this run "
                           f"has draft.kind={state.cfg.draft.kind}; set draft.kind={saved_kind}")
-    copy_weights(state.draft, draft_kind(saved_kind).load(folder / DRAFT))
+    copy_weights(state.draft, draft_kind(saved_kind).load(folder / DRAFT, target=state.policy))
     if blob["draft_optimizer"] is not None and state.draft_optimizer is not None:
         state.draft_optimizer.load_state_dict(blob["draft_optimizer"])
 

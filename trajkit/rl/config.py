@@ -86,7 +86,8 @@ class DraftConfig(Checked):
     small HF causal LM of shape ``model``; ``window``, the MLP window drafter
     (:mod:`trajkit.engine.drafters.window`, ``model.hidden_size`` = embedding size,
     ``model.intermediate_size`` = MLP width, ``head``/``window`` tokens of context); ``ngram``, prompt
-    lookup (no weights)."""
+    lookup (no weights); ``eagle``, an EAGLE-style head over the policy's hidden states
+    (:mod:`trajkit.engine.drafters.eagle`; fresh, or ``model`` a prepared/path head folder)."""
 
     kind: str = "none"
     num_draft_tokens: int | str = 3

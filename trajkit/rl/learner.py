@@ -25,7 +25,7 @@ from trajkit.rl.build import build_models, frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.precision import DTYPES, grad_scaler, model_device
-from trajkit.rl.update import distill_draft, make_optimizer, set_lr, update_policy
+from trajkit.rl.update import distill_draft, distill_eagle, make_optimizer, set_lr, update_policy
 
 
 class Learner(Protocol):
@@ -77,7 +77,7 @@ class LocalLearner:
 
     def __init__(self, side):
         self.side = side
-        self._last: tuple | None = None  # (batch on the policy's device, old_logp, ref_logp, dists)
+        self._last: tuple | None = None  # (batch on the policy's device, old_logp, ref_logp, dists, features)
 
     def weights(self) -> dict:
         """``{"policy": state dict, "draft": state dict or None}`` (the live tensors, not copies)."""
@@ -91,26 +91,31 @@ class LocalLearner:
         s, cfg = self.side, self.side.cfg
         dtype = DTYPES[cfg.policy.dtype]
         batch = batch.to(model_device(s.policy))
-        old_logp, dists = batch_logprobs(s.policy, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         keep_dists=distill_due(s, step), dtype=dtype,
-                                         logits_chunk=cfg.optim.logits_chunk)
+        distill = distill_due(s, step)
+        # an EAGLE head learns from this same forward's hidden states (no extra policy forward)
+        layers = getattr(s.draft, "layers", None) if distill and cfg.draft.kind == "eagle" else None
+        old_logp, dists, *feats = batch_logprobs(s.policy, batch, cfg.rollout.temperature,
+                                                 cfg.optim.micro_batch_size, keep_dists=distill, dtype=dtype,
+                                                 logits_chunk=cfg.optim.logits_chunk, feature_layers=layers)
         ref_logp = None
         if s.reference is not None:
             ref_logp, _ = batch_logprobs(s.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
                                          dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
-        self._last = (batch, old_logp, ref_logp, dists)
+        self._last = (batch, old_logp, ref_logp, dists, feats[0] if feats else None)
         return mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
 
     def update(self, step: int) -> dict:
         if self._last is None:
             raise RuntimeError("Learner.update before Learner.logprobs: the update needs this step's log-probs")
         s, cfg = self.side, self.side.cfg
-        batch, old_logp, ref_logp, dists = self._last
+        batch, old_logp, ref_logp, dists, feats = self._last
         self._last = None
         metrics = {}
         if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
             metrics["optim/lr_factor"] = set_lr(s.optimizer, cfg, step)
         metrics.update(update_policy(s.policy, s.optimizer, batch, old_logp, ref_logp, cfg, s.grad_scaler))
-        if dists is not None:
+        if feats is not None:
+            metrics.update(distill_eagle(s.draft, s.draft_optimizer, batch, dists, feats, cfg))
+        elif dists is not None:
             metrics.update(distill_draft(s.draft, s.draft_optimizer, batch, dists, cfg))
         return metrics

@@ -43,12 +43,15 @@ class Rollout:
             raise ConfigError(f"rollout.backend={cfg.rollout.backend} but the given backend is {backend.name!r}; "
                               f"set rollout.backend={backend.name}")
         trajkit = cfg.rollout.backend == "trajkit" and backend is None
+        infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype]) if backend is None else None
         self.draft_infer = frozen_copy(draft) if draft is not None and trajkit else None
+        if self.draft_infer is not None and callable(getattr(self.draft_infer, "bind", None)):
+            # an EAGLE head drafts from the engine's copy: its shared parts follow every weight sync
+            self.draft_infer.bind(infer).to(DTYPES[cfg.policy.dtype])
         kind = draft_kind(cfg.draft.kind)
         drafter = kind.drafter(self.draft_infer) if kind is not None and trajkit else None
         self.owns_backend = backend is None  # a given backend is the caller's to close
-        self.backend = backend if backend is not None else \
-            build_backend(cfg, frozen_copy(policy).to(DTYPES[cfg.policy.dtype]), drafter)
+        self.backend = backend if backend is not None else build_backend(cfg, infer, drafter)
         self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
         self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)

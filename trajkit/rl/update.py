@@ -164,6 +164,40 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
     return metrics
 
 
+def distill_eagle(head, optimizer, batch: Batch, target_logp: torch.Tensor, features: torch.Tensor,
+                  cfg: TrainConfig, ttt_steps: int = 2) -> dict:
+    """``cfg.draft.distill_steps`` passes of an EAGLE head's training-time-test loss on the rollouts, from the
+    policy's own forward of the ``logprob`` stage: ``features: [B, L, F]`` its hidden states at the head's
+    layers, ``target_logp: [B, L-1, V]`` its detached distributions. The head's entry ``t`` (the feature of
+    token ``t - 1``, the embedding of token ``t``) predicts token ``t + 1``: its teacher is ``target_logp[:, t]``
+    (the shift by one), restricted to the head's shortlist; step ``j`` of the test starts ``j`` entries late."""
+    losses = []
+    for _ in range(cfg.draft.distill_steps):
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for rows in chunks(batch.input_ids.shape[0], cfg.optim.micro_batch_size):
+            mb = batch.select(rows)
+            length = mb.input_ids.shape[1] - 1  # entries 0..L-2 have a teacher
+            feats = features[rows, :length]
+            raw = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], dim=1)
+            positions = torch.arange(length, device=raw.device).expand(len(rows), -1)
+            teacher = target_logp[rows, :length][..., head.ids].exp()
+            weight = float(mb.mask.sum()) / max(float(batch.mask.sum()), 1.0)
+            loss = 0.0
+            for j, hidden in enumerate(head.unroll(raw, mb.input_ids[:, :length], positions, ttt_steps)):
+                log_q = torch.log_softmax(head.local_logits(hidden).float() / cfg.rollout.temperature, dim=-1)
+                mask = mb.mask.clone()
+                mask[:, :j] = 0
+                loss = loss + (-(teacher * log_q).sum(-1) * mask).sum() / mask.sum().clamp(min=1)
+            loss = loss / ttt_steps * weight
+            loss.backward()
+            total += float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(head.parameters(), cfg.optim.grad_clip)
+        optimizer.step()
+        losses.append(total)
+    return {"draft/distill_ce": losses[-1]}
+
+
 def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg: TrainConfig) -> dict:
     """``cfg.draft.distill_steps`` passes of soft cross-entropy to ``target_logp: [B, L-1, V]``."""
     losses = []

@@ -1,5 +1,6 @@
 """Drafters behind one protocol (:mod:`.base`): a small LM (:mod:`.model`), n-gram prompt lookup
-(:mod:`.ngram`), the window MLP (:mod:`.window`), and the registry of draft kinds (:mod:`.registry`).
+(:mod:`.ngram`), the window MLP (:mod:`.window`), the EAGLE-style head
+(:mod:`.eagle`), and the registry of draft kinds (:mod:`.registry`).
 
 The exports load lazily (PEP 562): :mod:`.names` (the kinds' names, for argument parsers) imports nothing
 heavy, and importing it must not pull in torch through this package.
@@ -15,6 +16,8 @@ _EXPORTS = {
     "NgramDrafter": "trajkit.engine.drafters.ngram",
     "WindowDrafter": "trajkit.engine.drafters.window",
     "WindowDraftNet": "trajkit.engine.drafters.window",
+    "EagleHead": "trajkit.engine.drafters.eagle",
+    "EagleDrafter": "trajkit.engine.drafters.eagle",
     "DRAFT_KINDS": "trajkit.engine.drafters.registry",
     "KIND_NAMES": "trajkit.engine.drafters.names",
     "DraftShape": "trajkit.engine.drafters.registry",

@@ -6,4 +6,4 @@ list and the registry's kinds are the same.
 """
 
 # "none" (no drafter) first, then every kind in trajkit.engine.drafters.registry.DRAFT_KINDS, in order.
-KIND_NAMES: tuple[str, ...] = ("none", "model", "window", "ngram")
+KIND_NAMES: tuple[str, ...] = ("none", "model", "window", "ngram", "eagle")

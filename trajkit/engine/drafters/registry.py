@@ -10,7 +10,13 @@ kind          trainable  weights
 ``window``    yes        :class:`~trajkit.engine.drafters.window.WindowDraftNet` (``window.pt`` +
                          ``window.json``)
 ``ngram``     no         none: prompt lookup over the row's own tokens
+``eagle``     yes        :class:`~trajkit.engine.drafters.eagle.EagleHead` over the target's hidden
+                         states (``eagle.pt`` + ``eagle.json``; the target's embedding, norm and
+                         output layer are shared, not saved)
 ============  =========  =====================================================================
+
+``build`` and ``load`` take the ``target`` too (keyword): a kind that drafts from the target's features
+(``eagle``) needs it; the others ignore it.
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ class DraftKind(Protocol):
     name: str
     trainable: bool
 
-    def build(self, vocab_size: int, shape: DraftShape) -> torch.nn.Module | None:
+    def build(self, vocab_size: int, shape: DraftShape, target=None) -> torch.nn.Module | None:
         """Fresh weights of ``shape`` (None for a kind without weights)."""
 
     def drafter(self, net: torch.nn.Module | None) -> Drafter:
@@ -53,13 +59,13 @@ class DraftKind(Protocol):
 
     def save(self, net: torch.nn.Module, folder: str | Path) -> None: ...
 
-    def load(self, folder: str | Path) -> torch.nn.Module: ...
+    def load(self, folder: str | Path, target=None) -> torch.nn.Module: ...
 
 
 class ModelKind:
     name, trainable = "model", True
 
-    def build(self, vocab_size: int, shape: DraftShape):
+    def build(self, vocab_size: int, shape: DraftShape, target=None):
         from trajkit.models.spec import TinySpec, build_model
 
         spec = TinySpec(vocab_size=vocab_size, hidden_size=shape.hidden_size, num_layers=shape.num_layers,
@@ -75,7 +81,7 @@ class ModelKind:
     def save(self, net, folder) -> None:
         net.save_pretrained(str(folder))
 
-    def load(self, folder):
+    def load(self, folder, target=None):
         from trajkit.models.load import load_model
         from trajkit.models.shortlist import ShortlistLM, is_shortlist_folder
 
@@ -87,7 +93,7 @@ class ModelKind:
 class WindowKind:
     name, trainable = "window", True
 
-    def build(self, vocab_size: int, shape: DraftShape):
+    def build(self, vocab_size: int, shape: DraftShape, target=None):
         from trajkit.engine.drafters.window import WindowDraftNet
 
         with torch.random.fork_rng(devices=[]):
@@ -108,7 +114,7 @@ class WindowKind:
             "vocab_size": net.vocab_size, "hidden_size": net.dim, "intermediate_size": net.hidden,
             "head": net.head, "window": net.window, "max_positions": net.max_positions}))
 
-    def load(self, folder):
+    def load(self, folder, target=None):
         folder = Path(folder)
         if not (folder / "window.json").exists():
             raise ConfigError(f"draft: {folder} holds no window drafter (window.json missing)")
@@ -121,7 +127,7 @@ class WindowKind:
 class NgramKind:
     name, trainable = "ngram", False
 
-    def build(self, vocab_size: int, shape: DraftShape):
+    def build(self, vocab_size: int, shape: DraftShape, target=None):
         return None
 
     def drafter(self, net) -> Drafter:
@@ -132,11 +138,37 @@ class NgramKind:
     def save(self, net, folder) -> None:
         """No weights to save."""
 
-    def load(self, folder):
+    def load(self, folder, target=None):
         return None
 
 
-DRAFT_KINDS: dict[str, DraftKind] = {k.name: k for k in (ModelKind(), WindowKind(), NgramKind())}
+class EagleKind:
+    name, trainable = "eagle", True
+
+    def build(self, vocab_size: int, shape: DraftShape, target=None):
+        from trajkit.engine.drafters.eagle import EagleHead, default_layers
+
+        if target is None:
+            raise ConfigError("draft.kind=eagle drafts from the target's hidden states: build it with the target")
+        return EagleHead(target, default_layers(target), init_seed=shape.init_seed)
+
+    def drafter(self, net) -> Drafter:
+        from trajkit.engine.drafters.eagle import EagleDrafter
+
+        return EagleDrafter(net)
+
+    def save(self, net, folder) -> None:
+        net.save(folder)
+
+    def load(self, folder, target=None):
+        from trajkit.engine.drafters.eagle import EagleHead
+
+        if target is None:
+            raise ConfigError("draft.kind=eagle: loading the head needs the target it was trained on")
+        return EagleHead.load(folder, target)
+
+
+DRAFT_KINDS: dict[str, DraftKind] = {k.name: k for k in (ModelKind(), WindowKind(), NgramKind(), EagleKind())}
 
 
 def draft_kind(name: str) -> DraftKind | None:
