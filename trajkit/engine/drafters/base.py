@@ -19,6 +19,24 @@ from trajkit.errors import ConfigError
 Warp = Callable[[torch.Tensor], torch.Tensor]  # logits [B, V] -> post-warping probs [B, V], per-row params
 
 
+def sample_chain(logits: torch.Tensor, k: int, warp: Warp, u: torch.Tensor,
+                 step: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k`` draft tokens, one after another: token ``i`` is sampled from ``warp(logits)`` with the uniforms
+    ``u[:, i]``, then ``logits = step(token)`` (the drafter's next forward) gives the next one's logits.
+    ``logits: [B, V]``, ``u: [B, k]`` -> (drafts ``[B, k]``, their distributions ``[B, k, V]``)."""
+    from trajkit.engine.warp import sample
+
+    drafts, probs = [], []
+    for i in range(k):
+        q = warp(logits)  # [B, V]
+        d = sample(q, u[:, i])  # [B]
+        drafts.append(d)
+        probs.append(q)
+        if i + 1 < k:
+            logits = step(d)
+    return torch.stack(drafts, dim=1), torch.stack(probs, dim=1)
+
+
 @dataclass
 class Proposal:
     """``tokens: [B, k]`` long; ``probs: [B, k, V]`` the (post-warping) distributions the tokens were

@@ -42,9 +42,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from trajkit.engine.drafters.base import Proposal, Warp
+from trajkit.engine.drafters.base import Proposal, Warp, sample_chain
 from trajkit.engine.kvstate import KVState, left_pad
-from trajkit.engine.warp import sample
 from trajkit.errors import ConfigError
 
 NEG = -1.0e4  # logit of tokens outside the shortlist (exp underflows to exactly 0 in float32)
@@ -290,22 +289,14 @@ class EagleDrafter:
         tokens, features, valid = self._pending(seqs, keep)
         logits = self.state.extend(tokens, None if bool(valid.all()) else valid, keep_last=1,
                                    features=features)[:, 0]
-        hidden = self.state.features[:, -1:]  # [B, 1, d]
-        drafts, probs = [], []
-        for i in range(k):
-            q = warp(logits)  # [B, V]
-            d = sample(q, u[:, i])  # [B]
-            drafts.append(d)
-            probs.append(q)
-            if i + 1 < k:
-                logits = self.state.extend(d.unsqueeze(1), keep_last=1, features=hidden)[:, 0]
-                hidden = self.state.features[:, -1:]
+        def step(d: torch.Tensor) -> torch.Tensor:  # feature-level autoregression: the head's own last state
+            return self.state.extend(d.unsqueeze(1), keep_last=1, features=self.state.features[:, -1:])[:, 0]
+
+        out, probs = sample_chain(logits, k, warp, u, step)  # [B, k], [B, k, V]
         self.real = [len(s) for s in seqs]
         self.seconds += time.perf_counter() - start
         self._account()
-        out = torch.stack(drafts, dim=1)  # [B, k]
-        return Proposal(out, torch.stack(probs, dim=1), torch.full((len(seqs),), k, dtype=torch.long,
-                                                                  device=out.device))
+        return Proposal(out, probs, torch.full((len(seqs),), k, dtype=torch.long, device=out.device))
 
     def _pending(self, seqs: list[list[int]], keep: list[int]):
         """Left-padded entries ``keep[b] .. len(seq) - 1`` of every row: (tokens [B, T], fused features

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from trajkit.engine.drafters.base import Proposal, Warp
+from trajkit.engine.drafters.base import Proposal, Warp, sample_chain
 from trajkit.engine.kvstate import KVState, left_pad
-from trajkit.engine.warp import sample
 
 
 class DraftModel:
@@ -51,22 +50,15 @@ class DraftModel:
         pending = self._rollback(seqs)
         tokens, valid = left_pad(pending, 0, self.state.device)
         logits = self.state.extend(tokens, None if bool(valid.all()) else valid, keep_last=1)[:, 0]
-        drafts, probs = [], []
-        for i in range(k):
-            q = warp(logits)  # [B, V]
-            d = sample(q, u[:, i])  # [B]
-            drafts.append(d)
-            probs.append(q)
-            if i + 1 < k:
-                logits = self.state.extend(d.unsqueeze(1), keep_last=1)[:, 0]
-        drafts_t = torch.stack(drafts, dim=1)  # [B, k]
+        drafts_t, probs = sample_chain(logits, k, warp, u,
+                                       lambda d: self.state.extend(d.unsqueeze(1), keep_last=1)[:, 0])
         fed = drafts_t[:, :k - 1].tolist()
         for row, p, f in zip(self.cached, pending, fed):
             row.extend(p)
             row.extend(f)
         self._account()
         lengths = torch.full((len(seqs),), k, dtype=torch.long, device=drafts_t.device)
-        return Proposal(drafts_t, torch.stack(probs, dim=1), lengths)
+        return Proposal(drafts_t, probs, lengths)
 
     def retain(self, keep: torch.Tensor) -> None:
         self.state.retain(keep)
