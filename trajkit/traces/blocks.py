@@ -14,6 +14,7 @@ Scanning is a single left-to-right pass with ``str.find`` (no backtracking regex
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from trajkit.traces import jsonvalue
 from trajkit.traces.harness import judge
@@ -157,16 +158,21 @@ def parse_tool_message(text: str, index: int, diags: list[Diagnostic]) -> tuple[
 def parse_response_body(body: str) -> ToolResponse:
     """Parse a ``<tool_response>`` body: the envelope ``{tool_call_id, name, content}`` when present."""
     resp = ToolResponse(body)
-    try:
-        value = jsonvalue.loads_fast(body)
-    except ValueError:
-        value = body.strip()
+    value, resp.result, is_json = read_envelope(body)
+    if not is_json:
         resp.error = "envelope is not JSON"
     if isinstance(value, dict) and "content" in value:
         resp.tool_call_id = value.get("tool_call_id") if isinstance(value.get("tool_call_id"), str) else None
         resp.name = value.get("name") if isinstance(value.get("name"), str) else None
-        resp.result = value["content"]
-    else:
-        resp.result = value
     resp.failed, resp.exit_code, resp.truncated = judge(resp.result)
     return resp
+
+
+def read_envelope(body: str) -> tuple[Any, Any, bool]:
+    """(the body's JSON value, else its stripped text; the result the harness rule judges: the envelope's
+    ``content`` when it has one, else that value; whether the body is JSON)."""
+    try:
+        value, is_json = jsonvalue.loads_fast(body), True
+    except ValueError:
+        value, is_json = body.strip(), False
+    return value, value["content"] if isinstance(value, dict) and "content" in value else value, is_json

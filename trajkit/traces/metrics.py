@@ -87,10 +87,15 @@ def _tool_turn_at(trace: Trace, i: int) -> tuple[list[ToolResponse], int]:
 
 
 def _call_key(call: ToolCall) -> bytes:
-    """Identity of an action: name + canonical arguments; a malformed call is its raw body."""
-    if not call.ok:
-        return b"\1" + call.body.strip().encode()
-    return call.name.encode() + b"\0" + jsonvalue.dumps(call.arguments, sort_keys=True)
+    return action_key(call.name, call.arguments, None if call.ok else call.body)
+
+
+def action_key(name: str | None, arguments, malformed_body: str | None = None) -> bytes:
+    """Identity of an action: name + canonical arguments; a malformed call (``malformed_body`` given) is its
+    stripped body."""
+    if malformed_body is not None:
+        return b"\1" + malformed_body.strip().encode()
+    return name.encode() + b"\0" + jsonvalue.dumps(arguments, sort_keys=True)
 
 
 def trace_metrics(trace: Trace, count_tokens: Callable[[str], int] | None = None) -> TraceMetrics:
