@@ -171,54 +171,51 @@ def distill_eagle(head, optimizer, batch: Batch, target_logp: torch.Tensor, feat
     layers, ``target_logp: [B, L-1, V]`` its detached distributions. The head's entry ``t`` (the feature of
     token ``t - 1``, the embedding of token ``t``) predicts token ``t + 1``: its teacher is ``target_logp[:, t]``
     (the shift by one), restricted to the head's shortlist; step ``j`` of the test starts ``j`` entries late."""
+    def loss_of(rows: torch.Tensor, mb: Batch) -> torch.Tensor:
+        length = mb.input_ids.shape[1] - 1  # entries 0..L-2 have a teacher
+        feats = features[rows, :length]
+        raw = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], dim=1)
+        positions = torch.arange(length, device=raw.device).expand(len(rows), -1)
+        teacher = target_logp[rows, :length][..., head.ids].exp()
+        loss = 0.0
+        for j, hidden in enumerate(head.unroll(raw, mb.input_ids[:, :length], positions, ttt_steps)):
+            log_q = torch.log_softmax(head.local_logits(hidden).float() / cfg.rollout.temperature, dim=-1)
+            mask = mb.mask.clone()
+            mask[:, :j] = 0
+            loss = loss + (-(teacher * log_q).sum(-1) * mask).sum() / mask.sum().clamp(min=1)
+        return loss / ttt_steps
+
+    return _distill(head, optimizer, batch, cfg, loss_of)
+
+
+def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg: TrainConfig) -> dict:
+    """``cfg.draft.distill_steps`` passes of soft cross-entropy to ``target_logp: [B, L-1, V]``."""
+    def loss_of(rows: torch.Tensor, mb: Batch) -> torch.Tensor:
+        teacher = target_logp[rows, :mb.input_ids.shape[1] - 1]
+        if hasattr(draft, "local_logits"):  # a shortlist draft learns p restricted to its shortlist
+            student = draft.local_logits(mb.input_ids, attention_mask=mb.attention)[:, :-1].float()
+            teacher = draft.teacher_logp(teacher)
+        else:
+            student = forward_logits(draft, mb)
+        return soft_cross_entropy(student, teacher, mb.mask, cfg.rollout.temperature)
+
+    return _distill(draft, optimizer, batch, cfg, loss_of)
+
+
+def _distill(net, optimizer, batch: Batch, cfg: TrainConfig, loss_of) -> dict:
+    """``cfg.draft.distill_steps`` optimiser steps on ``net``, each over every micro-batch of ``batch``: the
+    micro-batch's ``loss_of(rows, mb)`` weighted by its share of the batch's trained tokens."""
     losses = []
     for _ in range(cfg.draft.distill_steps):
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for rows in chunks(batch.input_ids.shape[0], cfg.optim.micro_batch_size):
             mb = batch.select(rows)
-            length = mb.input_ids.shape[1] - 1  # entries 0..L-2 have a teacher
-            feats = features[rows, :length]
-            raw = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], dim=1)
-            positions = torch.arange(length, device=raw.device).expand(len(rows), -1)
-            teacher = target_logp[rows, :length][..., head.ids].exp()
             weight = float(mb.mask.sum()) / max(float(batch.mask.sum()), 1.0)
-            loss = 0.0
-            for j, hidden in enumerate(head.unroll(raw, mb.input_ids[:, :length], positions, ttt_steps)):
-                log_q = torch.log_softmax(head.local_logits(hidden).float() / cfg.rollout.temperature, dim=-1)
-                mask = mb.mask.clone()
-                mask[:, :j] = 0
-                loss = loss + (-(teacher * log_q).sum(-1) * mask).sum() / mask.sum().clamp(min=1)
-            loss = loss / ttt_steps * weight
+            loss = loss_of(rows, mb) * weight
             loss.backward()
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(head.parameters(), cfg.optim.grad_clip)
-        optimizer.step()
-        losses.append(total)
-    return {"draft/distill_ce": losses[-1]}
-
-
-def distill_draft(draft, optimizer, batch: Batch, target_logp: torch.Tensor, cfg: TrainConfig) -> dict:
-    """``cfg.draft.distill_steps`` passes of soft cross-entropy to ``target_logp: [B, L-1, V]``."""
-    losses = []
-    for _ in range(cfg.draft.distill_steps):
-        optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        n = batch.input_ids.shape[0]
-        for rows in chunks(n, cfg.optim.micro_batch_size):
-            mb = batch.select(rows)
-            width = mb.input_ids.shape[1] - 1
-            weight = float(mb.mask.sum()) / max(float(batch.mask.sum()), 1.0)
-            teacher = target_logp[rows, :width]
-            if hasattr(draft, "local_logits"):  # a shortlist draft learns p restricted to its shortlist
-                student = draft.local_logits(mb.input_ids, attention_mask=mb.attention)[:, :-1].float()
-                teacher = draft.teacher_logp(teacher)
-            else:
-                student = forward_logits(draft, mb)
-            loss = soft_cross_entropy(student, teacher, mb.mask, cfg.rollout.temperature) * weight
-            loss.backward()
-            total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), cfg.optim.grad_clip)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.optim.grad_clip)
         optimizer.step()
         losses.append(total)
     return {"draft/distill_ce": losses[-1]}
