@@ -1,7 +1,7 @@
 """Benchmark: ``trajkit traces stats`` against the tutorial's approach and the JSON parse floor, side by side.
 
 Three sides run on the same file, each in its own child process: the **floor** (orjson parses every line and
-nothing else: no reader of this file can be faster in Python), the **tutorial**, and **trajkit**. Each side
+nothing else, read through the same buffer as trajkit's: no reader of this file can be faster in Python), the **tutorial**, and **trajkit**. Each side
 reports wall seconds and CPU seconds (its own plus its worker processes'); the goals are trajkit within
 2x the floor's CPU seconds and at least 5x faster than the tutorial (wall).
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from trajkit.bench.child import run_timed
 from trajkit.bench.corpus import add_corpus_arguments, corpus_path
 from trajkit.bench.output import emit
+from trajkit.traces.load import READ_BUFFER
 
 DESCRIPTION = "traces stats vs the tutorial's pandas+regex approach and the orjson parse floor (wall, CPU, RSS)"
 EXAMPLE = "trajkit bench traces --rows 14701 --out bench-out/bench_traces.json"
@@ -75,7 +76,7 @@ import json, resource, sys, time
 import orjson
 t0 = time.perf_counter()
 rows = 0
-with open(sys.argv[1], "rb") as fh:
+with open(sys.argv[1], "rb", buffering=READ_BUFFER) as fh:  # the reader trajkit's stats use
     for line in fh:
         if line.strip():
             orjson.loads(line)
@@ -84,6 +85,7 @@ elapsed = time.perf_counter() - t0
 print(json.dumps({"rows": rows, "seconds": elapsed, "tool_calls": None, "think_words": None,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 '''
+FLOOR = FLOOR.replace("READ_BUFFER", str(READ_BUFFER))
 SIDES = (("floor (orjson parse only)", FLOOR), ("tutorial (pandas + 3 regexes)", BASELINE),
          ("trajkit traces stats", OURS))
 

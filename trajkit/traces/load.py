@@ -98,16 +98,22 @@ def iter_lines(spec: str) -> Iterator[tuple[int, bytes]]:
     if spec == STDIN:
         yield from _numbered_lines(spec, sys.stdin.buffer)
         return
-    with _open_bytes(spec) as fh:
+    with open_bytes(spec) as fh:
         yield from _numbered_lines(spec, fh)
 
 
-def _open_bytes(spec: str) -> io.BufferedIOBase:
+# bytes per read: a Hermes row is tens of kB, and line reads through the default 8 kB buffer cost 0.50 s CPU
+# per 832 MB (the benchmark corpus) against 0.17 s through 1 MB (a 1 MB buffer for gzip/xz too: 0.38 -> 0.31 s)
+READ_BUFFER = 1 << 20
+
+
+def open_bytes(spec: str) -> io.BufferedIOBase:
+    """A file (plain, ``.gz`` or ``.xz``) for reading lines, through a :data:`READ_BUFFER` buffer."""
     if spec.endswith(".gz"):
-        return gzip.open(spec, "rb")
+        return io.BufferedReader(gzip.open(spec, "rb"), buffer_size=READ_BUFFER)
     if spec.endswith(".xz"):
-        return lzma.open(spec, "rb")
-    return open(spec, "rb")
+        return io.BufferedReader(lzma.open(spec, "rb"), buffer_size=READ_BUFFER)
+    return open(spec, "rb", buffering=READ_BUFFER)
 
 
 def decode_line(spec: str, lineno: int, line: bytes) -> RawRow:
@@ -171,7 +177,7 @@ def no_rows_error(specs: Iterable[str], skipped: int) -> InputError:
 
 
 def _iter_json(spec: str) -> Iterator[RawRow]:
-    with _open_bytes(spec) as fh:
+    with open_bytes(spec) as fh:
         data = fh.read()
     try:
         value = jsonvalue.loads_fast(data)

@@ -17,7 +17,7 @@ from typing import Callable
 
 from trajkit.errors import InputError
 from trajkit.traces.aggregate import CorpusStats
-from trajkit.traces.load import HEAD_BYTES, check_text_head
+from trajkit.traces.load import HEAD_BYTES, check_text_head, open_bytes
 from trajkit.traces.scan import fold_line
 
 CHUNK_BYTES = 16 << 20
@@ -45,7 +45,7 @@ def _stats_chunk(task: tuple[str, str, int, int]) -> tuple[CorpusStats, list[tup
     stats = CorpusStats()
     errors = []
     rows = 0
-    with open(path, "rb") as fh:
+    with open_bytes(path) as fh:
         fh.seek(start)
         pos = start
         while pos < end:
@@ -68,7 +68,7 @@ def _line_numbers(path: str, offsets: list[int]) -> dict[int, int]:
     """1-based line number of each byte offset (one pass over the file)."""
     wanted = sorted(set(offsets))
     out, line, pos, i = {}, 1, 0, 0
-    with open(path, "rb") as fh:
+    with open_bytes(path) as fh:
         for raw in fh:
             while i < len(wanted) and wanted[i] < pos + len(raw):
                 out[wanted[i]] = line
