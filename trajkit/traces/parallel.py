@@ -24,12 +24,13 @@ CHUNK_BYTES = 16 << 20
 WARM_BYTES = 1 << 20
 
 
-def plan_chunks(path: str, chunk_bytes: int = CHUNK_BYTES) -> list[tuple[int, int]]:
-    """Byte ranges [start, end) covering the file, each starting at the beginning of a line."""
+def plan_chunks(path: str, chunk_bytes: int = CHUNK_BYTES, limit: int | None = None) -> list[tuple[int, int]]:
+    """Byte ranges [start, end) covering the file, each starting at the beginning of a line (the first
+    ``limit`` of them only, when given)."""
     size = os.path.getsize(path)
     bounds = [0]
     with open(path, "rb") as fh:
-        while bounds[-1] + chunk_bytes < size:
+        while bounds[-1] + chunk_bytes < size and (limit is None or len(bounds) <= limit):
             fh.seek(bounds[-1] + chunk_bytes)
             fh.readline()  # finish the line the cut landed in
             pos = fh.tell()
@@ -90,7 +91,7 @@ def parallel_file_stats(path: str, label: str, stats: CorpusStats, *, workers: i
     with open(path, "rb") as fh:
         check_text_head(path, fh.read(HEAD_BYTES))
     chunks = plan_chunks(path, chunk_bytes)
-    head = plan_chunks(path, WARM_BYTES)[0]
+    head = plan_chunks(path, WARM_BYTES, limit=1)[0]
     if head[1] < chunks[0][1]:
         chunks = [head, (head[1], chunks[0][1]), *chunks[1:]]
     tasks = [(path, label, s, e) for s, e in chunks]
