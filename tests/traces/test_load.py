@@ -155,6 +155,40 @@ def test_parallel_equals_sequential(messy_jsonl):
     assert [str(e) for e in par_errors] == [str(e) for e in seq_errors]
 
 
+def test_parallel_progress_counts_every_row(messy_jsonl):
+    from trajkit.traces.aggregate import CorpusStats
+    from trajkit.traces.parallel import parallel_file_stats
+
+    counted = []
+    parallel_file_stats(messy_jsonl, "messy", CorpusStats(), workers=2, on_rows=counted.append, chunk_bytes=2000)
+    lines = [line for line in open(messy_jsonl, "rb") if not line.isspace()]
+    assert sum(counted) == len(lines) and len(counted) > 3
+
+
+@pytest.mark.parametrize("how", ["raises", "dies"])
+def test_a_failing_stats_worker_fails_the_call(messy_jsonl, monkeypatch, how):
+    """A worker that raises (a bug, not a bad row) or dies fails the call naming the file, never hangs it."""
+    import os
+
+    from trajkit.traces import parallel
+    from trajkit.traces.aggregate import CorpusStats
+
+    parent, fold = os.getpid(), parallel.fold_line
+
+    def failing(*args):
+        if os.getpid() != parent:  # the forked workers only: the parent's own head chunk folds as usual
+            if how == "dies":
+                os._exit(3)
+            raise ZeroDivisionError("a bug in a worker")
+        return fold(*args)
+
+    monkeypatch.setattr(parallel, "fold_line", failing)
+    with pytest.raises(RuntimeError) as caught:
+        parallel.parallel_file_stats(messy_jsonl, "messy", CorpusStats(), workers=2, chunk_bytes=2000)
+    assert messy_jsonl in str(caught.value)
+    assert ("ZeroDivisionError: a bug in a worker" if how == "raises" else "exit code 3") in str(caught.value)
+
+
 def test_a_folder_as_input_is_one_line(tmp_path, capsys):
     from trajkit.cli.main import main
 

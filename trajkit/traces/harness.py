@@ -45,8 +45,10 @@ def judge(result: Any, *, decoded: bool = False) -> tuple[bool, int | None, bool
         code = result.get("exit_code")
         if not isinstance(code, int) or isinstance(code, bool):
             code = None
-        truncated = any(isinstance(v, str) and TRUNCATION_MARK in v for v in result.values())
-        return failed, code, truncated
+        for v in result.values():  # (a loop, not any() over a generator: this runs once per tool response)
+            if isinstance(v, str) and TRUNCATION_MARK in v:
+                return failed, code, True
+        return failed, code, False
     if isinstance(result, str):
         head = result[:64].lstrip()[:6].lower()
         return head == "error:" or not result.strip(), None, TRUNCATION_MARK in result

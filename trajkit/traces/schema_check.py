@@ -61,6 +61,9 @@ def compile_check(schema: Any) -> Check:
     bounds = tuple((key, schema[key]) for key in _RANGE if key in schema)
     if enum is None and for_object is None and for_array is None and for_string is None and not bounds:
         return kinds or _always
+    if kinds is _TYPE["object"] and enum is None and for_object is not None:
+        # a tool's parameters, the common case: only a dict passes the type, and only for_object reads a dict
+        return lambda instance: isinstance(instance, dict) and for_object(instance)
 
     def check(instance: Any) -> bool:
         if kinds is not None and not kinds(instance):
