@@ -211,6 +211,11 @@ def summarize(seeds: list[dict]) -> dict:
         p, s = out["arms"]["plain"], out["arms"]["spec"]
         out["step_speedup"] = p["step_seconds"] / s["step_seconds"]
         out["generation_speedup"] = p["stage_seconds"][GENERATION] / s["stage_seconds"][GENERATION]
+    if "plain" in out["arms"]:  # every other arm against plain: seconds of plain / seconds of the arm
+        p = out["arms"]["plain"]
+        out["vs_plain"] = {a: {"step": p["step_seconds"] / r["step_seconds"],
+                               "generation": p["stage_seconds"][GENERATION] / r["stage_seconds"][GENERATION]}
+                           for a, r in out["arms"].items() if a != "plain"}
     return out
 
 
@@ -239,9 +244,11 @@ def table(summary: dict) -> str:
     for a, r in summary["reward"].items():
         lines.append(f"reward {a:<10} initial {r['initial_mean']:.3f} ± {r['initial_std']:.3f}  "
                      f"final {r['final_mean']:.3f} ± {r['final_std']:.3f}  (n={len(r['final'])} seeds)")
-    if "step_speedup" in summary:
-        lines.append(f"step speedup plain/spec: {summary['step_speedup']:.2f}x   "
-                     f"generation speedup: {summary['generation_speedup']:.2f}x")
+    for a, curve in summary["acceptance_length"].items():
+        if summary["arms"][a]["acceptance_length"] > 1.0:
+            lines.append(f"accept/step {a:<10} " + " ".join(f"{x:.2f}" for x in curve))
+    for a, r in summary.get("vs_plain", {}).items():
+        lines.append(f"vs plain {a:<12} step {r['step']:.2f}x   generation {r['generation']:.2f}x")
     return "\n".join(lines)
 
 
