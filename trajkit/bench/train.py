@@ -18,7 +18,8 @@ Ray: ``--arm vllm=rollout.backend=vllm --arm ray2="cluster.ray=true cluster.roll
 step time of each beside the in-process trajkit engine's (one local Ray, started first, serves them all).
 
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
-the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
+the step, every arm's step and generation-stage ratio against ``plain`` (plain seconds / the arm's; also
+``step_speedup``/``generation_speedup`` for ``spec``), acceptance length per step of every drafting arm,
 and, per seed, the held-out reward at the start and the end (``eval.every`` must be set) so the reward
 curves of plain and speculative rollouts can be compared across seeds.
 """
@@ -40,7 +41,7 @@ ARMS = {"plain": ["draft.kind=none", "draft.distill=false"],  # the config's dra
 
 def add_arguments(p) -> None:
     p.add_argument("--config", default="rep", help="training config: a YAML file or a packaged config name "
-                   "(rep, grpo_smollm2)")
+                   "(rep, grpo_smollm2, grpo_smollm2_long)")
     p.add_argument("--steps", type=int, default=20, help="steps per arm (0 = the config's steps)")
     p.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (reward table needs >= 3)")
     p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
@@ -57,6 +58,8 @@ def add_arguments(p) -> None:
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rollout.group_size=4")
     p.epilog = ("Examples: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram\n"
+                "          trajkit bench train --config grpo_smollm2_long --seeds 3 draft.kind=eagle \\\n"
+                "              draft.model.source=prepared draft.model.path=smollm2-135m-instruct-eagle\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
                 "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
                 "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
