@@ -187,8 +187,9 @@ class ChatArithmeticTask:
     rendered by the policy's chat template; reward: the last number of the reply is the sum.
 
     ``style="explain"`` (task ``arith_explain``) asks for a step-by-step explanation that ends with the
-    number instead (:data:`QUESTIONS`): the same pairs, split and reward, but replies of ~50-150 tokens, so
-    that generation is a large share of the RL step (the speculative-rollout benchmark's variant).
+    number instead (:data:`QUESTIONS`): the same pairs, split and reward, but the base model's replies are
+    ~110 tokens, so that generation is a large share of the RL step (the speculative-rollout benchmark's
+    variant; the reward reads only the last number, so RL shortens them again, docs/rl.md).
 
     Made for a real small instruct model (SmolLM2-135M-Instruct) to learn on a CPU in minutes: it answers
     correctly at temperature 0.7 about a third of the time (docs/rl.md has the measurement), so most
