@@ -81,7 +81,7 @@ def run(args) -> int:
             rows = _measure([m for m in methods if batch in m.batch_sizes], prompts, args.new_tokens, batch)
             results["rows"].extend(_summarise(rows, batch, costs))
     finally:
-        for b in backends:
+        for b in reversed(backends):  # the first one started the local Ray and shuts it down: last
             b.close()
     results["goals"] = goals(results["rows"])
     out = Path(args.out)
