@@ -75,3 +75,15 @@ def test_bad_drafters(value, pair, message):
     with pytest.raises(ConfigError, match=message):
         generate._drafters(value, pair)
     assert generate._drafters(None, "smollm2") == ("draft", "ngram", "eagle")
+
+
+@pytest.mark.parametrize("flags,message", [(["--vllm"], "--vllm needs --pair smollm2"),
+                                           (["--vllm", "--pair", "smollm2", "--vllm-k", "0"], "--vllm-k must be >= 1"),
+                                           (["--vllm", "--pair", "smollm2", "--batch-sizes", "8"], "runs at batch 1")])
+def test_bad_vllm_arms_fail_before_any_model_loads(flags, message):
+    from trajkit.cli.main import build_parser
+    from trajkit.errors import ConfigError
+
+    args = build_parser().parse_args(["bench", "generate", *flags])
+    with pytest.raises(ConfigError, match=message):
+        generate._check_vllm(args, generate._ints(args.batch_sizes, "--batch-sizes"))

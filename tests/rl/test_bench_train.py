@@ -35,3 +35,32 @@ def test_malformed_arms_are_refused(spec, message):
     assert list(parse_arms([], no_fixed=True)) == ["plain", "spec"]
     with pytest.raises(SystemExit, match="given twice"):
         parse_arms(["a=x=1", "a=y=2"])
+
+
+def _step(gen: float, other: float, accept: float) -> dict:
+    from trajkit.rl.stages import GENERATION, STAGES
+
+    row = {f"time/{k}": (gen if k == GENERATION else other) for k in STAGES}
+    return {**row, "gen/acceptance_length": accept, "reward/raw": 0.5, "length/model_tokens": 10}
+
+
+def test_summary_ratios_against_plain_and_acceptance_per_step_are_hand_derived():
+    """Two seeds, three steps (the first, warm-up, is left out of the seconds): plain's generation 6 s vs
+    an arm's 3 s is 2x; the step (6 + 4 x 1 s vs 3 + 4 x 1.5 s) is 10 / 9; acceptance per step is the mean
+    over seeds, warm-up included."""
+    from trajkit.bench.train import summarize, table
+    from trajkit.rl.stages import STAGES
+
+    def record(accepts):
+        return {"plain": {"steps": [_step(99, 99, 1.0)] + [_step(6, 1, 1.0)] * 2, "eval": []},
+                "frozen": {"steps": [_step(99, 99, accepts[0])] + [_step(3, 1.5, a) for a in accepts[1:]],
+                           "eval": []}}
+
+    summary = summarize([record([2.0, 1.8, 1.6]), record([2.2, 1.6, 1.2])])
+    others = len(STAGES) - 1
+    assert summary["vs_plain"]["frozen"]["generation"] == pytest.approx(2.0)
+    assert summary["vs_plain"]["frozen"]["step"] == pytest.approx((6 + others) / (3 + 1.5 * others))
+    assert summary["acceptance_length"]["frozen"] == pytest.approx([2.1, 1.7, 1.4])
+    text = table(summary)
+    assert "accept/step frozen     2.10 1.70 1.40" in text and "accept/step plain" not in text
+    assert "vs plain frozen       step" in text

@@ -139,6 +139,26 @@ def test_arithmetic_task_checker_and_held_out_pairs():
     assert p.columns["answer"] == str(a + b) and f"What is {a} + {b}?" in p.text
 
 
+def test_explained_arithmetic_asks_for_steps_on_the_same_pairs_and_answers():
+    """``arith_explain`` (config grpo_smollm2_long): prompt i is arith's prompt i (pair, answer, split) with
+    the step-by-step question; the packaged config loads it with the longer replies."""
+    from trajkit.rl.config import load_config
+    from trajkit.rl.registry import make_task
+
+    cfg = load_config("grpo_smollm2_long")
+    assert cfg.task.name == "arith_explain" and cfg.rollout.max_new_tokens == 128
+    short, long = ChatArithmeticTask(0, TOK, 1, 9), make_task(cfg.task, 0, TOK)
+    assert long.splits == short.splits and long.name == "arith_explain"
+    for i, split in [(0, "train"), (5, "train"), (3, "eval")]:
+        s, e = short.prompt(i, split), long.prompt(i, split)
+        a, b = map(int, s.source[0]["content"][8:].split("?")[0].split(" + "))
+        assert e.columns == s.columns == {"answer": str(a + b)}
+        assert e.source[0]["content"] == (f"What is {a} + {b}? Explain how you add them step by step, "
+                                          "then end with the number.")
+    with pytest.raises(ConfigError, match="style must be one of"):
+        ChatArithmeticTask(0, TOK, 1, 9, style="verbose")
+
+
 def test_dataset_warns_once_for_lenient_rows():
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

@@ -47,6 +47,10 @@ def add_arguments(parser) -> None:
                         help="tiny: the shipped byte-level pair; smollm2: SmolLM2-135M-Instruct and its distilled "
                              "shortlist draft (prepared offline and cached; HF assisted generation is skipped: "
                              "it cannot use a shortlist draft)")
+    parser.add_argument("--vllm", action="store_true",
+                        help="with --pair smollm2: add vLLM plain and vLLM n-gram (k = --vllm-k) at batch 1, vLLM's "
+                             "offline engine in its venv (make vllm-venv) behind Ray")
+    parser.add_argument("--vllm-k", type=int, default=3, help="vLLM n-gram's draft tokens (default: 3)")
     parser.add_argument("--drafters", default=None,
                         help="comma-separated drafter arms from draft,ngram,eagle (default: draft,ngram for the "
                              "tiny pair, draft,ngram,eagle for smollm2; eagle needs --pair smollm2)")
@@ -61,18 +65,24 @@ def run(args) -> int:
 
     ks, batch_sizes = _ints(args.ks, "--ks"), _ints(args.batch_sizes, "--batch-sizes")
     drafters = _drafters(args.drafters, args.pair)
+    _check_vllm(args, batch_sizes)
     torch.set_num_threads(args.threads)
     pair = load_tiny_pair(cache=args.cache_dir) if args.pair == "tiny" else load_smollm2_pair(drafters)
     methods = build_methods(pair.target, pair.draft, ks, args.temperature, pad_id=pair.pad_id,
                             assisted=args.pair == "tiny", eagle=getattr(pair, "eagle", None), drafters=drafters)
+    backends = _vllm_arms(args, methods)
     results = {"protocol": _protocol(args, pair), "costs": {}, "rows": []}
-    for batch in batch_sizes:
-        prompts = _prompt_sets(pair.prompts, batch, args.seeds + 1)
-        _say(f"batch {batch}: measuring c and v(k) for k <= {max(ks)}")
-        costs = _costs(pair, prompts[0], max(ks))
-        results["costs"][str(batch)] = costs
-        rows = _measure([m for m in methods if batch in m.batch_sizes], prompts, args.new_tokens, batch)
-        results["rows"].extend(_summarise(rows, batch, costs))
+    try:
+        for batch in batch_sizes:
+            prompts = _prompt_sets(pair.prompts, batch, args.seeds + 1)
+            _say(f"batch {batch}: measuring c and v(k) for k <= {max(ks)}")
+            costs = _costs(pair, prompts[0], max(ks))
+            results["costs"][str(batch)] = costs
+            rows = _measure([m for m in methods if batch in m.batch_sizes], prompts, args.new_tokens, batch)
+            results["rows"].extend(_summarise(rows, batch, costs))
+    finally:
+        for b in reversed(backends):  # the first one started the local Ray and shuts it down: last
+            b.close()
     results["goals"] = goals(results["rows"])
     out = Path(args.out)
     write_atomic(out, json.dumps(results, indent=1))
@@ -84,6 +94,34 @@ def run(args) -> int:
         _print(results)
         print(f"\nwrote {out} and {out.with_suffix('.png')}")
     return 0
+
+
+def _vllm_arms(args, methods: list) -> list:
+    """``--vllm``: vLLM's arms appended to ``methods`` (SmolLM2 only) -> the backends to close."""
+    if not args.vllm:
+        return []
+    from trajkit.bench.generate_methods import vllm_methods
+    from trajkit.recipes.prepared import PREPARE
+    from trajkit.recipes.smollm2 import NAME
+
+    _say("starting vLLM (plain and n-gram), each in its own actor")
+    extra, backends = vllm_methods(str(PREPARE[NAME]()), args.vllm_k, args.temperature)
+    methods.extend(extra)
+    return backends
+
+
+def _check_vllm(args, batch_sizes: list[int]) -> None:
+    from trajkit.errors import ConfigError
+
+    if not args.vllm:
+        return
+    if args.pair != "smollm2":
+        raise ConfigError("--vllm needs --pair smollm2 (vLLM reads the model's own tokenizer; the tiny pair's "
+                          "is trajkit's byte tokenizer)")
+    if args.vllm_k < 1:
+        raise ConfigError(f"--vllm-k must be >= 1, got {args.vllm_k}")
+    if 1 not in batch_sizes:
+        raise ConfigError(f"--vllm runs at batch 1; --batch-sizes {args.batch_sizes} has no 1")
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -192,6 +230,9 @@ def _summarise(runs: dict[str, list], batch: int, costs: dict) -> list[dict]:
         stats = [r.stats for _, r in items if r.stats]
         if stats and "new_tokens" in stats[0]:
             row.update(_engine_stats(stats, m, costs))
+        elif stats and "vllm_proposed" in stats[0]:  # vLLM: its own draft counters (no per-step counts)
+            proposed = sum(s["vllm_proposed"] for s in stats)
+            row["acceptance_rate"] = sum(s["vllm_accepted"] for s in stats) / proposed if proposed else None
         elif stats:  # HF: target forward calls counted by a hook
             row["target_calls_per_token"] = sum(s["target_calls"] for s in stats) / tokens
         rows.append(row)
@@ -286,6 +327,12 @@ def _print(results: dict) -> None:
               f"{_f(r.get('target_calls_per_token'), 10, 3)}{_f(r.get('alpha'), 7, 3)}"
               f"{_f(r.get('acceptance_length'), 8, 2)}{_f(r.get('c'), 7, 3)}{_f(r.get('v_k'), 6, 2)}"
               f"{_f(r.get('predicted_speedup'), 8, 2)}{_f(r.get('measured_over_predicted'), 10, 2)}")
+    vllm_plain = next((r for r in results["rows"] if r["family"] == "vllm-plain"), None)
+    for r in results["rows"]:
+        if r["family"] == "vllm-ngram" and vllm_plain:
+            rate = _f(r.get("acceptance_rate"), 1, 3).strip()
+            print(f"{r['method']}: {r['tokens_per_s'] / vllm_plain['tokens_per_s']:.2f}x vLLM plain, acceptance "
+                  f"rate {rate} (vLLM's counters)")
     print()
     for g in results["goals"]:
         print(f"[{'met' if g['met'] else 'NOT met'}] {g['goal']}: {g['detail']}")
@@ -306,7 +353,7 @@ def plot(results: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(batches) + 1, figsize=(6 * len(batches) + 5, 5))
     colors = {"ours-plain": "#444", "hf-plain": "#bbb", "ours-draft": "#1f77b4", "ours-ngram": "#2ca02c",
               "hf-assisted": "#ff7f0e", "ours-auto": "#9467bd", "ours-eagle": "#d62728",
-              "ours-eagle-auto": "#8c564b"}
+              "ours-eagle-auto": "#8c564b", "vllm-plain": "#17becf", "vllm-ngram": "#bcbd22"}
     for ax, batch in zip(axes, batches):
         rows = [r for r in results["rows"] if r["batch"] == batch]
         ax.barh([r["method"] for r in rows], [r["tokens_per_s"] for r in rows],

@@ -6,6 +6,7 @@ the baselines call transformers' ``generate`` directly: plain sampling, and assi
 ``k`` assistant tokens, confidence threshold 0 (no early stop of the draft) and ``top_k=0`` (HF's
 default sampling would otherwise truncate to the top 50). HF assisted generation refuses batches above 1.
 The EAGLE-style head (``ours eagle``) has no HF counterpart (assisted generation needs a draft *model*).
+With ``--vllm`` (SmolLM2): vLLM plain and vLLM n-gram at batch 1 (:func:`vllm_methods`).
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ class Run:
 @dataclass
 class Method:
     name: str
-    # ours-plain | ours-draft | ours-ngram | ours-auto | ours-eagle | ours-eagle-auto | hf-plain | hf-assisted
+    # ours-plain | ours-draft | ours-ngram | ours-auto | ours-eagle | ours-eagle-auto | hf-plain | hf-assisted |
+    # vllm-plain | vllm-ngram
     family: str
     k: int
     run: Callable[[list[list[int]], int, int], Run]
@@ -114,6 +116,37 @@ def build_methods(target, draft, ks: list[int], temperature: float, pad_id: int 
             auto = Engine(target, make(), config=EngineConfig(num_draft_tokens="auto", max_draft_tokens=max(ks)))
             methods.append(Method(f"{label} k=auto", family, -1, _ours(auto, temperature), engine=auto))
     return methods
+
+
+def vllm_methods(folder: str, k: int, temperature: float) -> tuple[list[Method], list]:
+    """vLLM plain and vLLM n-gram (its prompt lookup, ``k`` tokens, ``prompt_lookup_min/max`` 1/4 as the
+    vLLM backend configures it) over the HF folder ``folder``, at batch 1, each vLLM's offline engine in its
+    own actor (:mod:`trajkit.backends.vllm`; the vLLM venv) -> (methods, backends to close). Each call
+    crosses Ray; its seconds are timed around the call, as ours are. vLLM's EAGLE is not among them: it reads
+    EAGLE/EAGLE-3 checkpoints of its own format, not trajkit's head."""
+    from trajkit.backends.registry import make_backend
+    from trajkit.backends.vllm import speculative_config
+    from trajkit.recipes.cache import vllm_python
+
+    methods, backends = [], []
+    for label, family, spec in (("vLLM plain", "vllm-plain", None),
+                                (f"vLLM n-gram k={k}", "vllm-ngram", speculative_config("ngram", k))):
+        backend = make_backend("vllm", model_dir=folder, python=vllm_python(), max_model_len=1024,
+                               speculative_config=spec)
+        backends.append(backend)
+        methods.append(Method(label, family, k if spec else 0, _vllm(backend, temperature), batch_sizes=(1,)))
+    return methods, backends
+
+
+def _vllm(backend, temperature: float) -> Callable:
+    def run(prompts, seed, new_tokens):
+        params = SamplingParams(temperature=temperature, max_new_tokens=new_tokens, seed=seed)
+        start = time.perf_counter()
+        out = backend.generate(prompts, params)  # the worker ignores EOS: exactly new_tokens per row
+        seconds = time.perf_counter() - start
+        return Run(seconds, sum(len(c.token_ids) for c in out),
+                   {"vllm_proposed": out.stats.proposed, "vllm_accepted": out.stats.accepted})
+    return run
 
 
 @dataclass

@@ -18,7 +18,8 @@ Ray: ``--arm vllm=rollout.backend=vllm --arm ray2="cluster.ray=true cluster.roll
 step time of each beside the in-process trajkit engine's (one local Ray, started first, serves them all).
 
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
-the step, the end-to-end step speedup plain/spec, acceptance length per step with and without refresh,
+the step, every arm's step and generation-stage ratio against ``plain`` (plain seconds / the arm's; also
+``step_speedup``/``generation_speedup`` for ``spec``), acceptance length per step of every drafting arm,
 and, per seed, the held-out reward at the start and the end (``eval.every`` must be set) so the reward
 curves of plain and speculative rollouts can be compared across seeds.
 """
@@ -40,7 +41,7 @@ ARMS = {"plain": ["draft.kind=none", "draft.distill=false"],  # the config's dra
 
 def add_arguments(p) -> None:
     p.add_argument("--config", default="rep", help="training config: a YAML file or a packaged config name "
-                   "(rep, grpo_smollm2)")
+                   "(rep, grpo_smollm2, grpo_smollm2_long)")
     p.add_argument("--steps", type=int, default=20, help="steps per arm (0 = the config's steps)")
     p.add_argument("--seeds", type=int, default=1, help="run seeds 0..N-1 (reward table needs >= 3)")
     p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
@@ -57,6 +58,8 @@ def add_arguments(p) -> None:
     p.add_argument("overrides", nargs="*", help="key=value config overrides, e.g. rollout.group_size=4")
     p.epilog = ("Examples: trajkit bench train --steps 30 --seeds 3 --out bench-out/train.json\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --no-fixed draft.kind=ngram\n"
+                "          trajkit bench train --config grpo_smollm2_long --seeds 3 draft.kind=eagle \\\n"
+                "              draft.model.source=prepared draft.model.path=smollm2-135m-instruct-eagle\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
                 "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
                 "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
@@ -211,6 +214,11 @@ def summarize(seeds: list[dict]) -> dict:
         p, s = out["arms"]["plain"], out["arms"]["spec"]
         out["step_speedup"] = p["step_seconds"] / s["step_seconds"]
         out["generation_speedup"] = p["stage_seconds"][GENERATION] / s["stage_seconds"][GENERATION]
+    if "plain" in out["arms"]:  # every other arm against plain: seconds of plain / seconds of the arm
+        p = out["arms"]["plain"]
+        out["vs_plain"] = {a: {"step": p["step_seconds"] / r["step_seconds"],
+                               "generation": p["stage_seconds"][GENERATION] / r["stage_seconds"][GENERATION]}
+                           for a, r in out["arms"].items() if a != "plain"}
     return out
 
 
@@ -239,9 +247,11 @@ def table(summary: dict) -> str:
     for a, r in summary["reward"].items():
         lines.append(f"reward {a:<10} initial {r['initial_mean']:.3f} ± {r['initial_std']:.3f}  "
                      f"final {r['final_mean']:.3f} ± {r['final_std']:.3f}  (n={len(r['final'])} seeds)")
-    if "step_speedup" in summary:
-        lines.append(f"step speedup plain/spec: {summary['step_speedup']:.2f}x   "
-                     f"generation speedup: {summary['generation_speedup']:.2f}x")
+    for a, curve in summary["acceptance_length"].items():
+        if summary["arms"][a]["acceptance_length"] > 1.0:
+            lines.append(f"accept/step {a:<10} " + " ".join(f"{x:.2f}" for x in curve))
+    for a, r in summary.get("vs_plain", {}).items():
+        lines.append(f"vs plain {a:<12} step {r['step']:.2f}x   generation {r['generation']:.2f}x")
     return "\n".join(lines)
 
 

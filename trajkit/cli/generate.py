@@ -2,7 +2,10 @@
 
 The model is a local Hugging Face folder (``--model``), or the shipped tiny target/draft pair (built and
 cached on first use; ``--build-tiny`` only builds it). Prompts are text (tokenised with the folder's
-tokenizer) or raw token ids.
+tokenizer) or raw token ids. ``--draft DIR`` is read by its kind's own loader (a draft model, a window
+drafter, or an EAGLE head over ``--model``'s hidden states: ``--drafter eagle``, which is also the default
+for a folder holding ``eagle.json``); ``--drafter eagle`` with the prepared SmolLM2 model and no ``--draft``
+uses its cached head (``trajkit models prepare smollm2-135m-instruct-eagle``).
 """
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ EXAMPLE = """Examples:
   trajkit generate --build-tiny                      # train + cache the tiny pair (a few minutes)
   trajkit generate --prompt 'Let me check the file' --k 3 --max-new-tokens 64 --seed 0
   trajkit generate --model ./my-model --draft ./my-draft --k auto --prompt 'def main():' --json
+  trajkit generate --model ~/.cache/trajkit/smollm2-135m-instruct/model --drafter eagle --k 2 \
+      --prompt 'Explain recursion.' --temperature 0        # the prepared EAGLE head (models prepare ...-eagle)
+  trajkit generate --model ./my-model --draft ./my-eagle-head --prompt 'Hi'   # a head folder: --drafter eagle
   trajkit generate --model ./my-model --drafter ngram --prompt-ids 1,2,3 --temperature 0"""
 
 
@@ -29,8 +35,8 @@ def cmd_generate(args) -> int:
                               log=lambda m: print(m, file=sys.stderr))
         print(pair.path)
         return 0
-    target, draft, tok = _load_models(args)
-    engine = _engine(args, target, draft)
+    target, own_draft, tok = _load_models(args)
+    engine = _engine(args, target, own_draft)
     prompts = _prompts(args, tok)
     from trajkit.engine import SamplingParams
 
@@ -43,20 +49,20 @@ def cmd_generate(args) -> int:
 
 
 def _load_models(args):
+    """-> (target, the tiny pair's own draft or None, tokenizer or None)."""
     if args.model is None:
         from trajkit.recipes.tiny_pair import TinyPairConfig, load_tiny_pair
 
         pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache=args.cache_dir,
                               log=lambda m: print(m, file=sys.stderr))
-        return pair.target, pair.draft if args.draft is None else _model(args.draft), _tokenizer(pair.path / "target")
-    draft = _model(args.draft) if args.draft else None
-    return _model(args.model), draft, _tokenizer(args.model)
+        return pair.target, pair.draft, _tokenizer(pair.path / "target")
+    return _model(args.model), None, _tokenizer(args.model)
 
 
 def _model(folder: str):
     from trajkit.models.load import load_model
 
-    return load_model(folder, what="--model/--draft")
+    return load_model(folder, what="--model")
 
 
 def _tokenizer(folder):
@@ -65,17 +71,49 @@ def _tokenizer(folder):
     return load_tokenizer(folder, required=False)
 
 
-def _engine(args, target, draft):
+def _engine(args, target, own_draft):
+    """The engine for ``--drafter``/``--draft``: the kind's own loader reads ``--draft`` (a model, window or
+    EAGLE head folder, told apart by its files when ``--drafter`` is not given)."""
     from trajkit.engine import Engine
-    from trajkit.engine.drafters.registry import draft_kind
+    from trajkit.engine.drafters.registry import draft_kind, folder_kind
 
     k = args.k if args.k == "auto" else _int(args.k, "--k")
-    kind = draft_kind(args.drafter or ("model" if draft is not None else "none"))
+    default = folder_kind(args.draft) if args.draft else "model" if own_draft is not None else "none"
+    kind = draft_kind(args.drafter or default)
     if kind is None:
         return Engine(target)
-    if kind.trainable and draft is None:
-        raise ConfigError(f"--drafter {kind.name} needs --draft DIR (or the tiny pair, without --model)")
-    return Engine(target, drafter=kind.drafter(draft), num_draft_tokens=k)
+    net = None
+    if kind.trainable:
+        folder = args.draft or (_prepared_head(args) if kind.name == "eagle" else None)
+        if folder is not None:
+            net = kind.load(folder, target=target)
+        elif kind.name == "model" and own_draft is not None:
+            net = own_draft
+        else:
+            raise ConfigError(f"--drafter {kind.name} needs --draft DIR (or the tiny pair, without --model)")
+    return Engine(target, drafter=kind.drafter(net), num_draft_tokens=k)
+
+
+def _prepared_head(args) -> str:
+    """``--drafter eagle`` without ``--draft``: the prepared SmolLM2 head, when ``--model`` is the prepared
+    SmolLM2 folder and the head is already cached (never trained here: that takes minutes)."""
+    from pathlib import Path
+
+    from trajkit.recipes.cache import cache_dir
+    from trajkit.recipes.prepared import EAGLE_NAME
+    from trajkit.recipes.smollm2 import NAME
+    from trajkit.recipes.smollm2_eagle import eagle_folder, is_built
+
+    root = Path(args.cache_dir) if args.cache_dir else cache_dir()
+    if args.model is None or Path(args.model).resolve() != (root / NAME / "model").resolve():
+        raise ConfigError("--drafter eagle needs --draft DIR, an EAGLE head folder (eagle.pt + eagle.json) trained "
+                          f"on --model's target (the tiny pair has none; for {NAME}, prepared in {root / NAME}, "
+                          f"the default is `trajkit models prepare {EAGLE_NAME}`)")
+    folder = eagle_folder(root=root)
+    if not is_built(folder):
+        raise ConfigError(f"--drafter eagle: the {NAME} head is not built yet ({folder}); run `trajkit models "
+                          f"prepare {EAGLE_NAME}` (minutes on a CPU) or pass --draft DIR")
+    return str(folder)
 
 
 def _prompts(args, tok) -> list[list[int]]:
@@ -106,8 +144,8 @@ def _print(out, args, tok) -> None:
         else:
             print(f"--- prompt {i // args.n} sample {i % args.n} ({c.finish_reason}, {len(c.token_ids)} tokens)")
             print(text if text is not None else c.token_ids)
-    summary = {k: stats[k] for k in ("num_draft_tokens", "new_tokens", "target_calls", "acceptance_rate",
-                                     "mean_acceptance_length", "alpha", "tokens_per_second")}
+    summary = {k: stats[k] for k in ("num_draft_tokens", "new_tokens", "target_calls", "proposed", "accepted",
+                                     "acceptance_rate", "mean_acceptance_length", "alpha", "tokens_per_second")}
     print(json.dumps({"stats": summary}) if args.json else "stats: " + json.dumps(summary),
           file=sys.stdout if args.json else sys.stderr)
 
@@ -120,8 +158,10 @@ def register(sub) -> None:
                                    "shipped tiny pair.",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="local Hugging Face causal LM folder (default: the shipped tiny target)")
-    p.add_argument("--draft", help="local draft model folder sharing the tokenizer (default with the tiny "
-                                   "pair: its draft)")
+    p.add_argument("--draft", help="draft folder: a draft model sharing the tokenizer, a window drafter or an "
+                                   "EAGLE head (eagle.pt + eagle.json, trained on --model); its files tell the "
+                                   "kind (default: the tiny pair's draft; with --drafter eagle and the prepared "
+                                   "SmolLM2 model, its cached head)")
     from trajkit.engine.drafters.names import KIND_NAMES
 
     p.add_argument("--drafter", choices=list(KIND_NAMES), help="drafter kind (default: model if a draft is "

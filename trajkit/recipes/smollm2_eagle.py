@@ -68,10 +68,20 @@ class EagleRecipe:
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 
 
+def eagle_folder(recipe: EagleRecipe = EagleRecipe(), root: Path | None = None) -> Path:
+    """Where ``recipe``'s head is cached (built there or not: :func:`is_built`)."""
+    return (root or cache_dir()) / NAME / f"eagle-{recipe.key()}"
+
+
+def is_built(folder: Path) -> bool:
+    """A finished head folder (its recipe's ``meta.json`` is written last)."""
+    return (folder / "meta.json").exists()
+
+
 def prepare_eagle(recipe: EagleRecipe = EagleRecipe(), root: Path | None = None, log=print) -> Path:
     """The cached head folder for ``recipe`` (built first when missing)."""
-    path = (root or cache_dir()) / NAME / f"eagle-{recipe.key()}"
-    if not (path / "meta.json").exists():
+    path = eagle_folder(recipe, root)
+    if not is_built(path):
         with building(path) as tmp:
             build_eagle(recipe, Path(tmp), root, log)
     return path

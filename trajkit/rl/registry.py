@@ -28,6 +28,7 @@ TASKS: dict[str, TaskFactory | str] = {
     "rep": _string("rep"),
     "calculator": lambda c, seed, tok: CalculatorTask(seed, tok, c.max_len, c.max_turns, c.tool_timeout_s),
     "arith": lambda c, seed, tok: ChatArithmeticTask(seed, tok, c.min_len, c.max_len),
+    "arith_explain": lambda c, seed, tok: ChatArithmeticTask(seed, tok, c.min_len, c.max_len, style="explain"),
     "dataset": lambda c, seed, tok: DatasetTask(c.path, tok, c.eval_path, seed=seed, eval_fraction=c.eval_fraction,
                                                 strict=c.strict, shuffle=c.shuffle),
     "agent": lambda c, seed, tok: _agent(c, seed, tok),

@@ -176,9 +176,20 @@ def final_number_correct(completions, answer, **kwargs) -> list[float]:
     return [float(last_number(completion_content(c)) == str(a)) for c, a in zip(completions, answer)]
 
 
+QUESTIONS = {  # ChatArithmeticTask's question per style; {a}, {b} the operands
+    "short": "What is {a} + {b}? Answer with only the number.",
+    "explain": "What is {a} + {b}? Explain how you add them step by step, then end with the number.",
+}
+
+
 class ChatArithmeticTask:
     """A chat question "What is a + b? Answer with only the number." (``a, b`` in ``[min_len, max_len]``),
     rendered by the policy's chat template; reward: the last number of the reply is the sum.
+
+    ``style="explain"`` (task ``arith_explain``) asks for a step-by-step explanation that ends with the
+    number instead (:data:`QUESTIONS`): the same pairs, split and reward, but the base model's replies are
+    ~110 tokens, so that generation is a large share of the RL step (the speculative-rollout benchmark's
+    variant; the reward reads only the last number, so RL shortens them again, docs/rl.md).
 
     Made for a real small instruct model (SmolLM2-135M-Instruct) to learn on a CPU in minutes: it answers
     correctly at temperature 0.7 about a third of the time (docs/rl.md has the measurement), so most
@@ -189,11 +200,14 @@ class ChatArithmeticTask:
     name = "arith"
     EVAL_SHARE = 4  # one pair in four is held out
 
-    def __init__(self, seed: int, tokenizer, low: int = 1, high: int = 9):
+    def __init__(self, seed: int, tokenizer, low: int = 1, high: int = 9, style: str = "short"):
+        if style not in QUESTIONS:
+            raise ConfigError(f"task arith: style must be one of {sorted(QUESTIONS)}, got {style!r}")
         if high - low < 2:
             raise ConfigError(f"task arith needs max_len - min_len >= 2 (operands in [min_len, max_len]), "
                               f"got [{low}, {high}]")
-        self.seed, self.tokenizer = seed, tokenizer
+        self.seed, self.tokenizer, self.question = seed, tokenizer, QUESTIONS[style]
+        self.name = "arith" if style == "short" else f"arith_{style}"
         pairs = [(a, b) for a in range(low, high + 1) for b in range(low, high + 1)]
         self.splits = {"eval": [p for p in pairs if _held_out(p, self.EVAL_SHARE)]}
         self.splits["train"] = [p for p in pairs if not _held_out(p, self.EVAL_SHARE)]
@@ -206,7 +220,7 @@ class ChatArithmeticTask:
             a, b = pairs[index % len(pairs)]
         else:
             a, b = rng_for(self.seed, index, split).choice(pairs)
-        messages = [{"role": "user", "content": f"What is {a} + {b}? Answer with only the number."}]
+        messages = [{"role": "user", "content": self.question.format(a=a, b=b)}]
         text = render(self.tokenizer, messages, add_generation_prompt=True)
         return Prompt(text, encode(self.tokenizer, text), index, {"answer": str(a + b)}, source=messages)
 

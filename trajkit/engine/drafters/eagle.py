@@ -105,6 +105,7 @@ class EagleHead(nn.Module):
         self.shared = _Shared(target)
         self.config = head_config(target)
         self.layers, d = tuple(int(i) for i in layers), text.hidden_size
+        self.target_layers = n  # saved, checked when the head is loaded onto a target
         self.full_vocab = int(self.shared.out.weight.shape[0])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
@@ -205,22 +206,44 @@ class EagleHead(nn.Module):
         torch.save(self.state_dict(), folder / HEAD_FILE)
         (folder / META_FILE).write_text(json.dumps({
             "layers": list(self.layers), "shortlist": self.ids.tolist() if self.short else None,
-            "vocab_size": self.full_vocab, "hidden_size": self.fuse.out_features}))
+            "vocab_size": self.full_vocab, "hidden_size": self.fuse.out_features,
+            "target_layers": self.target_layers}))
 
     @classmethod
     def load(cls, folder: str | Path, target) -> EagleHead:
+        """The head saved in ``folder``, bound to ``target``; ConfigError naming the folder when the head was
+        trained on a target of another shape (vocabulary, hidden size, layer count)."""
         folder = Path(folder)
         if not (folder / META_FILE).exists():
             raise ConfigError(f"draft: {folder} holds no EAGLE head ({META_FILE} missing); build one with "
                               "`trajkit models prepare smollm2-135m-instruct-eagle`")
         meta = json.loads((folder / META_FILE).read_text())
-        width = int(target.get_output_embeddings().weight.shape[0])
-        if meta["vocab_size"] != width:
-            raise ConfigError(f"draft: the EAGLE head in {folder} was trained for a {meta['vocab_size']}-token "
-                              f"vocabulary, the target has {width}")
+        _check_fits(folder, meta, target)
         head = cls(target, tuple(meta["layers"]), meta["shortlist"], copy_layer=None)
-        head.load_state_dict(torch.load(folder / HEAD_FILE, weights_only=True))
+        try:
+            head.load_state_dict(torch.load(folder / HEAD_FILE, weights_only=True))
+        except RuntimeError as e:  # same widths, other layer shapes (heads, MLP): the first mismatch, in one line
+            detail = next((line.strip() for line in str(e).splitlines() if "size mismatch" in line), str(e))
+            raise ConfigError(f"draft: the EAGLE head in {folder} does not fit the target's decoder layer "
+                              f"({detail}); train a head on this target") from None
         return head.eval()
+
+
+def _check_fits(folder: Path, meta: dict, target) -> None:
+    """The saved head's vocabulary, hidden width and feature layers against ``target``'s."""
+    text = target.config.get_text_config(decoder=True)
+    width, n = int(target.get_output_embeddings().weight.shape[0]), text.num_hidden_layers
+    problems = []
+    if meta["vocab_size"] != width:
+        problems.append(f"a {meta['vocab_size']}-token vocabulary (the target has {width})")
+    if meta["hidden_size"] != text.hidden_size:
+        problems.append(f"hidden size {meta['hidden_size']} (the target has {text.hidden_size})")
+    if meta.get("target_layers", n) != n or max(meta["layers"]) > n:
+        trained = meta.get("target_layers", f">= {max(meta['layers'])}")
+        problems.append(f"a target of {trained} layers, features after layers {meta['layers']} (the target has {n})")
+    if problems:
+        raise ConfigError(f"draft: the EAGLE head in {folder} was trained for {'; '.join(problems)}: it does not "
+                          "fit this target; pass the head trained on it")
 
 
 class EagleDrafter:
