@@ -54,7 +54,9 @@ def _vllm_gateway(args, config, k):
     from trajkit.models.load import load_tokenizer
     from trajkit.recipes.cache import vllm_python
 
-    spec = speculative_config(args.drafter or ("model" if args.draft else "none"), k, args.draft)
+    from trajkit.engine.drafters.names import folder_kind
+
+    spec = speculative_config(args.drafter or (folder_kind(args.draft) if args.draft else "none"), k, args.draft)
     backend = VllmBackend(args.model, python=vllm_python(), speculative_config=spec)
     return Gateway(backend, load_tokenizer(args.model, what="--model"), config)
 
@@ -67,7 +69,8 @@ def register(sub) -> None:
                        description=__doc__, epilog=EXAMPLE, formatter_class=_raw())
     p.add_argument("--model", required=True, help="local Hugging Face model folder (tokenizer beside it)")
     p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
-    p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window, eagle); ngram needs no --draft; eagle: --draft is the head's folder")
+    p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window, eagle); ngram needs no --draft; eagle: --draft is the head's folder "
+                   "(default: the kind --draft's files tell: eagle.json, window.json, else a draft model)")
     p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
     p.add_argument("--backend", choices=("trajkit", "vllm"), default="trajkit",
                    help="who generates: trajkit's engine (default) or vLLM in its venv (make vllm-venv)")

@@ -171,13 +171,6 @@ class EagleKind:
 DRAFT_KINDS: dict[str, DraftKind] = {k.name: k for k in (ModelKind(), WindowKind(), NgramKind(), EagleKind())}
 
 
-def folder_kind(folder: str | Path) -> str:
-    """The kind whose files ``folder`` holds: ``eagle`` (``eagle.json``), ``window`` (``window.json``), else
-    ``model`` (a Hugging Face folder, which its loader checks)."""
-    folder = Path(folder)
-    return "eagle" if (folder / "eagle.json").exists() else "window" if (folder / "window.json").exists() else "model"
-
-
 def draft_kind(name: str) -> DraftKind | None:
     """The kind called ``name``; None for "none"; ConfigError naming the known kinds otherwise."""
     if name == "none":
