@@ -75,12 +75,11 @@ def _engine(args, target, own_draft):
     """The engine for ``--drafter``/``--draft``: the kind's own loader reads ``--draft`` (a model, window or
     EAGLE head folder, told apart by its files when ``--drafter`` is not given)."""
     from trajkit.engine import Engine
-    from trajkit.engine.drafters.names import folder_kind
+    from trajkit.engine.drafters.names import chosen_kind
     from trajkit.engine.drafters.registry import draft_kind
 
     k = args.k if args.k == "auto" else _int(args.k, "--k")
-    default = folder_kind(args.draft) if args.draft else "model" if own_draft is not None else "none"
-    kind = draft_kind(args.drafter or default)
+    kind = draft_kind(chosen_kind(args.drafter, args.draft, "model" if own_draft is not None else "none"))
     if kind is None:
         return Engine(target)
     net = None

@@ -54,9 +54,9 @@ def _vllm_gateway(args, config, k):
     from trajkit.models.load import load_tokenizer
     from trajkit.recipes.cache import vllm_python
 
-    from trajkit.engine.drafters.names import folder_kind
+    from trajkit.engine.drafters.names import chosen_kind
 
-    spec = speculative_config(args.drafter or (folder_kind(args.draft) if args.draft else "none"), k, args.draft)
+    spec = speculative_config(chosen_kind(args.drafter, args.draft), k, args.draft)
     backend = VllmBackend(args.model, python=vllm_python(), speculative_config=spec)
     return Gateway(backend, load_tokenizer(args.model, what="--model"), config)
 

@@ -21,13 +21,13 @@ def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, dr
     ``rope_scaling`` (:class:`trajkit.models.rope.RopeScaling`, YaRN) extends the model's window, which the
     engine and the gateway then enforce and ``/v1/models`` reports as ``max_model_len``."""
     from trajkit.engine import Engine
-    from trajkit.engine.drafters.names import folder_kind
+    from trajkit.engine.drafters.names import chosen_kind
     from trajkit.engine.drafters.registry import draft_kind
     from trajkit.models.load import load_model, load_tokenizer
 
     target = load_model(model, what="--model", rope_scaling=rope_scaling)
     tokenizer = load_tokenizer(model, what="--model")
-    kind = draft_kind(drafter or (folder_kind(draft) if draft else "none"))  # a head/window folder tells its kind
+    kind = draft_kind(chosen_kind(drafter, draft))  # a head/window folder tells its kind
     if kind is None:
         return Gateway(Engine(target), tokenizer, config)
     if kind.trainable and not draft:

@@ -43,11 +43,12 @@ import torch
 from torch import nn
 
 from trajkit.engine.drafters.base import Proposal, Warp, sample_chain
+from trajkit.engine.drafters.names import META_FILES
 from trajkit.engine.kvstate import KVState, left_pad
 from trajkit.errors import ConfigError
 
 NEG = -1.0e4  # logit of tokens outside the shortlist (exp underflows to exactly 0 in float32)
-HEAD_FILE, META_FILE = "eagle.pt", "eagle.json"
+HEAD_FILE, META_FILE = "eagle.pt", META_FILES["eagle"]
 
 
 class _Shared:

@@ -28,7 +28,7 @@ from typing import Protocol
 import torch
 
 from trajkit.engine.drafters.base import Drafter
-from trajkit.engine.drafters.names import KIND_NAMES
+from trajkit.engine.drafters.names import KIND_NAMES, META_FILES
 from trajkit.errors import ConfigError
 
 
@@ -110,15 +110,15 @@ class WindowKind:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         torch.save(net.state_dict(), folder / "window.pt")
-        (folder / "window.json").write_text(json.dumps({
+        (folder / META_FILES["window"]).write_text(json.dumps({
             "vocab_size": net.vocab_size, "hidden_size": net.dim, "intermediate_size": net.hidden,
             "head": net.head, "window": net.window, "max_positions": net.max_positions}))
 
     def load(self, folder, target=None):
         folder = Path(folder)
-        if not (folder / "window.json").exists():
-            raise ConfigError(f"draft: {folder} holds no window drafter (window.json missing)")
-        meta = json.loads((folder / "window.json").read_text())
+        if not (folder / META_FILES["window"]).exists():
+            raise ConfigError(f"draft: {folder} holds no window drafter ({META_FILES['window']} missing)")
+        meta = json.loads((folder / META_FILES["window"]).read_text())
         net = self.build(meta.pop("vocab_size"), DraftShape(**meta))
         net.load_state_dict(torch.load(folder / "window.pt", weights_only=True))
         return net.eval()
