@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from trajkit.envs.task import HarborTask, TaskError, load_tasks
 from trajkit.envs.trial import AGENTS, TrialResult, run_trial
+from trajkit.errors import InputError, TrajkitError
 
 NETWORK_ERRORS = ("Network is unreachable", "Temporary failure in name resolution", "Could not resolve host",
                   "Name or service not known", "[Errno 101]", "[Errno -3]", "No route to host")
@@ -51,7 +52,7 @@ def static_problems(task: HarborTask) -> tuple[str, str] | None:
     if task.solution_dir is None:
         return "no solution", "solution/solve.sh is missing"
     for path in sorted(task.tests_dir.rglob("*")):
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():  # a link is never followed on the host
             continue
         for m in REWARD_PATH.finditer(path.read_text(encoding="utf-8", errors="replace")):
             folder = m.group(1).strip("\"'({$")
@@ -102,8 +103,18 @@ def check_tasks(root, strict: bool = False, sandbox: str = "namespace", allow_ru
     report = load_tasks(root, strict=strict)
     rows = [CheckRow(_task_name(e), "invalid", detail=str(e)) for e in report.errors]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows += list(pool.map(lambda t: check_task(t, sandbox, allow_run), report.tasks))
+        rows += list(pool.map(lambda t: _guarded(t, sandbox, allow_run), report.tasks))
     return sorted(rows, key=lambda r: r.task)
+
+
+def _guarded(task: HarborTask, sandbox: str, allow_run: bool) -> CheckRow:
+    """:func:`check_task`, with any error of this one task as its row: the other tasks are still checked."""
+    try:
+        return check_task(task, sandbox, allow_run)
+    except TrajkitError as exc:
+        return CheckRow(task.name, "invalid" if isinstance(exc, InputError) else "error", detail=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug or a host problem for this task, named, not the folder's end
+        return CheckRow(task.name, "error", detail=f"{type(exc).__name__}: {exc}")
 
 
 def _task_name(error: TaskError) -> str:
