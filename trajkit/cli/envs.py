@@ -26,6 +26,16 @@ def cmd_check(args) -> int:
     return 0 if all(r.ok for r in rows) else 1
 
 
+def cmd_clean(args) -> int:
+    from trajkit.envs.nsbox import clean_stale
+
+    removed = clean_stale()
+    for path in removed:
+        print(f"removed {path}")
+    print(f"{len(removed)} stale sandbox{'es' if len(removed) != 1 else ''} removed")
+    return 0
+
+
 COMPILE_EPILOG = """Example:
   trajkit envs compile skills/pdf/SKILL.md --model http://127.0.0.1:8000/v1 --model-name qwen --out tasks/pdf
 
@@ -66,6 +76,11 @@ def register(sub) -> None:
                        help="run Dockerfile RUN steps in the sandbox (on the host's userland, not the image's)")
     check.add_argument("--jobs", type=int, default=4, help="tasks checked at once (default 4)")
     check.set_defaults(handler=cmd_check)
+    clean = esub.add_parser("clean", help="remove sandboxes left by a killed process (processes, mounts, folders)",
+                            description="Find namespace sandboxes whose owning process is gone (a trainer killed "
+                                        "with SIGKILL), kill what runs under their uids, unmount and delete them. "
+                                        "A new sandbox does the same when it starts.")
+    clean.set_defaults(handler=cmd_clean)
     comp = esub.add_parser("compile", help="Harbor tasks from an Agent Skill, kept when Oracle = 1 and NOP = 0",
                            description="Skill2Env-style: plan tasks from SKILL.md with a model, write them, check "
                                        "them, keep the sound ones.",

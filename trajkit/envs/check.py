@@ -120,6 +120,8 @@ def _guarded(task: HarborTask, sandbox: str, allow_run: bool) -> CheckRow:
 def _task_name(error: TaskError) -> str:
     from pathlib import Path
 
+    if error.task_dir is not None:
+        return error.task_dir.name
     path = Path(error.path or "?")
     return path.parent.name if path.suffix else path.name
 

@@ -50,7 +50,10 @@ NETWORK_OFF = ("none", "no", "off", "disabled")
 
 
 class TaskError(InputError):
-    """A task folder cannot be used: the message names the file and the field."""
+    """A task folder cannot be used: the message names the file and the field; ``task_dir`` is the task's
+    folder once :func:`load_tasks` knows it."""
+
+    task_dir: Path | None = None
 
 
 @dataclass
@@ -298,12 +301,10 @@ def load_tasks(root: str | Path, strict: bool = False) -> LoadReport:
     for folder in task_folders(root):
         try:
             tasks.append(load_task(folder))
-        except TaskError as exc:
+        except (TaskError, OSError) as exc:  # an unreadable folder is one task's error too
+            error = exc if isinstance(exc, TaskError) else TaskError(f"cannot be read: {exc}", path=str(folder))
+            error.task_dir = folder
             if strict:
-                raise
-            errors.append(exc)
-        except OSError as exc:  # unreadable: one task's error too
-            if strict:
-                raise TaskError(f"cannot be read: {exc}", path=str(folder)) from None
-            errors.append(TaskError(f"cannot be read: {exc}", path=str(folder)))
+                raise error from None
+            errors.append(error)
     return LoadReport(tasks, errors)
