@@ -370,22 +370,31 @@ def stale_sandboxes() -> list[Path]:
     return found
 
 
+_CLEANING = threading.Lock()
+
+
 def clean_stale() -> list[str]:
-    """Remove every stale sandbox: kill its processes, unmount its disk, delete its folder. -> their paths."""
+    """Remove every stale sandbox: kill its processes, unmount its disk, delete its folder. -> their paths.
+    Two processes cleaning at once both succeed (a folder already gone is skipped)."""
     removed = []
-    for root in stale_sandboxes():
-        slot = root.name[len(PREFIX):]
-        if slot.isdigit() and int(slot) < SLOTS:
-            _kill_range(UID_BASE + int(slot) * UID_SPAN)
-        _remove(root)
-        removed.append(str(root))
+    with _CLEANING:
+        for root in stale_sandboxes():
+            slot = root.name[len(PREFIX):]
+            if slot.isdigit() and int(slot) < SLOTS:
+                _kill_range(UID_BASE + int(slot) * UID_SPAN)
+            _remove(root, missing_ok=True)
+            removed.append(str(root))
     return removed
 
 
-def _remove(root: Path) -> None:
+def _remove(root: Path, missing_ok: bool = False) -> None:
     disk = root / "disk"
     if os.path.ismount(disk):
-        _run(["umount", "-l", str(disk)])
+        try:
+            _run(["umount", "-l", str(disk)])
+        except SandboxError:
+            if not missing_ok or os.path.ismount(disk):
+                raise
     shutil.rmtree(root, ignore_errors=True)
 
 
