@@ -6,9 +6,11 @@ no cgroups. One sandbox is a folder ``/tmp/trajkit-sbx-N`` (``N`` its slot: the 
 everything the trial writes) with the overlay's upper and work dirs, and an ``owner`` file (pid and start
 time of the process that made it). Each ``exec`` is:
 
-1. ``setpriv --pdeathsig KILL unshare --mount --pid --ipc --uts --net --fork --kill-child`` (no ``--net`` when
-   the task has the network): a private mount table, its own process tree and a network with only ``lo``;
-   if the calling process dies, the namespace dies with it;
+1. ``setpriv --pdeathsig KILL unshare --mount --pid --ipc --uts --net --fork --kill-child``: a private mount
+   table, its own process tree and its own network namespace (only ``lo``); if the calling process dies, the
+   namespace dies with it. A task with the network gets a user-mode stack in it (``slirp4netns``, Harbor's
+   private network with outbound access): ``tap0`` at 10.0.2.100, DNS at 10.0.2.3, and no way to the host's
+   loopback (``--disable-host-loopback``), its Unix sockets or its interfaces;
 2. in there, ``mount -t overlay`` (lower = the host's ``/``, upper = the trial's tmpfs), a fresh ``/proc``, a
    tmpfs ``/dev`` holding only null, zero, full, random, urandom and tty, an empty ``/sys``; ``lo`` up;
 3. :mod:`trajkit.envs.launch`, the host's Python, as the namespace's pid 1 (host root, which no sandbox
@@ -50,6 +52,8 @@ WRITABLE = ("tmp", "root", "logs", "logs/verifier", "logs/agent", "tests", "solu
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS = ("unshare", "setpriv", "mount", "umount", "ip")
+NET_TOOL = "slirp4netns"  # only for tasks with the network (Debian: slirp4netns)
+SLIRP_DNS = "10.0.2.3"
 UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
 PREFIX = "trajkit-sbx-"
 LAUNCHER = Path(__file__).with_name("launch.py")
@@ -65,6 +69,7 @@ mount -t tmpfs -o mode=755,size=64k tmpfs "$SBX/merged/dev"
 for n in DEVICES; do : > "$SBX/merged/dev/$n"; mount --bind "/dev/$n" "$SBX/merged/dev/$n"; done
 mount -t tmpfs -o ro,size=4k tmpfs "$SBX/merged/sys"
 ip link set lo up
+if [ -n "$NETWAIT" ]; then n=0; while [ ! -e "$NETWAIT" ]; do n=$((n+1)); [ $n -lt 2000 ] || exit 125; sleep 0.005; done; fi
 if [ -d "$SBX/gw" ]; then mount --bind "$SBX/gw" "$SBX/merged/run/trajkit"; fi
 exec "$@"
 """.replace("DEVICES", " ".join(DEVICES))
@@ -76,6 +81,11 @@ def available() -> str | None:
         return "the namespace sandbox needs root (it mounts an overlay in a private mount namespace)"
     missing = [t for t in TOOLS if shutil.which(t) is None]
     return f"missing tools: {', '.join(missing)} (util-linux, iproute2)" if missing else None
+
+
+def network_available() -> str | None:
+    """None when a task with the network can run here, else why not."""
+    return None if shutil.which(NET_TOOL) else f"a task with the network needs {NET_TOOL} (apt-get install slirp4netns)"
 
 
 class NamespaceSandbox:
@@ -94,7 +104,7 @@ class NamespaceSandbox:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        why = available()
+        why = available() or (network_available() if self.spec.limits.network else None)
         if why:
             raise SandboxError(f"namespace sandbox: {why}")
         clean_stale()
@@ -143,6 +153,9 @@ class NamespaceSandbox:
         for rel in (*WRITABLE, self.spec.workdir):
             self._own_dir(self._upper(rel))
         os.chmod(upper / "tmp", 0o1777)
+        if self.spec.limits.network:  # the host's resolver may be its own loopback: use slirp4netns' DNS
+            self._own_dir(upper / "etc")
+            (upper / "etc" / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
 
     def _own_dir(self, path: Path) -> None:
         """Make the upper-dir folder ``path`` and its parents. A folder the host's userland also has
@@ -240,8 +253,6 @@ class NamespaceSandbox:
         relay started beside each command (:mod:`trajkit.envs.relay`). Returns the ``host:port`` to use inside."""
         from trajkit.envs import relay
 
-        if self.spec.limits.network:  # the host's loopback is the sandbox's: nothing to relay
-            return f"127.0.0.1:{port}"
         gw = self.root / "gw"
         gw.mkdir(mode=0o755, exist_ok=True)
         shutil.copy(relay.__file__, gw / "relay.py")
@@ -261,10 +272,8 @@ class NamespaceSandbox:
     # -- commands -------------------------------------------------------------------------------------------
     def _argv(self, command: str, user: str | None, env: dict[str, str], cwd: str) -> list[str]:
         lim = self.spec.limits
-        outer = ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--pid", "--ipc", "--uts", "--fork",
-                 "--kill-child"]
-        if not lim.network:
-            outer.append("--net")
+        outer = ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--pid", "--ipc", "--uts", "--net",
+                 "--fork", "--kill-child"]
         uid, gid = (0, 0) if user in (None, "root", "0") else self._lookup(user)
         spec = {"root": str(self.root / "merged"), "cwd": cwd, "uid": uid, "gid": gid, "base": self.uid,
                 "span": UID_SPAN, "caps": sorted(CAPS.values()), "env": env, "command": command,
@@ -295,15 +304,22 @@ class NamespaceSandbox:
         if bad:
             raise SandboxError(f"environment variable {bad[0]!r}: a name needs no '=' or NUL, a value no NUL")
         argv = self._argv(self._with_relay(command), user, base, cwd or self.spec.workdir)
+        ready = self.root / "net.ready"
+        outer_env = {"SBX": str(self.root), "PATH": PATH, **({"NETWAIT": str(ready)} if self.spec.limits.network else {})}
         with self._lock, tempfile.TemporaryFile(dir=self.root) as out, tempfile.TemporaryFile(dir=self.root) as err:
             t0 = time.perf_counter()
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                          env={"SBX": str(self.root), "PATH": PATH}, start_new_session=True)
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=outer_env,
+                                          start_new_session=True)
+            net = _attach_network(self._proc, ready) if self.spec.limits.network else None
             try:
                 code, timed_out = self._proc.wait(timeout=timeout_s), False
             except subprocess.TimeoutExpired:
                 _kill(self._proc)
                 code, timed_out = None, True
+            finally:
+                if net is not None:
+                    net.close()
+                ready.unlink(missing_ok=True)
             _kill_range(self.uid)
             seconds = time.perf_counter() - t0
             self._proc = None
@@ -311,6 +327,54 @@ class NamespaceSandbox:
 
 
 # -- the host's side: slots, owners, stale folders -------------------------------------------------------------
+
+class _Network:
+    """A running ``slirp4netns`` for one command's namespace; ``close`` ends it."""
+
+    def __init__(self, proc: subprocess.Popen, exit_w: int):
+        self.proc, self.exit_w = proc, exit_w
+
+    def close(self) -> None:
+        os.close(self.exit_w)  # slirp4netns exits when its --exit-fd closes
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _attach_network(outer: subprocess.Popen, ready: Path, timeout_s: float = 10.0) -> _Network:
+    """Start ``slirp4netns`` on the network namespace of ``outer``'s child (the namespace's pid 1), wait until
+    ``tap0`` is configured, then create ``ready``, which the namespace waits for before its command runs."""
+    children = Path(f"/proc/{outer.pid}/task/{outer.pid}/children")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            pid = children.read_text().split()
+        except OSError:
+            pid = []
+        if pid or outer.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.001)
+    if not pid:
+        raise SandboxError("the sandbox's namespace did not start, so its network could not be attached")
+    ready_r, ready_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen([NET_TOOL, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
+                             "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", pid[0], "tap0"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            pass_fds=(ready_w, exit_r))
+    os.close(ready_w)
+    os.close(exit_r)
+    ok = os.read(ready_r, 1) == b"1"
+    os.close(ready_r)
+    if not ok:
+        os.close(exit_w)
+        proc.wait()
+        raise SandboxError(f"{NET_TOOL} could not configure the sandbox's network: {proc.stderr.read().decode()[-300:]}")
+    ready.touch()
+    return _Network(proc, exit_w)
+
 
 def _hide(upper: Path, entry: str) -> None:
     """Hide the host's top-level ``entry`` in the upper dir: an empty opaque folder, or a whiteout."""
