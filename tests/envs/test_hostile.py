@@ -103,6 +103,13 @@ def oracle(task_dir: Path):
     return run_trial(load_task(task_dir), AGENTS["oracle"], "oracle")
 
 
+@pytest.fixture(params=["c", "python"])
+def launcher(request, monkeypatch):
+    """Both builds of the launcher (launch.c, launch.py): the same steps, the same guarantees."""
+    monkeypatch.setenv("TRAJKIT_SANDBOX_LAUNCHER", request.param)
+    return nsbox.launcher(request.param)
+
+
 def box(**limits) -> nsbox.NamespaceSandbox:
     sb = nsbox.NamespaceSandbox(SandboxSpec(limits=Limits(**{"memory_mb": 512, "storage_mb": 64, **limits})))
     sb.start()
@@ -111,7 +118,7 @@ def box(**limits) -> nsbox.NamespaceSandbox:
 
 # -- 1. the full escape: / owned by the sandbox, a loader of its own run by a privileged program ---------------
 
-def test_the_root_and_the_userland_never_belong_to_the_sandbox(host, tmp_path):
+def test_the_root_and_the_userland_never_belong_to_the_sandbox(host, launcher, tmp_path):
     """upload() to /tests and /solution once chowned the overlay's upper root to the sandbox: then /lib64 could
     be replaced by a folder holding the agent's own dynamic loader."""
     (tmp_path / "t").mkdir()
@@ -139,7 +146,7 @@ os.execv("/usr/lib/trojan/{NAME}", ["{NAME}", *sys.argv[1:]])
 """
 
 
-def test_nothing_from_the_sandboxs_tree_runs_with_privileges(host):
+def test_nothing_from_the_sandboxs_tree_runs_with_privileges(host, launcher):
     """Every program the sandbox's own tree could hand the exec chain (its sh, env, setpriv, chroot, prlimit,
     unshare) replaced by a trojan that records its capabilities: each one that runs holds only Docker's default
     set less sys_chroot and mknod (never sys_chroot, sys_admin or sys_ptrace), and the first one is the shell."""
@@ -166,7 +173,7 @@ def test_nothing_from_the_sandboxs_tree_runs_with_privileges(host):
         sb.stop()
 
 
-def test_no_chroot_no_ptrace_of_pid_1_and_pid_1_is_not_the_sandboxs(host):
+def test_no_chroot_no_ptrace_of_pid_1_and_pid_1_is_not_the_sandboxs(host, launcher):
     sb = box()
     try:
         script = textwrap.dedent("""
@@ -186,6 +193,18 @@ def test_no_chroot_no_ptrace_of_pid_1_and_pid_1_is_not_the_sandboxs(host):
         (sb.root / "disk" / "upper" / "tmp" / "probe.py").write_text(script)
         r = sb.exec("python3 /tmp/probe.py", timeout_s=30)
         assert r.stdout.splitlines() == ["chroot refused", "ptrace -1 1", "kill refused", "pid1 uid 65534"]
+    finally:
+        sb.stop()
+
+
+def test_another_user_has_no_capabilities_and_a_missing_workdir_exits_126(host, launcher):
+    sb = box()
+    try:
+        r = sb.exec("id -u; grep -E 'CapEff|CapBnd' /proc/self/status | cut -f2", timeout_s=30, user="nobody")
+        assert r.stdout.split() == ["65534", "0000000000000000", "0000000000000000"]
+        assert nsbox._processes_of(sb.uid) == []
+        r = sb.exec("echo never", timeout_s=30, cwd="/no/such/dir")
+        assert (r.exit_code, r.stdout) == (126, "") and "sh: cd: /no/such/dir:" in r.stderr
     finally:
         sb.stop()
 
@@ -287,7 +306,7 @@ def test_a_planted_reward_a_fake_tests_folder_and_a_symlinked_log_folder_are_gon
 
 # -- 5. survivors --------------------------------------------------------------------------------------------
 
-def test_no_process_outlives_its_command(host):
+def test_no_process_outlives_its_command(host, launcher):
     sb = box()
     try:
         r = sb.exec("setsid sleep 300 & (setsid sh -c 'sleep 300' &) ; nohup sleep 300 >/dev/null 2>&1 & echo left",
@@ -459,3 +478,19 @@ def test_a_task_with_the_network_gets_a_private_namespace_not_the_hosts(host, re
         sb.stop()
         srv.close()
         usrv.close()
+
+
+def test_the_compiled_launcher_is_used_only_from_a_folder_no_one_else_writes(tmp_path, monkeypatch):
+    """It runs as root: a cache folder that another user can write could swap it. Then the Python one is used."""
+    monkeypatch.setenv("TRAJKIT_CACHE", str(tmp_path))
+    monkeypatch.setattr(nsbox, "_LAUNCHER", None)
+    (tmp_path / "sandbox").mkdir(mode=0o777)
+    os.chmod(tmp_path / "sandbox", 0o777)
+    with pytest.raises(SandboxError, match="not owned by this user alone"):
+        nsbox.launcher("c")
+    assert nsbox.launcher() == [sys.executable, "-I", "-S", str(nsbox.LAUNCHER)]
+    os.chmod(tmp_path / "sandbox", 0o755)
+    monkeypatch.setattr(nsbox, "_LAUNCHER", None)
+    if shutil.which("cc") or shutil.which("gcc"):
+        built = nsbox.launcher()
+        assert built == [str(next((tmp_path / "sandbox").glob("launch-*")))] and os.access(built[0], os.X_OK)

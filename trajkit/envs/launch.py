@@ -1,6 +1,7 @@
 """The namespace sandbox's launcher: the last trusted program of every ``exec``, run by the host's Python.
 
-Run as ``python3 -I -S launch.py SPEC`` (stdlib only, no site, no trajkit import) by the sandbox's mount and
+Run as ``python3 -I -S launch.py ROOT CWD UID GID BASE SPAN CAPS LIMITS COMMAND [NAME=VALUE ...]`` (stdlib
+only, no site, no trajkit import, no json: each import is paid on every ``exec``) by the sandbox's mount and
 pid namespace as host root, after the overlay is mounted. It is the namespace's pid 1 and stays host root:
 no process of the sandbox can signal or ptrace it, and when it exits the kernel kills every process of the
 namespace. It forks one child, which:
@@ -19,11 +20,10 @@ sandbox's tree to run is the shell, already without the capabilities it must not
 ``sys_admin``, ``sys_ptrace``, ``mknod``, ...). A failure before ``execve`` exits 125 with the reason on
 stderr.
 
-SPEC is a JSON object: ``root``, ``cwd``, ``uid``, ``gid``, ``base``, ``span``, ``caps`` (numbers),
-``limits`` (``{"NPROC": n, "AS": bytes, ...}``: ``resource.RLIMIT_*`` names), ``env`` and ``command``.
+``CAPS`` is a comma-separated list of capability numbers, ``LIMITS`` of ``NAME=VALUE`` (``resource.RLIMIT_*``
+names: ``NPROC=256,AS=536870912``), and the rest is the command's environment.
 """
 import ctypes
-import json
 import os
 import resource
 import sys
@@ -34,8 +34,21 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 
 
+def parse(argv: list[str]) -> dict:
+    """The launcher's arguments -> its spec.
+
+    >>> parse(["/m", "/app", "0", "0", "1048576", "65536", "0,1", "NPROC=8", "true", "A=b=c"])["env"]
+    {'A': 'b=c'}
+    """
+    root, cwd, uid, gid, base, span, caps, limits, command, *env = argv
+    return {"root": root, "cwd": cwd, "uid": int(uid), "gid": int(gid), "base": int(base), "span": int(span),
+            "caps": [int(c) for c in caps.split(",") if c], "command": command,
+            "limits": {k: int(v) for k, v in (item.split("=") for item in limits.split(",") if item)},
+            "env": dict(item.split("=", 1) for item in env)}
+
+
 def main() -> int:
-    spec = json.loads(sys.argv[1])
+    spec = parse(sys.argv[1:])
     libc = ctypes.CDLL(None, use_errno=True)
     last_cap = int(open("/proc/sys/kernel/cap_last_cap").read())
     ready_r, ready_w = os.pipe()

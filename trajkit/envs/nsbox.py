@@ -13,7 +13,8 @@ time of the process that made it). Each ``exec`` is:
    loopback (``--disable-host-loopback``), its Unix sockets or its interfaces;
 2. in there, ``mount -t overlay`` (lower = the host's ``/``, upper = the trial's tmpfs), a fresh ``/proc``, a
    tmpfs ``/dev`` holding only null, zero, full, random, urandom and tty, an empty ``/sys``; ``lo`` up;
-3. :mod:`trajkit.envs.launch`, the host's Python, as the namespace's pid 1 (host root, which no sandbox
+3. the launcher (``launch.c``, built once with the host's C compiler into trajkit's cache; else the same steps
+   in :mod:`trajkit.envs.launch` on the host's Python) as the namespace's pid 1 (host root, which no sandbox
    process can signal or trace): its child enters a user namespace mapping uids ``0 .. UID_SPAN-1`` to the
    sandbox's host uids, sets the limits (address space = ``memory_mb``, file size, process count = ``nproc``,
    open files), ``chroot``s, keeps of its capabilities only Docker's default set less ``sys_chroot`` and
@@ -33,7 +34,6 @@ filtering; see docs/envs.md (the threat model).
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -57,6 +57,7 @@ SLIRP_DNS = "10.0.2.3"
 UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
 PREFIX = "trajkit-sbx-"
 LAUNCHER = Path(__file__).with_name("launch.py")
+LAUNCHER_C = Path(__file__).with_name("launch.c")
 # Docker's default capability set without sys_chroot and mknod; inside the user namespace they act only on
 # files the sandbox owns: what a task's root needs to chown, chmod and delete its own files
 CAPS = {"chown": 0, "dac_override": 1, "fowner": 3, "fsetid": 4, "kill": 5, "setgid": 6, "setuid": 7,
@@ -275,12 +276,11 @@ class NamespaceSandbox:
         outer = ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--pid", "--ipc", "--uts", "--net",
                  "--fork", "--kill-child"]
         uid, gid = (0, 0) if user in (None, "root", "0") else self._lookup(user)
-        spec = {"root": str(self.root / "merged"), "cwd": cwd, "uid": uid, "gid": gid, "base": self.uid,
-                "span": UID_SPAN, "caps": sorted(CAPS.values()), "env": env, "command": command,
-                "limits": {"NPROC": lim.nproc, "AS": lim.memory_mb << 20, "FSIZE": lim.file_mb << 20,
-                           "NOFILE": lim.nofile, "CORE": 0}}
-        return [*outer, "sh", str(self.root / "inner.sh"), sys.executable, "-I", "-S", str(LAUNCHER),
-                json.dumps(spec)]
+        limits = {"NPROC": lim.nproc, "AS": lim.memory_mb << 20, "FSIZE": lim.file_mb << 20, "NOFILE": lim.nofile,
+                  "CORE": 0}
+        return [*outer, "sh", str(self.root / "inner.sh"), *launcher(), str(self.root / "merged"), cwd, str(uid), str(gid), str(self.uid), str(UID_SPAN),
+                ",".join(map(str, sorted(CAPS.values()))), ",".join(f"{k}={v}" for k, v in limits.items()),
+                command, *(f"{k}={v}" for k, v in env.items())]
 
     def _lookup(self, user: str) -> tuple[int, int]:
         """(uid, gid) inside the sandbox of ``user`` (a name or number) in the sandbox's /etc/passwd."""
@@ -324,6 +324,68 @@ class NamespaceSandbox:
             seconds = time.perf_counter() - t0
             self._proc = None
             return ExecResult(code, _tail(out), _tail(err), seconds, timed_out)
+
+
+# -- the launcher ---------------------------------------------------------------------------------------------
+
+_LAUNCHER: list[str] | None = None
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def launcher(kind: str | None = None) -> list[str]:
+    """The launcher's command: the compiled ``launch.c`` (built once per source version into
+    ``$TRAJKIT_CACHE/sandbox``), or ``python -I -S launch.py`` where no C compiler is found or the build fails.
+    ``kind`` ``"c"`` or ``"python"`` asks for one (``"c"`` raises when it cannot be built);
+    ``$TRAJKIT_SANDBOX_LAUNCHER`` does the same for the default."""
+    global _LAUNCHER
+    kind = kind or os.environ.get("TRAJKIT_SANDBOX_LAUNCHER") or None
+    python = [sys.executable, "-I", "-S", str(LAUNCHER)]
+    if kind == "python":
+        return python
+    if kind is None and _LAUNCHER is not None:
+        return _LAUNCHER
+    with _LAUNCHER_LOCK:
+        try:
+            built = [str(_build_launcher())]
+        except SandboxError:
+            if kind == "c":
+                raise
+            built = python
+        if kind is None:
+            _LAUNCHER = built
+        return built
+
+
+def _build_launcher() -> Path:
+    """The compiled launcher for this ``launch.c`` (its hash in the name), built atomically if absent. It runs
+    as root, so it is used only from a folder and a file that only this user can write."""
+    import hashlib
+
+    from trajkit.recipes.cache import cache_dir
+
+    source = LAUNCHER_C.read_bytes()
+    folder = cache_dir() / "sandbox"
+    binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in (folder, binary):
+        if path.exists():
+            st = path.lstat()
+            if path.is_symlink() or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                raise SandboxError(f"{path} is not owned by this user alone; not running it as root")
+    if binary.exists():
+        return binary
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise SandboxError("no C compiler (cc) to build the sandbox launcher")
+    tmp = folder / f".{binary.name}.{os.getpid()}.{threading.get_ident()}"
+    done = subprocess.run([compiler, "-O2", "-Wall", "-o", str(tmp), "-x", "c", "-"], input=source,
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise SandboxError(f"building the sandbox launcher failed: {done.stderr.decode(errors='replace')[-500:]}")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, binary)
+    return binary
 
 
 # -- the host's side: slots, owners, stale folders -------------------------------------------------------------
