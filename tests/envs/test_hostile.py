@@ -106,8 +106,15 @@ def oracle(task_dir: Path):
 @pytest.fixture(params=["c", "python"])
 def launcher(request, monkeypatch):
     """Both builds of the launcher (launch.c, launch.py): the same steps, the same guarantees."""
+    from tests.conftest import skip_or_fail
+
+    try:
+        built = nsbox.launcher(request.param)
+    except SandboxError as exc:  # no C compiler: the Python launcher is what runs here
+        skip_or_fail(request, f"the compiled launcher cannot be built here: {exc}")
+        return None
     monkeypatch.setenv("TRAJKIT_SANDBOX_LAUNCHER", request.param)
-    return nsbox.launcher(request.param)
+    return built
 
 
 def box(**limits) -> nsbox.NamespaceSandbox:
