@@ -86,7 +86,9 @@ def register(sub) -> None:
     clean = esub.add_parser("clean", help="remove sandboxes left by a killed process (processes, mounts, folders)",
                             description="Find namespace sandboxes whose owning process is gone (a trainer killed "
                                         "with SIGKILL), kill what runs under their uids, unmount and delete them. "
-                                        "A new sandbox does the same when it starts.")
+                                        "A new sandbox does the same when it starts.",
+                            epilog="Example:\n  trajkit envs clean      # after a trainer was killed mid-trial",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     clean.set_defaults(handler=cmd_clean)
     comp = esub.add_parser("compile", help="Harbor tasks from an Agent Skill, kept when Oracle = 1 and NOP = 0",
                            description="Skill2Env-style: plan tasks from SKILL.md with a model, write them, check "
