@@ -22,6 +22,10 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 # wall-clock and throughput figures, and the count of forward passes (each worker runs its own: the cluster
 # sums them), are the only metrics allowed to differ
 UNEQUAL = ("time/", "share/", "gen/tokens_per_s", "gen/target_calls")
+# sum_v min(p, q) of the draft and target distributions, added up in float32 over the rows of a worker's batch:
+# rows split over workers add them in another order (on AVX-512 the 8th digit moved: 0.94633029699 vs
+# 0.94633028904); every token, log-prob, loss and weight stays bitwise equal
+FLOAT_STATS = ("gen/alpha",)
 
 
 def even_share(completion_ids, **kwargs):
@@ -57,7 +61,9 @@ def assert_same_steps(ref, got, unequal=UNEQUAL, versions=True):
             assert [s.policy_version for s in a.samples] == [s.policy_version for s in b.samples]
         keys = {k for k in a.metrics if not k.startswith(unequal)}
         assert keys == {k for k in b.metrics if not k.startswith(unequal)}
-        assert {k: b.metrics[k] for k in keys} == {k: a.metrics[k] for k in keys}
+        assert {k: b.metrics[k] for k in keys - set(FLOAT_STATS)} == {k: a.metrics[k] for k in keys - set(FLOAT_STATS)}
+        for k in keys & set(FLOAT_STATS):  # float32 sums over the rows a worker holds: another order, other bits
+            assert b.metrics[k] == pytest.approx(a.metrics[k], rel=1e-6, abs=1e-9), k
         assert set(a.timer.seconds) == set(b.timer.seconds)  # the same five stages, each timed
 
 
