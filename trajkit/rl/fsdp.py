@@ -1,0 +1,175 @@
+"""FSDP2 for the policy: the process group of a ``torchrun`` launch, sharding, the row split, gathering.
+
+``policy.fsdp=true`` shards the policy (and the frozen reference) with FSDP2
+(``torch.distributed.fsdp.fully_shard``, Zhao et al. 2023; the per-parameter DTensor sharding of PyTorch's
+"FSDP2"): one FSDP unit per decoder layer (``model.model.layers[i]``) and the root for what is left (the
+embedding, the final norm, the output layer), every parameter split along its first dimension over the
+ranks. Each rank holds 1/N of the float32 master weights, of the gradients and of the optimiser state;
+a unit's full weights exist only while its forward or backward runs. ``policy.dtype`` other than float32
+gathers the weights in that dtype (FSDP2's ``MixedPrecisionPolicy``; gradients reduced in float32) on top
+of the autocast every forward already runs under (:mod:`trajkit.rl.precision`).
+
+Gradients are *summed* over the ranks (``set_gradient_divide_factor(1.0)`` with sum reduction), not
+averaged as FSDP does by default: every rank's loss is already normalised by the whole optimiser slice's
+counts (:class:`trajkit.rl.losses.LossNorm`), so the sum is the unsharded gradient.
+
+The rows of each optimiser slice are split into N contiguous blocks (:meth:`Shard.rows`); every rank must
+run the same number of forwards (each one all-gathers), so the world size must divide every slice:
+``rollout.prompts_per_step x rollout.group_size`` must be a multiple of ``optim.minibatches x N``
+(:func:`check_world`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+
+from trajkit.errors import ConfigError
+
+WORLD_ENV = "WORLD_SIZE"
+
+
+def check_config(cfg) -> None:
+    """Refuse what ``policy.fsdp=true`` does not support (:class:`ConfigError` naming the key)."""
+    o = cfg.optim
+    if o.name != "adamw":
+        why = {"logra": "its sketches and RowAdam state are not sharded yet",
+               "muon": "torch's Muon orthogonalises whole matrices, which a rank holds only 1/N of"}[o.name]
+        raise ConfigError(f"optim.name={o.name} with policy.fsdp=true: {why}; use optim.name=adamw or "
+                          "policy.fsdp=false")
+    if o.logits_chunk:
+        raise ConfigError("optim.logits_chunk with policy.fsdp=true: the chunked output layer bypasses the "
+                          "sharded root's forward; set optim.logits_chunk=0")
+    if cfg.policy.dtype == "float16":
+        raise ConfigError("policy.dtype=float16 with policy.fsdp=true: loss scaling of sharded gradients is "
+                          "not supported; use policy.dtype=bfloat16 or float32")
+    if cfg.draft.distill:
+        raise ConfigError("draft.distill with policy.fsdp=true: the draft would need the whole batch's policy "
+                          "distributions on one rank; set draft.distill=false (a fixed draft still drafts)")
+    if cfg.cluster.ray:
+        raise ConfigError("policy.fsdp=true with cluster.ray=true: the sharded policy runs under torchrun only; "
+                          "set cluster.ray=false and launch with torchrun --nproc_per_node N")
+    if cfg.rollout.backend != "trajkit":
+        raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true: not tested yet; "
+                          "set rollout.backend=trajkit")
+
+
+def world_size() -> int:
+    """The launch's world size (``$WORLD_SIZE``, set by torchrun; 1 without it)."""
+    return int(os.environ.get(WORLD_ENV, "1"))
+
+
+def check_world(cfg, world: int) -> None:
+    """The world size fits the run: at least 2 ranks, and a divisor of every optimiser slice's rows."""
+    if world < 2:
+        raise ConfigError(f"policy.fsdp=true shards over the ranks of a torchrun launch, but {WORLD_ENV}="
+                          f"{os.environ.get(WORLD_ENV, 'unset')}; run `torchrun --nproc_per_node N -m trajkit.cli.main "
+                          "train ...` with N >= 2, or set policy.fsdp=false")
+    rows = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    if rows % (cfg.optim.minibatches * world):
+        raise ConfigError(f"rollout.prompts_per_step x rollout.group_size = {rows} rows per step do not split "
+                          f"evenly into optim.minibatches={cfg.optim.minibatches} slices over {world} ranks; "
+                          f"make the rows a multiple of {cfg.optim.minibatches * world}")
+
+
+@dataclass
+class Shard:
+    """This rank's place in the process group: ``rank`` of ``world``."""
+
+    rank: int
+    world: int
+
+    def rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """This rank's contiguous block of ``rows`` (an optimiser slice's row indices)."""
+        return rows.tensor_split(self.world)[self.rank]
+
+    def sum(self, stats: dict) -> dict:
+        """``stats`` (floats) summed over the ranks, in float64; every rank gets the sums."""
+        import torch.distributed as dist
+
+        keys = sorted(stats)
+        values = torch.tensor([float(stats[k]) for k in keys], dtype=torch.float64)
+        dist.all_reduce(values)
+        return dict(zip(keys, values.tolist()))
+
+    def combine(self, part: torch.Tensor) -> torch.Tensor:
+        """Row-disjoint tensors (zeros outside each rank's rows) -> the whole, on every rank (exact)."""
+        import torch.distributed as dist
+
+        whole = part.clone()
+        dist.all_reduce(whole)
+        return whole
+
+
+def init_group(cfg) -> tuple[Shard, bool]:
+    """Join the torchrun launch's process group (gloo on the CPU, NCCL on CUDA; collectives time out after
+    ``cluster.timeout_s``), unless the caller already did; a CUDA rank uses device ``LOCAL_RANK``.
+    -> (this rank's place, whether this call made the group: then it is this run's to close)."""
+    import torch.distributed as dist
+
+    check_world(cfg, dist.get_world_size() if dist.is_initialized() else world_size())
+    from trajkit.rl.precision import resolve_device
+
+    device = resolve_device(cfg.policy.device)
+    backend = "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        backend = "cpu:gloo,cuda:nccl"
+    made = not dist.is_initialized()
+    if made:
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.cluster.timeout_s))
+    return Shard(dist.get_rank(), dist.get_world_size()), made
+
+
+def close_group() -> None:
+    """Leave the process group once every rank is done (a barrier first: destroying it while a peer still
+    works aborts that peer)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise ConfigError(f"policy.fsdp: {type(model).__name__} has no model.layers (the decoder layers FSDP "
+                          "shards one by one); set policy.fsdp=false")
+    return layers
+
+
+def shard_model(model, dtype: torch.dtype):
+    """``model`` sharded in place per decoder layer + root (see the module docstring); -> ``model``."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    kwargs = {}
+    if dtype != torch.float32:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    for module in model.modules():
+        if hasattr(module, "set_gradient_divide_factor"):
+            module.set_gradient_divide_factor(1.0)  # sum, not mean (gloo has no pre-multiplied sum)
+            module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def full_state(model) -> dict:
+    """The whole state dict on rank 0, on the CPU, gathered one parameter at a time (``{}`` elsewhere);
+    every rank must call it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def local_bytes(module) -> int:
+    """Bytes of ``module``'s parameters held by this rank (its shards)."""
+    total = 0
+    for p in module.parameters():
+        t = p.to_local() if hasattr(p, "to_local") else p
+        total += t.numel() * t.element_size()
+    return total

@@ -1,0 +1,96 @@
+"""Checkpoints of a sharded (``policy.fsdp=true``) run: :mod:`trajkit.rl.checkpoint`'s layout plus the shards.
+
+    policy/             save_pretrained of the gathered weights, written once by rank 0: the same plain
+                        Hugging Face folder as an in-process run's (transformers and vLLM load it as is)
+    draft/              a fixed draft's weights, as in process
+    sharded/            torch.distributed.checkpoint (DCP): the policy's weights and AdamW state, one file
+                        per rank plus DCP's metadata, keyed by parameter name
+    trainer_state.pt    as in process, with ``"sharded": True`` and no optimiser state of its own
+
+DCP reshards on load, so a checkpoint of N ranks resumes on M ranks, and in one process (the
+in-process :func:`trajkit.rl.checkpoint.load_checkpoint` reads ``sharded/`` when ``"sharded"`` is set). The
+folder is published atomically by rank 0 (:func:`trajkit.rl.checkpoint.publishing`): every rank writes its
+shard into rank 0's temporary folder, so the ranks must share a filesystem (one node, or a shared mount).
+An FSDP run resumes only from a checkpoint written by one (its optimiser state is keyed by parameter name;
+an in-process checkpoint's by position).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from trajkit.errors import ConfigError
+from trajkit.rl.checkpoint import (
+    POLICY,
+    TRAINER_STATE,
+    load_draft,
+    publishing,
+    read_trainer_state,
+    save_draft,
+    save_hf,
+    set_rng_state,
+    trainer_state,
+)
+
+SHARDS = "sharded"
+
+
+def save_shards(model, optimizer, folder: str) -> None:
+    """DCP-save ``model``'s (and ``optimizer``'s, unless None) state into ``folder/sharded`` (every rank)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    blob = {"model": get_model_state_dict(model)}
+    if optimizer is not None:
+        blob["optim"] = get_optimizer_state_dict(model, optimizer)
+    dcp.save(blob, checkpoint_id=str(Path(folder) / SHARDS))
+
+
+def load_shards(model, optimizer, folder) -> None:
+    """DCP-load ``folder/sharded`` into ``model`` and ``optimizer`` (sharded over any number of ranks, or
+    whole in one process); a checkpoint saved without optimiser state leaves the optimiser as it is."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    path = str(Path(folder) / SHARDS)
+    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    blob = {"model": get_model_state_dict(model)}
+    has_optim = any(key.startswith("optim.") for key in saved)
+    if has_optim:
+        blob["optim"] = get_optimizer_state_dict(model, optimizer)
+    dcp.load(blob, checkpoint_id=path)
+    set_model_state_dict(model, blob["model"])
+    if has_optim:
+        set_optimizer_state_dict(model, optimizer, blob["optim"])
+
+
+def save_checkpoint(state, path: str) -> str:
+    """Rank 0: write the checkpoint directory ``path`` (every rank writes its shard; rank 0 the rest)."""
+    with publishing(Path(path)) as tmp:
+        full = state.learner.run("save", str(tmp))
+        save_hf(state.policy, state.tokenizer, tmp / POLICY, state_dict=full)
+        save_draft(state, tmp)
+        torch.save(trainer_state(state, sharded=True), tmp / TRAINER_STATE)
+    return path
+
+
+def load_checkpoint(state, path: str) -> None:
+    """Rank 0: restore a sharded checkpoint into ``state`` (every rank loads its shard)."""
+    folder = Path(path)
+    blob = read_trainer_state(folder)
+    if not blob.get("sharded"):
+        raise ConfigError(f"checkpoint.resume_from: {str(folder)!r} was written by an unsharded run; a "
+                          "policy.fsdp=true run resumes from a checkpoint of a policy.fsdp=true run (any number "
+                          "of ranks), or set policy.fsdp=false")
+    state.learner.run("load", str(folder))
+    load_draft(state, folder, blob)
+    state.stream.load_state_dict(blob["stream"])
+    state.alarm.load_state_dict(blob["alarm"])
+    state.step = int(blob["step"])
+    set_rng_state(blob["rng"])
