@@ -13,7 +13,7 @@ from conftest import TINY  # noqa: E402
 
 from trajkit.progress import quiet_transformers  # noqa: E402
 from trajkit.rl.config import load_config  # noqa: E402
-from trajkit.rl.trainer import train  # noqa: E402
+from trajkit.rl.sharded import train  # noqa: E402
 
 
 def main(runs: list[str]) -> None:

@@ -77,6 +77,8 @@ def cmd_train(args) -> int:
 
     if cfg.cluster.ray:  # one controller here, the policy and the rollouts on Ray actors
         from trajkit.cluster import train
+    elif cfg.policy.fsdp:  # this rank of a torchrun launch; rank 0 drives the step
+        from trajkit.rl.sharded import train
     else:
         from trajkit.rl.trainer import train
     with bar:

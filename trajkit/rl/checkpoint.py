@@ -82,8 +82,9 @@ def set_rng_state(state: dict) -> None:
 
 
 def trainer_state(state: TrainState, sharded: bool = False) -> dict:
-    """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values; ``sharded``: the
-    policy's optimiser state is in the checkpoint's ``sharded/`` folder instead (:mod:`trajkit.rl.sharded_checkpoint`)."""
+    """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values; ``sharded``:
+    the policy's optimiser state is in the checkpoint's ``sharded/`` folder instead
+    (:mod:`trajkit.rl.sharded_checkpoint`)."""
     keep = state.cfg.log.save_optimizer
     draft_opt = state.draft_optimizer
     return {"format": FORMAT, "step": state.step, "stream": state.stream.state_dict(),
@@ -131,7 +132,7 @@ def load_checkpoint(state: TrainState, path: str) -> None:
     copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
                                            what="checkpoint.resume_from policy/"))
     if blob.get("sharded"):  # written by a policy.fsdp run: weights and optimiser from sharded/, resharded to 1
-        from trajkit.rl.sharded_checkpoint import load_shards
+        from trajkit.rl.fsdp import load_shards
 
         load_shards(state.policy, state.optimizer, folder)
     elif blob["optimizer"] is not None:

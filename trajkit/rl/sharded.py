@@ -123,13 +123,13 @@ class ShardWorker:
         return metrics
 
     def save(self, folder: str) -> dict:
-        from trajkit.rl.sharded_checkpoint import save_shards
+        from trajkit.rl.fsdp import save_shards
 
         save_shards(self.side.policy, self.side.optimizer if self.cfg.log.save_optimizer else None, folder)
         return full_state(self.side.policy)
 
     def load(self, folder: str) -> None:
-        from trajkit.rl.sharded_checkpoint import load_shards
+        from trajkit.rl.fsdp import load_shards
 
         load_shards(self.side.policy, self.side.optimizer, folder)
 

@@ -33,43 +33,6 @@ from trajkit.rl.checkpoint import (
     trainer_state,
 )
 
-SHARDS = "sharded"
-
-
-def save_shards(model, optimizer, folder: str) -> None:
-    """DCP-save ``model``'s (and ``optimizer``'s, unless None) state into ``folder/sharded`` (every rank)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
-
-    blob = {"model": get_model_state_dict(model)}
-    if optimizer is not None:
-        blob["optim"] = get_optimizer_state_dict(model, optimizer)
-    dcp.save(blob, checkpoint_id=str(Path(folder) / SHARDS))
-
-
-def load_shards(model, optimizer, folder) -> None:
-    """DCP-load ``folder/sharded`` into ``model`` and ``optimizer`` (sharded over any number of ranks, or
-    whole in one process); a checkpoint saved without optimiser state leaves the optimiser as it is."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_optimizer_state_dict,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
-
-    path = str(Path(folder) / SHARDS)
-    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
-    blob = {"model": get_model_state_dict(model)}
-    has_optim = any(key.startswith("optim.") for key in saved)
-    if has_optim:
-        blob["optim"] = get_optimizer_state_dict(model, optimizer)
-    dcp.load(blob, checkpoint_id=path)
-    set_model_state_dict(model, blob["model"])
-    if has_optim:
-        set_optimizer_state_dict(model, optimizer, blob["optim"])
-
-
 def save_checkpoint(state, path: str) -> str:
     """Rank 0: write the checkpoint directory ``path`` (every rank writes its shard; rank 0 the rest)."""
     with publishing(Path(path)) as tmp:

@@ -250,8 +250,4 @@ def train(cfg: TrainConfig, progress=None) -> list[dict]:
     """Run ``cfg.steps`` steps (minus those a resumed checkpoint already did); returns their metrics (a Ray
     run, ``cluster.ray=true``: :func:`trajkit.cluster.train`; a sharded one, ``policy.fsdp=true`` under
     torchrun: :func:`trajkit.rl.sharded.train`)."""
-    if cfg.policy.fsdp:
-        from trajkit.rl.sharded import train as train_sharded
-
-        return train_sharded(cfg, progress)
     return Trainer(cfg).train(progress)

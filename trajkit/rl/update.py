@@ -128,10 +128,11 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
 
 def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
                   cfg: TrainConfig, scaler=None, shard=None) -> dict:
-    """``old_logp, ref_logp: [B, L-1]`` (with ``shard``: filled at this rank's rows); runs ``cfg.optim.num_iterations`` passes of up to
+    """``old_logp, ref_logp: [B, L-1]``; runs ``cfg.optim.num_iterations`` passes of up to
     ``cfg.optim.minibatches`` optimiser steps (fewer when the rows do not fill them: 5 rows in 4 minibatches
     make 3 slices of 2, 2, 1) -> metrics averaged over the steps that ran. ``scaler``: a
-    ``torch.amp.GradScaler`` for float16, else None."""
+    ``torch.amp.GradScaler`` for float16, else None. ``shard`` (:class:`trajkit.rl.fsdp.Shard`): this rank
+    backs its block of each slice (``ref_logp`` need only be filled there) and the metrics are the ranks'."""
     b = batch.input_ids.shape[0]
     per_step = -(-b // cfg.optim.minibatches)
     slices = chunks(b, per_step) * cfg.optim.num_iterations
