@@ -96,6 +96,9 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads in each child (0 = torch's default)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    p.add_argument("--ranks", default="", metavar="N,M",
+                   help="AdamW with the model sharded by FSDP2 over each count of ranks (1 = unsharded): memory "
+                        "per rank (trajkit.bench.optim_ranks) instead of the arms")
     p.add_argument("--out", default="bench-out/optim.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
 
@@ -230,6 +233,11 @@ def run_arm(arm: str, settings: dict) -> dict:
     return out
 
 
+def _model_name(args) -> str:
+    model = "SmolLM2-135M-Instruct" if MODELS[args.model] is None else f"{args.model} (random weights)"
+    return f"{model} (float32)"
+
+
 def _results(args, rows: list[dict]) -> dict:
     key = "cuda_peak_mib" if args.device == "cuda" else "peak_rss_mib"
     by_arm = {r["arm"]: r for r in rows}
@@ -238,8 +246,7 @@ def _results(args, rows: list[dict]) -> dict:
     for r in rows:
         r["peak_vs_adamw"] = r[key] / ref if ref else None
         r["training_vs_adamw"] = r["training_rss_mib"] / ref_training if ref_training else None
-    model = "SmolLM2-135M-Instruct" if MODELS[args.model] is None else f"{args.model} (random weights)"
-    return {"model": f"{model} (float32)", "device": args.device, "memory": key, "allocator": args.allocator,
+    return {"model": _model_name(args), "device": args.device, "memory": key, "allocator": args.allocator,
             "rows": args.rows, "length": args.length, "micro_batch": args.micro_batch, "rank": args.rank,
             "steps": args.steps, "checkpointing": args.checkpointing, "logits_chunk": args.logits_chunk,
             "arms": rows}
@@ -280,6 +287,12 @@ def run(args) -> int:
         raise SystemExit("--logits-chunk must be >= 0")
     settings = {k: getattr(args, k) for k in ("rows", "length", "micro_batch", "rank", "steps", "lr", "threads",
                                                  "device", "checkpointing", "logits_chunk", "model", "allocator")}
+    if args.ranks:
+        from trajkit.bench.optim_ranks import print_table
+        from trajkit.bench.optim_ranks import run as run_ranks
+
+        emit(args, run_ranks(args, settings, _model_name(args)), print_table)
+        return 0
     rows = []
     for arm in arms:  # a fresh process per arm: its peak memory is its own
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
