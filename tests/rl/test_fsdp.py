@@ -49,17 +49,21 @@ def torchrun(runs: list[list[str]], timeout: float = 240.0, **kw) -> subprocess.
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory):
-    """The sharded runs' output folders: one per arm, and ``resumed`` (the kl_micro arm resumed from its
-    step-1 checkpoint, on 2 ranks)."""
+    """The sharded runs' output folders: one per arm, ``resumed`` (the kl_micro arm resumed from its step-1
+    checkpoint, on 2 ranks), and ``failed`` (a run whose reward function raises at step 2, last: it ends
+    the launch); ``"output"``: the launch's console output."""
     root = tmp_path_factory.mktemp("fsdp")
-    out = {name: root / name for name in (*ARMS, "resumed")}
+    out = {name: root / name for name in (*ARMS, "resumed", "failed")}
     runs = [[*COMMON, *ARMS["adamw"], f"log.out_dir={out['adamw']}"],
             [*COMMON, *ARMS["kl_micro"], "checkpoint.every=1", f"log.out_dir={out['kl_micro']}"],
             [*COMMON, *ARMS["kl_micro"], f"log.out_dir={out['resumed']}",
-             f"checkpoint.resume_from={out['kl_micro'] / 'checkpoints' / 'step_000001'}"]]
+             f"checkpoint.resume_from={out['kl_micro'] / 'checkpoints' / 'step_000001'}"],
+            [*COMMON, "steps=5", "rewards=[fsdp_runs:failing_reward]", f"log.out_dir={out['failed']}"]]
     proc = torchrun(runs)
-    text, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, text[-4000:]
+    out["output"], _ = proc.communicate(timeout=300)
+    out["returncode"] = proc.returncode
+    for name in (*ARMS, "resumed"):
+        assert (out[name] / "checkpoints" / "step_000002" / "trainer_state.pt").is_file(), out["output"][-4000:]
     return out
 
 
@@ -140,12 +144,13 @@ def test_the_hf_folder_loads_with_transformers(sharded):
         assert torch.equal(tensor, got[name]), name
 
 
-def test_a_raising_rank_fails_every_rank_with_its_message(tmp_path):
-    proc = torchrun([[*COMMON, "steps=5", "rewards=[fsdp_runs:failing_reward]", f"log.out_dir={tmp_path}"]])
-    text, _ = proc.communicate(timeout=120)
-    assert proc.returncode != 0
-    assert "the reward server went away at step 2" in text
+def test_a_raising_rank_fails_every_rank_with_its_message(sharded):
+    """Rank 0's reward function raises at step 2: rank 1 fails with its message, the launch fails."""
+    text = sharded["output"]
+    assert sharded["returncode"] != 0
+    assert "RuntimeError: the reward server went away at step 2" in text
     assert "ShardError: rank 0 failed: RuntimeError: the reward server went away at step 2" in text
+    assert [json.loads(line)["step"] for line in (sharded["failed"] / "metrics.jsonl").read_text().splitlines()] == [1]
 
 
 def test_a_killed_rank_ends_the_run(tmp_path):

@@ -55,7 +55,7 @@ def _steps(model, opt, ids, adv, settings, device) -> float:
     """``settings["steps"]`` optimiser steps on this rank's rows; -> seconds of the last."""
     import torch
 
-    from trajkit.bench.optim import _loss
+    from trajkit.bench.optim_step import pg_loss
 
     tokens = settings["rows"] * (settings["length"] - 1)  # the whole step's tokens: gradients are summed
     seconds = 0.0
@@ -64,7 +64,7 @@ def _steps(model, opt, ids, adv, settings, device) -> float:
         opt.zero_grad(set_to_none=False)  # keep the gradients for the count below
         for lo in range(0, len(ids), settings["micro_batch"]):
             part = slice(lo, lo + settings["micro_batch"])
-            (_loss(model, ids[part], adv[part]) / tokens).backward()
+            (pg_loss(model, ids[part], adv[part]) / tokens).backward()
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -76,10 +76,11 @@ def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
     """One rank of an N-rank run (a fresh spawned process): load, shard, train; its numbers into ``results``."""
     import torch
 
-    from trajkit.bench.optim import _load, _mmap_large_allocations, _rss_mib
+    from trajkit.bench.optim_step import load_bench_model, mmap_large_allocations, peak_rss_mib
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    _mmap_large_allocations() if settings["allocator"] == "mmap" else None
+    if settings["allocator"] == "mmap":
+        mmap_large_allocations()
     if settings["threads"]:
         torch.set_num_threads(settings["threads"])
     device = torch.device(settings["device"])
@@ -90,7 +91,7 @@ def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
             torch.cuda.set_device(rank)
             device = torch.device("cuda", rank)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
-    model = _load(settings["model"], device)
+    model = load_bench_model(settings["model"], device)
     if settings["checkpointing"]:
         from trajkit.rl.build import enable_activation_checkpointing
 
@@ -105,13 +106,13 @@ def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
     adv = torch.randn(settings["rows"], generator=g)
     own = slice(rank * settings["rows"] // world, (rank + 1) * settings["rows"] // world)
     ids, adv = ids[own].to(device), adv[own].to(device)
-    after_load = _rss_mib()  # the high-water mark so far: loading the whole model, then sharding it
+    after_load = peak_rss_mib()  # the high-water mark so far: loading the whole model, then sharding it
     reset = _reset_peak()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     seconds = _steps(model, opt, ids, adv, settings, device)
     params, grads, state = _state_mib(model, opt)
-    peak = _rss_mib()
+    peak = peak_rss_mib()
     out = {"ranks": world, "rank": rank, "arm": ARM, "step_s": seconds, "params_mib": params, "grads_mib": grads,
            "optim_state_mib": state, "peak_rss_mib": max(peak, after_load), "load_peak_rss_mib": after_load,
            "step_peak_rss_mib": peak if reset else None}

@@ -355,10 +355,13 @@ class ClusterConfig(Checked):
     policy worker's. ``weight_transfer``: ``object_store`` (CPU state dict through Ray's object store, the
     default) or ``nccl`` (CUDA and ``rollout.backend=vllm`` only: vLLM's NCCL weight transfer from the policy
     worker's GPU, :mod:`trajkit.cluster.nccl`; the policy worker then needs vLLM: ``policy_python``). ``timeout_s``: the longest wait on any actor
-    call before the step fails (with ``policy.fsdp``, on any collective of the sharded ranks, Ray or not)."""
+    call before the step fails (with ``policy.fsdp``, on any collective of the sharded ranks, Ray or not).
+    ``policy_workers`` > 1 (with ``policy.fsdp=true``): that many policy workers, one gang sharding the policy
+    with FSDP2 in one process group (:mod:`trajkit.cluster.gang`)."""
 
     ray: bool = False
     rollout_workers: int = 2
+    policy_workers: int = 1
     address: str | None = None
     num_cpus: int = 0
     worker_cpus: float = 0.5
@@ -370,7 +373,7 @@ class ClusterConfig(Checked):
     timeout_s: float = 600.0
 
     __section__ = "cluster"
-    __ranges__ = {"rollout_workers": "[1, inf)", "num_cpus": "[0, inf)", "worker_cpus": "(0, inf)",
+    __ranges__ = {"rollout_workers": "[1, inf)", "policy_workers": "[1, inf)", "num_cpus": "[0, inf)", "worker_cpus": "(0, inf)",
                   "worker_gpus": "[0, inf)", "timeout_s": "(0, inf)"}
 
     def validate(self) -> None:
@@ -498,6 +501,9 @@ class TrainConfig(Checked):
             from trajkit.rl.fsdp import check_config
 
             check_config(self)
+        elif self.cluster.policy_workers > 1:
+            raise ConfigError(f"cluster.policy_workers={self.cluster.policy_workers} shards the policy over the "
+                              "policy workers: set policy.fsdp=true (or cluster.policy_workers=1)")
 
 
 def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:

@@ -50,9 +50,14 @@ def check_config(cfg) -> None:
     if cfg.draft.distill:
         raise ConfigError("draft.distill with policy.fsdp=true: the draft would need the whole batch's policy "
                           "distributions on one rank; set draft.distill=false (a fixed draft still drafts)")
-    if cfg.cluster.ray:
-        raise ConfigError("policy.fsdp=true with cluster.ray=true: the sharded policy runs under torchrun only; "
-                          "set cluster.ray=false and launch with torchrun --nproc_per_node N")
+    c = cfg.cluster
+    if c.ray and c.policy_workers < 2:
+        raise ConfigError("policy.fsdp=true with cluster.ray=true shards over cluster.policy_workers Ray actors: "
+                          "set cluster.policy_workers=N (N >= 2), or cluster.ray=false to shard under torchrun")
+    if c.weight_transfer != "object_store":
+        raise ConfigError(f"cluster.weight_transfer={c.weight_transfer} with policy.fsdp=true: sharded policy "
+                          "workers send weights through the object store only; set cluster.weight_transfer="
+                          "object_store")
     if cfg.rollout.backend != "trajkit":
         raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true: not tested yet; "
                           "set rollout.backend=trajkit")
@@ -105,13 +110,17 @@ class Shard:
         return whole
 
 
-def init_group(cfg) -> tuple[Shard, bool]:
-    """Join the torchrun launch's process group (gloo on the CPU, NCCL on CUDA; collectives time out after
-    ``cluster.timeout_s``), unless the caller already did; a CUDA rank uses device ``LOCAL_RANK``.
-    -> (this rank's place, whether this call made the group: then it is this run's to close)."""
+def init_group(cfg, rank: int | None = None, world: int | None = None,
+               init_method: str | None = None) -> tuple[Shard, bool]:
+    """Join the torchrun launch's process group (its environment), or with ``rank``, ``world`` and
+    ``init_method`` (``tcp://HOST:PORT``: a Ray gang's rank 0) a given one; gloo on the CPU, NCCL on CUDA;
+    collectives time out after ``cluster.timeout_s``; unless the caller already did. A CUDA rank uses
+    device ``LOCAL_RANK`` (torchrun) or the one Ray gave it. -> (this rank's place, whether this call made
+    the group: then it is this run's to close)."""
     import torch.distributed as dist
 
-    check_world(cfg, dist.get_world_size() if dist.is_initialized() else world_size())
+    given = {} if rank is None else {"rank": rank, "world_size": world, "init_method": init_method}
+    check_world(cfg, dist.get_world_size() if dist.is_initialized() else world or world_size())
     from trajkit.rl.precision import resolve_device
 
     device = resolve_device(cfg.policy.device)
@@ -121,7 +130,7 @@ def init_group(cfg) -> tuple[Shard, bool]:
         backend = "cpu:gloo,cuda:nccl"
     made = not dist.is_initialized()
     if made:
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.cluster.timeout_s))
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.cluster.timeout_s), **given)
     return Shard(dist.get_rank(), dist.get_world_size()), made
 
 

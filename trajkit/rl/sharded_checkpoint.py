@@ -46,14 +46,19 @@ def save_checkpoint(state, path: str) -> str:
 def load_checkpoint(state, path: str) -> None:
     """Rank 0: restore a sharded checkpoint into ``state`` (every rank loads its shard)."""
     folder = Path(path)
-    blob = read_trainer_state(folder)
-    if not blob.get("sharded"):
-        raise ConfigError(f"checkpoint.resume_from: {str(folder)!r} was written by an unsharded run; a "
-                          "policy.fsdp=true run resumes from a checkpoint of a policy.fsdp=true run (any number "
-                          "of ranks), or set policy.fsdp=false")
+    blob = check_sharded(read_trainer_state(folder), path)
     state.learner.run("load", str(folder))
     load_draft(state, folder, blob)
     state.stream.load_state_dict(blob["stream"])
     state.alarm.load_state_dict(blob["alarm"])
     state.step = int(blob["step"])
     set_rng_state(blob["rng"])
+
+
+def check_sharded(blob: dict, path) -> dict:
+    """``blob`` (a checkpoint's trainer state) if a sharded run wrote it, else a :class:`ConfigError`."""
+    if not blob.get("sharded"):
+        raise ConfigError(f"checkpoint.resume_from: {str(path)!r} was written by an unsharded run; a "
+                          "policy.fsdp=true run resumes from a checkpoint of a policy.fsdp=true run (any number "
+                          "of ranks), or set policy.fsdp=false")
+    return blob
