@@ -36,11 +36,10 @@ SHARDS = "sharded"  # a sharded checkpoint's DCP folder (trajkit.rl.sharded_chec
 def check_config(cfg) -> None:
     """Refuse what ``policy.fsdp=true`` does not support (:class:`ConfigError` naming the key)."""
     o = cfg.optim
-    if o.name != "adamw":
-        why = {"logra": "its sketches and RowAdam state are not sharded yet",
-               "muon": "torch's Muon orthogonalises whole matrices, which a rank holds only 1/N of"}[o.name]
-        raise ConfigError(f"optim.name={o.name} with policy.fsdp=true: {why}; use optim.name=adamw or "
-                          "policy.fsdp=false")
+    if o.name == "logra":
+        raise ConfigError("optim.name=logra with policy.fsdp=true: its sketches and RowAdam state are not "
+                          "sharded yet; use optim.name=adamw or muon (each matrix gathered whole for its "
+                          "orthogonalisation), or policy.fsdp=false")
     if o.logits_chunk:
         raise ConfigError("optim.logits_chunk with policy.fsdp=true: the chunked output layer bypasses the "
                           "sharded root's forward; set optim.logits_chunk=0")
