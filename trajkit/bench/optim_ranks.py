@@ -154,7 +154,7 @@ COLUMNS = ("params_mib", "grads_mib", "optim_state_mib", "peak_rss_mib", "load_p
 
 
 def ratios(rows: list[dict]) -> None:
-    """Each row's ``x1_<column>``: its value over the 1-rank run's (rank 0 of the smallest world if no 1)."""
+    """Each row's ``x1_<column>``: its value over the 1-rank run's (None when ``--ranks`` has no 1)."""
     base = min(rows, key=lambda r: (r["ranks"], r["rank"]))
     for r in rows:
         for key in COLUMNS:
