@@ -176,15 +176,6 @@ def full_state(model) -> dict:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
-def local_bytes(module) -> int:
-    """Bytes of ``module``'s parameters held by this rank (its shards)."""
-    total = 0
-    for p in module.parameters():
-        t = p.to_local() if hasattr(p, "to_local") else p
-        total += t.numel() * t.element_size()
-    return total
-
-
 def save_shards(model, optimizer, folder: str) -> None:
     """DCP-save ``model``'s (and ``optimizer``'s, unless None) state into ``folder/sharded`` (every rank)."""
     import torch.distributed.checkpoint as dcp
