@@ -57,3 +57,20 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
     table = capsys.readouterr().out
     assert "activation checkpointing on, logits chunk 3" in table and "peak-runtime" in table
     assert "Adam state" in table and "Muon state" in table and "logra-nested" in table
+
+
+def test_bench_optim_ranks_halves_what_each_rank_holds(smollm2_folder, tmp_path):
+    """``--ranks 2``: each of 2 FSDP2 ranks holds its shard of SmolLM2's 134,515,008 float32 parameters (the
+    two shards add up to the whole, about half each), of their gradients and of AdamW's two moments."""
+    out = tmp_path / "ranks.json"
+    args = build_parser().parse_args(["bench", "optim", "--ranks", "2", "--rows", "2", "--length", "8",
+                                      "--micro-batch", "1", "--steps", "1", "--threads", "1", "--out", str(out)])
+    assert args.handler(args) == 0
+    rows = json.loads(out.read_text())["ranks_rows"]
+    assert [(r["ranks"], r["rank"]) for r in rows] == [(2, 0), (2, 1)]
+    whole = 134_515_008 * 4 / 2**20
+    assert sum(r["params_mib"] for r in rows) == sum(r["grads_mib"] for r in rows) == whole
+    assert sum(r["optim_state_mib"] for r in rows) == 2 * whole
+    for r in rows:
+        assert 0.45 * whole < r["params_mib"] < 0.55 * whole
+        assert r["step_peak_rss_mib"] > 0 and r["x1_optim_state_mib"] is None  # no 1-rank run to divide by

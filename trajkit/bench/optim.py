@@ -32,51 +32,17 @@ do not depend on the weights' values).
 """
 from __future__ import annotations
 
-import resource
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
+from trajkit.bench.optim_step import MODELS, load_bench_model, mmap_large_allocations, peak_rss_mib, pg_loss
+
 DESCRIPTION = "peak memory and step time of AdamW vs LoRA (peft) vs LoGRA vs Muon on SmolLM2-135M-Instruct"
 EXAMPLE = "trajkit bench optim --rows 8 --length 256 --rank 256 --out bench-out/optim.json"
+
 ARMS = ("adamw", "lora", "logra", "logra-nested", "muon")
 PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-# architectures with random weights (SmolLM2-360M-Instruct's config.json; the tokenizer is SmolLM2's)
-MODELS = {"smollm2-135m": None,
-          "smollm2-360m-shape": {"hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32,
-                                 "num_attention_heads": 15, "num_key_value_heads": 5, "head_dim": 64}}
-M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-
-
-def _mmap_large_allocations() -> bool:
-    """glibc: allocations >= 128 KiB are mmapped (and unmapped when freed); False where unavailable."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, 128 * 1024))
-    except (OSError, AttributeError):
-        return False
-
-
-def _load(name: str, device):
-    """The benchmark's model in float32, train mode."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from trajkit.recipes.smollm2 import prepare_model
-
-    folder = str(prepare_model())
-    if MODELS[name] is None:
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).train()
-    config = AutoConfig.from_pretrained(folder)
-    for key, value in MODELS[name].items():
-        setattr(config, key, value)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device).train()
 
 
 def add_arguments(p) -> None:
@@ -96,23 +62,11 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads in each child (0 = torch's default)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
+    p.add_argument("--ranks", default="", metavar="N,M",
+                   help="AdamW with the model sharded by FSDP2 over each count of ranks (1 = unsharded): memory "
+                        "per rank (trajkit.bench.optim_ranks) instead of the arms")
     p.add_argument("--out", default="bench-out/optim.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
-
-
-def _rss_mib() -> float:
-    """Peak resident set size of this process so far, MiB. Linux: ``VmHWM`` of ``/proc/self/status`` (the
-    high-water mark of this process image; ``ru_maxrss`` would carry over the parent's peak across the
-    fork + exec that starts the arm); elsewhere ``ru_maxrss``."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
 def _adamw(model, rank: int, lr: float):
@@ -159,20 +113,6 @@ def _state_params(opt) -> tuple[int, int]:
     return count(opt), 0
 
 
-def _loss(model, ids, adv, logits_chunk: int = 0):
-    """Token-level policy-gradient loss, summed (the caller divides by the step's token count)."""
-    import torch
-
-    if logits_chunk:
-        from trajkit.models.logprobs import chunked_logprobs
-
-        logp = chunked_logprobs(model, ids, None, 1.0, logits_chunk)
-    else:
-        logits = model(input_ids=ids).logits[:, :-1].float()
-        logp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
-    return -(adv[:, None] * logp).sum()
-
-
 def run_arm(arm: str, settings: dict) -> dict:
     """One arm in this (fresh) process -> its memory and timings."""
     import torch
@@ -181,7 +121,7 @@ def run_arm(arm: str, settings: dict) -> dict:
 
     from trajkit.recipes.smollm2 import prepare_model
 
-    mmapped = settings["allocator"] == "mmap" and _mmap_large_allocations()
+    mmapped = settings["allocator"] == "mmap" and mmap_large_allocations()
     if arm == "lora":
         import peft  # noqa: F401  (counted in the runtime, as transformers is)
     else:
@@ -192,8 +132,8 @@ def run_arm(arm: str, settings: dict) -> dict:
         torch.set_num_threads(settings["threads"])
     device = torch.device(settings["device"])
     prepare_model()
-    runtime = _rss_mib()
-    model = _load(settings["model"], device)
+    runtime = peak_rss_mib()
+    model = load_bench_model(settings["model"], device)
     if settings["checkpointing"]:
         enable_activation_checkpointing(model)
     model, opt = OPTIMIZERS[arm](model, settings["rank"], settings["lr"])
@@ -202,7 +142,7 @@ def run_arm(arm: str, settings: dict) -> dict:
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (settings["rows"], settings["length"]), generator=g).to(device)
     adv = torch.randn(settings["rows"], generator=g).to(device)
-    after_load = _rss_mib()
+    after_load = peak_rss_mib()
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -214,12 +154,12 @@ def run_arm(arm: str, settings: dict) -> dict:
         opt.zero_grad(set_to_none=True)
         for lo in range(0, settings["rows"], settings["micro_batch"]):
             part = slice(lo, lo + settings["micro_batch"])
-            (_loss(model, ids[part], adv[part], settings["logits_chunk"]) / tokens).backward()
+            (pg_loss(model, ids[part], adv[part], settings["logits_chunk"]) / tokens).backward()
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-    peak = _rss_mib()
+    peak = peak_rss_mib()
     out = {"arm": arm, "step_s": seconds, "trainable_params": trainable, "adam_state_params": adam_params,
            "muon_state_params": muon_params,
            "peak_rss_mib": peak, "after_load_rss_mib": after_load, "runtime_rss_mib": runtime,
@@ -230,6 +170,11 @@ def run_arm(arm: str, settings: dict) -> dict:
     return out
 
 
+def _model_name(args) -> str:
+    model = "SmolLM2-135M-Instruct" if MODELS[args.model] is None else f"{args.model} (random weights)"
+    return f"{model} (float32)"
+
+
 def _results(args, rows: list[dict]) -> dict:
     key = "cuda_peak_mib" if args.device == "cuda" else "peak_rss_mib"
     by_arm = {r["arm"]: r for r in rows}
@@ -238,8 +183,7 @@ def _results(args, rows: list[dict]) -> dict:
     for r in rows:
         r["peak_vs_adamw"] = r[key] / ref if ref else None
         r["training_vs_adamw"] = r["training_rss_mib"] / ref_training if ref_training else None
-    model = "SmolLM2-135M-Instruct" if MODELS[args.model] is None else f"{args.model} (random weights)"
-    return {"model": f"{model} (float32)", "device": args.device, "memory": key, "allocator": args.allocator,
+    return {"model": _model_name(args), "device": args.device, "memory": key, "allocator": args.allocator,
             "rows": args.rows, "length": args.length, "micro_batch": args.micro_batch, "rank": args.rank,
             "steps": args.steps, "checkpointing": args.checkpointing, "logits_chunk": args.logits_chunk,
             "arms": rows}
@@ -280,6 +224,12 @@ def run(args) -> int:
         raise SystemExit("--logits-chunk must be >= 0")
     settings = {k: getattr(args, k) for k in ("rows", "length", "micro_batch", "rank", "steps", "lr", "threads",
                                                  "device", "checkpointing", "logits_chunk", "model", "allocator")}
+    if args.ranks:
+        from trajkit.bench.optim_ranks import print_table
+        from trajkit.bench.optim_ranks import run as run_ranks
+
+        emit(args, run_ranks(args, settings, _model_name(args)), print_table)
+        return 0
     rows = []
     for arm in arms:  # a fresh process per arm: its peak memory is its own
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:

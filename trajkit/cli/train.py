@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from trajkit.cli.commands import COMMANDS
 
@@ -11,6 +12,7 @@ EXAMPLE = """examples:
   trajkit train grpo_smollm2 cluster.ray=true cluster.rollout_workers=2   # on Ray: 2 rollout + 1 policy worker
   trajkit train examples/rl_rep.yaml seed=1 draft.kind=none draft.distill=false steps=50 log.out_dir=runs/plain
   trajkit train rep checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
+  torchrun --nproc_per_node 2 -m trajkit.cli.main train grpo_smollm2 policy.fsdp=true  # FSDP2 over 2 ranks
   trajkit train --print-config                        # every key with its default
   trajkit train grpo_smollm2 --print-config optim.lr=1e-6
 
@@ -52,6 +54,8 @@ def cmd_train(args) -> int:
     if config is None:
         raise SystemExit("trajkit train: give a CONFIG (a YAML file or a packaged config: "
                          f"{', '.join(sorted(packaged_configs()))}), or --print-config")
+    if cfg.policy.fsdp and os.environ.get("RANK", "0") != "0":  # a sharded run's other ranks: rank 0 reports
+        cfg.log.quiet = True
     show_bar = not (args.no_progress or cfg.log.quiet)
     # A bar is drawn only on a terminal (piped, `2>&1 | cat`, it would print a line per refresh); the eval
     # lines and every 10th step are printed either way.
@@ -73,6 +77,8 @@ def cmd_train(args) -> int:
 
     if cfg.cluster.ray:  # one controller here, the policy and the rollouts on Ray actors
         from trajkit.cluster import train
+    elif cfg.policy.fsdp:  # this rank of a torchrun launch; rank 0 drives the step
+        from trajkit.rl.sharded import train
     else:
         from trajkit.rl.trainer import train
     with bar:

@@ -1,4 +1,5 @@
-"""Where the actors of a Ray run go: one placement group, bundle 0 the policy worker, 1..N the rollout workers.
+"""Where the actors of a Ray run go: one placement group, bundles 0..P-1 the policy worker(s) (P > 1: a
+sharded gang, :mod:`trajkit.cluster.gang`), the next N the rollout workers.
 
 ``colocated`` (``STRICT_PACK``): every bundle on one node, the layout of one GPU node or of this CPU box,
 where the policy and the rollout engines share the machine (fractional ``worker_cpus``/``worker_gpus``
@@ -18,14 +19,15 @@ from trajkit.errors import ConfigError
 STRATEGIES = {"colocated": "STRICT_PACK", "split": "SPREAD"}
 
 
-def bundles(rollout_workers: int, cpus: float, gpus: float) -> list[dict]:
-    """One resource bundle per actor: the policy worker's, then each rollout worker's.
+def bundles(rollout_workers: int, cpus: float, gpus: float, policy_workers: int = 1) -> list[dict]:
+    """One resource bundle per actor: the policy workers' (one, or a sharded gang's), then each rollout
+    worker's.
 
     >>> bundles(2, 0.5, 0.0)
     [{'CPU': 0.5}, {'CPU': 0.5}, {'CPU': 0.5}]
     """
     one = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
-    return [dict(one) for _ in range(rollout_workers + 1)]
+    return [dict(one) for _ in range(rollout_workers + policy_workers)]
 
 
 @dataclass
@@ -52,7 +54,8 @@ class Placement:
             self.group = None
 
 
-def place(layout: str, rollout_workers: int, cpus: float, gpus: float, timeout_s: float) -> Placement:
+def place(layout: str, rollout_workers: int, cpus: float, gpus: float, timeout_s: float,
+          policy_workers: int = 1) -> Placement:
     """Reserve the bundles of a run (:func:`bundles`) with ``layout``'s strategy; a clear error when Ray
     cannot hold them within ``timeout_s``."""
     ray = require_ray()
@@ -60,13 +63,13 @@ def place(layout: str, rollout_workers: int, cpus: float, gpus: float, timeout_s
 
     if layout not in STRATEGIES:
         raise ConfigError(f"cluster.layout must be one of {sorted(STRATEGIES)}, got {layout!r}")
-    wanted = bundles(rollout_workers, cpus, gpus)
+    wanted = bundles(rollout_workers, cpus, gpus, policy_workers)
     group = placement_group(wanted, strategy=STRATEGIES[layout], name="")
     ready, _ = ray.wait([group.ready()], timeout=timeout_s)
     if not ready:
         remove_placement_group(group)
         raise ConfigError(f"cluster.layout={layout}: Ray cannot place {len(wanted)} actors of {wanted[0]} each "
-                          f"(1 policy worker + {rollout_workers} rollout workers) in {timeout_s:g} s; it has "
+                          f"({policy_workers} policy worker(s) + {rollout_workers} rollout workers) in {timeout_s:g} s; it has "
                           f"{ray.available_resources()} free. Lower cluster.worker_cpus/worker_gpus or "
                           "cluster.rollout_workers, or add nodes")
     return Placement(group, wanted, layout)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from trajkit.backends.actors import ensure_ray, require_ray, start_actor
 from trajkit.cluster.errors import ClusterError, gather
+from trajkit.cluster.gang import GangLearner, start_gang
 from trajkit.cluster.learner import RemoteLearner
 from trajkit.cluster.placement import Placement, place
 from trajkit.cluster.split import RayRollouts
@@ -79,21 +80,29 @@ class Cluster:
     placement: Placement
     policy: object
     rollouts: RayRollouts
-    learner: RemoteLearner
+    learner: object  # RemoteLearner, or a sharded gang's GangLearner
     policy_info: dict
     owns_ray: bool
+    gang: tuple = ()  # the policy workers of a sharded gang (cluster.policy_workers > 1); policy is rank 0
 
     @classmethod
     def start(cls, cfg: TrainConfig) -> "Cluster":
         c = cfg.cluster
         owns = ensure_ray(c.num_cpus or None, c.address)
-        placement = place(c.layout, c.rollout_workers, c.worker_cpus, c.worker_gpus, c.timeout_s)
+        placement = place(c.layout, c.rollout_workers, c.worker_cpus, c.worker_gpus, c.timeout_s,
+                          c.policy_workers)
         try:
-            policy = start_actor(PolicyWorker, (cfg,), python=c.policy_python, env=actor_env(),
-                                 **placement.options(0))
-            # first the policy worker: a warm start it builds is cached before the rollout workers read it
-            info = gather([policy.info.remote()], ["policy worker start"], c.timeout_s)[0]
-            rollouts = start_rollouts(cfg, placement, first_bundle=1)
+            # first the policy worker(s): a warm start built there is cached before the rollout workers read it
+            if c.policy_workers > 1:
+                gang, info = start_gang(cfg, placement, actor_env())
+                policy, learner = gang[0], GangLearner(gang, c.timeout_s)
+            else:
+                gang = []
+                policy = start_actor(PolicyWorker, (cfg,), python=c.policy_python, env=actor_env(),
+                                     **placement.options(0))
+                info = gather([policy.info.remote()], ["policy worker start"], c.timeout_s)[0]
+                learner = RemoteLearner(policy, c.timeout_s, c.weight_transfer)
+            rollouts = start_rollouts(cfg, placement, first_bundle=c.policy_workers)
             if c.weight_transfer == "nccl":
                 connect_nccl(policy, rollouts, c.timeout_s)
         except BaseException:
@@ -101,12 +110,13 @@ class Cluster:
             if owns:
                 require_ray().shutdown()
             raise
-        return cls(placement, policy, rollouts, RemoteLearner(policy, c.timeout_s, c.weight_transfer), info, owns)
+        return cls(placement, policy, rollouts, learner, info, owns, tuple(gang))
 
     def close(self) -> None:
         ray = require_ray()
         self.rollouts.close()
-        ray.kill(self.policy)
+        for actor in self.gang or (self.policy,):
+            ray.kill(actor)
         self.placement.remove()
         if self.owns_ray:
             ray.shutdown()

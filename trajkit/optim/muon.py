@@ -60,6 +60,16 @@ def split_parameters(model: torch.nn.Module) -> tuple[list[torch.Tensor], list[t
     return hidden, rest
 
 
+def _muon_class(params: list[torch.Tensor]) -> type:
+    """``torch.optim.Muon``, or for FSDP2-sharded matrices (DTensors) its per-matrix gathering step
+    (:class:`trajkit.optim.muon_sharded.GatheredMuon`)."""
+    if any(type(p).__name__ == "DTensor" for p in params):
+        from trajkit.optim.muon_sharded import GatheredMuon
+
+        return GatheredMuon
+    return torch.optim.Muon
+
+
 class MuonAdamW(torch.optim.Optimizer):
     """``torch.optim.Muon`` on ``model``'s hidden matrices and ``torch.optim.AdamW`` on its other parameters.
 
@@ -80,7 +90,7 @@ class MuonAdamW(torch.optim.Optimizer):
         hidden, rest = split_parameters(model)
         if not hidden and not rest:
             raise ValueError("MuonAdamW: the model has no trainable parameters")
-        self.muon = torch.optim.Muon(hidden, lr=lr if muon_lr is None else muon_lr, momentum=momentum,
+        self.muon = _muon_class(hidden)(hidden, lr=lr if muon_lr is None else muon_lr, momentum=momentum,
                                      nesterov=nesterov, adjust_lr_fn=adjust_lr, ns_steps=ns_steps,
                                      weight_decay=weight_decay if muon_weight_decay is None else muon_weight_decay
                                      ) if hidden else None

@@ -41,7 +41,7 @@ from trajkit.rl.registry import make_task
 
 WARMSTART_BATCH = 64
 # ModelConfig fields that say where a model runs, or what is applied after it is built (not what it is)
-PLACEMENT_KEYS = ("device", "dtype", "rope_scaling")
+PLACEMENT_KEYS = ("device", "dtype", "rope_scaling", "fsdp")
 
 
 def policy_folder(mc: ModelConfig) -> str | None:

@@ -81,32 +81,41 @@ def set_rng_state(state: dict) -> None:
                          nps["cached_gaussian"]))
 
 
-def trainer_state(state: TrainState) -> dict:
-    """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values."""
+def trainer_state(state: TrainState, sharded: bool = False) -> dict:
+    """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values; ``sharded``:
+    the policy's optimiser state is in the checkpoint's ``sharded/`` folder instead
+    (:mod:`trajkit.rl.sharded_checkpoint`)."""
     keep = state.cfg.log.save_optimizer
     draft_opt = state.draft_optimizer
     return {"format": FORMAT, "step": state.step, "stream": state.stream.state_dict(),
-            "optimizer": state.optimizer.state_dict() if keep else None, "alarm": state.alarm.state_dict(),
+            "optimizer": state.optimizer.state_dict() if keep and not sharded else None,
+            "alarm": state.alarm.state_dict(), "sharded": sharded,
             "rng": rng_state(), "draft_kind": state.cfg.draft.kind if state.draft is not None else None,
             "draft_optimizer": draft_opt.state_dict() if keep and draft_opt is not None else None}
 
 
 def save_checkpoint(state: TrainState, path: str) -> str:
     """Write the checkpoint directory ``path`` (layout in the module docstring); returns ``path``."""
-    with _publishing(Path(path)) as tmp:
+    with publishing(Path(path)) as tmp:
         save_hf(state.policy, state.tokenizer, tmp / POLICY)
-        if state.draft is not None:
-            draft_kind(state.cfg.draft.kind).save(state.draft, tmp / DRAFT)
-            if hasattr(state.draft, "save_pretrained"):  # an HF draft: a complete folder, tokenizer included
-                state.tokenizer.save_pretrained(str(tmp / DRAFT))
+        save_draft(state, tmp)
         torch.save(trainer_state(state), tmp / TRAINER_STATE)
     return path
 
 
-def save_hf(model, tokenizer, folder: Path) -> None:
-    """``save_pretrained`` of model and tokenizer; the generation config gets the tokenizer's eos/pad
-    ids where the model's names none (a copy is changed, never the live model)."""
-    model.save_pretrained(str(folder))
+def save_draft(state, folder: Path) -> None:
+    """The draft's weights into ``folder/draft`` (by its kind), when the run has a draft."""
+    if state.draft is not None:
+        draft_kind(state.cfg.draft.kind).save(state.draft, folder / DRAFT)
+        if hasattr(state.draft, "save_pretrained"):  # an HF draft: a complete folder, tokenizer included
+            state.tokenizer.save_pretrained(str(folder / DRAFT))
+
+
+def save_hf(model, tokenizer, folder: Path, state_dict: dict | None = None) -> None:
+    """``save_pretrained`` of model (its weights, or ``state_dict`` when given: a sharded model's gathered
+    state) and tokenizer; the generation config gets the tokenizer's eos/pad ids where the model's names
+    none (a copy is changed, never the live model)."""
+    model.save_pretrained(str(folder), state_dict=state_dict)
     tokenizer.save_pretrained(str(folder))
     gen = copy.deepcopy(model.generation_config)
     if gen.eos_token_id is None and tokenizer.eos_token_id is not None:
@@ -122,12 +131,16 @@ def load_checkpoint(state: TrainState, path: str) -> None:
     blob = read_trainer_state(folder)
     copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
                                            what="checkpoint.resume_from policy/"))
-    if blob["optimizer"] is not None:
+    if blob.get("sharded"):  # written by a policy.fsdp run: weights and optimiser from sharded/, resharded to 1
+        from trajkit.rl.fsdp import load_shards
+
+        load_shards(state.policy, state.optimizer, folder)
+    elif blob["optimizer"] is not None:
         state.optimizer.load_state_dict(blob["optimizer"])
     else:
         warnings.warn(f"checkpoint.resume_from: {str(folder)!r} was saved with log.save_optimizer=false; the "
                       "optimiser starts afresh (its moments are not in the checkpoint)", stacklevel=2)
-    _load_draft(state, folder, blob)
+    load_draft(state, folder, blob)
     state.stream.load_state_dict(blob["stream"])
     state.alarm.load_state_dict(blob["alarm"])
     state.step = int(blob["step"])
@@ -152,7 +165,7 @@ def read_trainer_state(folder: Path) -> dict:
     return blob
 
 
-def _load_draft(state: TrainState, folder: Path, blob: dict) -> None:
+def load_draft(state: TrainState, folder: Path, blob: dict) -> None:
     """The saved draft into ``state.draft`` (same kind only); a checkpoint without draft weights leaves the
     run's draft as built."""
     saved_kind = blob["draft_kind"]
@@ -177,7 +190,7 @@ def _dtype(model: torch.nn.Module) -> torch.dtype:
 
 
 @contextmanager
-def _publishing(path: Path):
+def publishing(path: Path):
     """Build into a temporary sibling of ``path``; on success sync it and rename it to ``path`` (an older
     folder there is moved aside first and removed after). On any error the temporary folder goes."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,9 @@ class ModelConfig(Checked):
     ``device`` (auto|cpu|cuda|cuda:N) and ``dtype`` (float32|bfloat16|float16, mixed precision) place the
     policy and everything built beside it (:mod:`trajkit.rl.precision`). ``rope_scaling`` (``type: yarn``,
     ``factor``, ...; :mod:`trajkit.models.rope`) writes YaRN into the model's config, so training, the
-    engine, its KV cache and checkpoints all use the extended window (``factor`` x the original)."""
+    engine, its KV cache and checkpoints all use the extended window (``factor`` x the original).
+    ``fsdp`` (the policy only; under ``torchrun``): shard the policy, its optimiser and the reference with
+    FSDP2 over the ranks, each step's rows split across them (:mod:`trajkit.rl.sharded`)."""
 
     source: Literal["task_warmstart", "random", "path", "prepared", "hub"] = "random"
     path: str | None = None
@@ -52,6 +54,7 @@ class ModelConfig(Checked):
     warmstart_steps: int = 60
     warmstart_lr: float = 3e-3
     rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    fsdp: bool = False
 
     __section__ = "policy"
     __ranges__ = {"hidden_size": "[1, inf)", "num_layers": "[1, inf)", "num_heads": "[1, inf)",
@@ -115,9 +118,9 @@ class DraftConfig(Checked):
             trainable = sorted(k for k, v in DRAFT_KINDS.items() if v.trainable)
             raise ConfigError(f"draft.distill needs a draft kind with weights ({' or '.join(trainable)}); "
                               f"draft.kind={self.kind} has none")
-        if (self.model.device, self.model.dtype) != ("auto", "float32"):
-            raise ConfigError("draft.model.device/dtype: the draft runs on policy.device in float32; "
-                              "set policy.device (and policy.dtype for the policy) instead")
+        if (self.model.device, self.model.dtype, self.model.fsdp) != ("auto", "float32", False):
+            raise ConfigError("draft.model.device/dtype/fsdp: the draft runs unsharded on policy.device in "
+                              "float32; set policy.device (and policy.dtype, policy.fsdp for the policy) instead")
 
 
 @dataclass
@@ -352,10 +355,13 @@ class ClusterConfig(Checked):
     policy worker's. ``weight_transfer``: ``object_store`` (CPU state dict through Ray's object store, the
     default) or ``nccl`` (CUDA and ``rollout.backend=vllm`` only: vLLM's NCCL weight transfer from the policy
     worker's GPU, :mod:`trajkit.cluster.nccl`; the policy worker then needs vLLM: ``policy_python``). ``timeout_s``: the longest wait on any actor
-    call before the step fails."""
+    call before the step fails (with ``policy.fsdp``, on any collective of the sharded ranks, Ray or not).
+    ``policy_workers`` > 1 (with ``policy.fsdp=true``): that many policy workers, one gang sharding the policy
+    with FSDP2 in one process group (:mod:`trajkit.cluster.gang`)."""
 
     ray: bool = False
     rollout_workers: int = 2
+    policy_workers: int = 1
     address: str | None = None
     num_cpus: int = 0
     worker_cpus: float = 0.5
@@ -367,13 +373,13 @@ class ClusterConfig(Checked):
     timeout_s: float = 600.0
 
     __section__ = "cluster"
-    __ranges__ = {"rollout_workers": "[1, inf)", "num_cpus": "[0, inf)", "worker_cpus": "(0, inf)",
+    __ranges__ = {"rollout_workers": "[1, inf)", "policy_workers": "[1, inf)", "num_cpus": "[0, inf)", "worker_cpus": "(0, inf)",
                   "worker_gpus": "[0, inf)", "timeout_s": "(0, inf)"}
 
     def validate(self) -> None:
         if not self.ray:
             changed = [f.name for f in dataclasses.fields(self)
-                       if f.name != "ray" and getattr(self, f.name) != _CLUSTER_DEFAULTS[f.name]]
+                       if f.name not in ("ray", "timeout_s") and getattr(self, f.name) != _CLUSTER_DEFAULTS[f.name]]
             if changed:
                 raise ConfigError(f"cluster.{changed[0]} is a setting of a Ray run; set cluster.ray=true (or drop "
                                   f"{', '.join('cluster.' + k for k in changed)})")
@@ -491,6 +497,13 @@ class TrainConfig(Checked):
             raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
                               "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "
                               "scaling needed) or float32")
+        if self.policy.fsdp:
+            from trajkit.rl.fsdp import check_config
+
+            check_config(self)
+        elif self.cluster.policy_workers > 1:
+            raise ConfigError(f"cluster.policy_workers={self.cluster.policy_workers} shards the policy over the "
+                              "policy workers: set policy.fsdp=true (or cluster.policy_workers=1)")
 
 
 def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:

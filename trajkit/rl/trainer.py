@@ -166,6 +166,9 @@ class Trainer:
         if cfg.cluster.ray:
             raise ConfigError("cluster.ray=true runs the step on Ray actors: use trajkit.cluster.ClusterTrainer "
                               "(what `trajkit train` runs for it), or set cluster.ray=false")
+        if cfg.policy.fsdp:
+            raise ConfigError("policy.fsdp=true shards the policy over torchrun's ranks: use trajkit.rl.sharded.train "
+                              "(what `torchrun ... -m trajkit.cli.main train` runs), or set policy.fsdp=false")
         return build_state(cfg, **given)
 
     @property
@@ -245,5 +248,6 @@ class Trainer:
 
 def train(cfg: TrainConfig, progress=None) -> list[dict]:
     """Run ``cfg.steps`` steps (minus those a resumed checkpoint already did); returns their metrics (a Ray
-    run, ``cluster.ray=true``: :func:`trajkit.cluster.train`)."""
+    run, ``cluster.ray=true``: :func:`trajkit.cluster.train`; a sharded one, ``policy.fsdp=true`` under
+    torchrun: :func:`trajkit.rl.sharded.train`)."""
     return Trainer(cfg).train(progress)

@@ -98,14 +98,17 @@ def _step(optimizer, policy, batch: Batch, rows: torch.Tensor, cfg: TrainConfig)
 
 
 def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, weights, cfg: TrainConfig,
-                scaler=None) -> dict:
-    """Backward the loss of ``rows`` (one optimiser step's slice) micro-batch by micro-batch."""
+                scaler=None, shard=None) -> dict:
+    """Backward the loss of ``rows`` (one optimiser step's slice) micro-batch by micro-batch; with ``shard``
+    (:class:`trajkit.rl.fsdp.Shard`) only this rank's block of them, normalised by the whole slice's counts,
+    and the stats summed over the ranks."""
     norm = LossNorm(num_seqs=len(rows), num_tokens=int(batch.mask[rows].sum()),
                     max_tokens=cfg.rollout.max_new_tokens)
     dtype = DTYPES[cfg.policy.dtype]
     totals: dict[str, float] = {}
-    for part in chunks(len(rows), cfg.optim.micro_batch_size):
-        idx = rows[part]
+    own = shard.rows(rows) if shard is not None else rows
+    for part in chunks(len(own), cfg.optim.micro_batch_size):
+        idx = own[part]
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
         logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
@@ -117,16 +120,19 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
         (scaler.scale(loss) if scaler is not None else loss).backward()
         for key, value in stats.items():
             totals[key] = totals.get(key, 0.0) + value
+    if shard is not None:
+        totals = shard.sum(totals)
     totals["tokens"] = norm.num_tokens
     return totals
 
 
 def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
-                  cfg: TrainConfig, scaler=None) -> dict:
+                  cfg: TrainConfig, scaler=None, shard=None) -> dict:
     """``old_logp, ref_logp: [B, L-1]``; runs ``cfg.optim.num_iterations`` passes of up to
     ``cfg.optim.minibatches`` optimiser steps (fewer when the rows do not fill them: 5 rows in 4 minibatches
     make 3 slices of 2, 2, 1) -> metrics averaged over the steps that ran. ``scaler``: a
-    ``torch.amp.GradScaler`` for float16, else None."""
+    ``torch.amp.GradScaler`` for float16, else None. ``shard`` (:class:`trajkit.rl.fsdp.Shard`): this rank
+    backs its block of each slice (``ref_logp`` need only be filled there) and the metrics are the ranks'."""
     b = batch.input_ids.shape[0]
     per_step = -(-b // cfg.optim.minibatches)
     slices = chunks(b, per_step) * cfg.optim.num_iterations
@@ -139,7 +145,7 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
     tokens = 0
     for rows in slices:
         optimizer.zero_grad(set_to_none=True)
-        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler)
+        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler, shard)
         if scaler is not None:
             scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.grad_clip)

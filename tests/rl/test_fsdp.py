@@ -1,0 +1,222 @@
+"""``policy.fsdp=true``: the policy sharded with FSDP2 over 2 gloo ranks (torchrun on the CPU) trains as the
+in-process trainer does.
+
+One torchrun launch (module fixture) runs the sharded runs of 2 steps on the tiny model (AdamW; Muon, each
+matrix gathered for its orthogonalisation; a KL reference with micro-batches, minibatches and gradient
+checkpointing; a resume), each compared with the same config trained in this process. ``shaping.control=random`` gives every group rewards with
+signal (the tiny random policy scores 0 on its task), so the updates are not zero.
+
+Tolerance: the weights agree to ``WEIGHT_ATOL`` = 1e-6 (Muon: ``MUON_ATOL``, see there) (measured: 1.2e-7, one float32 ulp of the largest
+weights), the metrics to a relative 1e-5. They are not bitwise equal because float32 sums run in another
+order: a rank's micro-batches then the cross-rank gradient sum instead of one accumulation, and matmuls
+over other batch shapes in the logprob stage. A real error is far larger: a row left out or counted twice
+moves AdamW's step (lr 1e-3) by ~1e-4 (``test_the_tolerance_sees_a_changed_update``), and gradients
+averaged instead of summed double ``loss/grad_norm``.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from trajkit.errors import ConfigError
+from trajkit.rl.trainer import Trainer
+
+HERE = Path(__file__).resolve().parent
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+WEIGHT_ATOL = 1e-6
+# Muon: step 1 is bitwise on the Muon matrices (the gathered update is the unsharded one, orthogonalised by
+# the same function; test_muon_gathers_each_matrix_whole). From step 2 the gradients differ by float32
+# rounding and torch's Newton-Schulz rounds to bfloat16, where such a difference can flip a rounding
+# (measured: 6.6e-6 on one matrix, 0.0 on the others); 1e-5 is under 2% of one Muon step here
+# (0.2 sqrt(64) x lr 1e-3 x entries ~0.3). torch's Muon run on the DTensors as they are (the same maths,
+# other bfloat16 sums) already missed by 2e-5 to 6e-5 at step 1.
+MUON_ATOL = 1e-5
+METRIC_RTOL = 1e-5
+COMMON = ("steps=2", "shaping.control=random")
+ARMS = {"adamw": (), "muon": ("optim.name=muon",),
+        "kl_micro": ("loss.kl_coef=0.05", "optim.micro_batch_size=2", "optim.minibatches=2",
+                     "optim.gradient_checkpointing=true")}
+COMPARED = ("reward/raw", "loss/pg", "loss/grad_norm", "loss/clip_frac", "loss/ratio", "loss/kl_ref",
+            "mismatch/mean_abs", "gen/tokens", "length/model_tokens")
+
+
+def torchrun(runs: list[list[str]], timeout: float = 240.0, **kw) -> subprocess.Popen:
+    """``torchrun --nproc_per_node 2 tests/rl/fsdp_runs.py`` over ``runs`` (each a list of overrides)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    cmd = [str(TORCHRUN), "--standalone", "--nproc_per_node", "2", str(HERE / "fsdp_runs.py"),
+           *[";".join(r) for r in runs]]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """The sharded runs' output folders: one per arm, ``resumed`` (the kl_micro arm resumed from its step-1
+    checkpoint, on 2 ranks), ``failed`` (a run whose reward function raises at step 2) and ``killed`` (a long
+    run, last: rank 1 is killed once it has logged a step, which ends the launch); ``"output"``: the
+    launch's console output, ``"ended_s"``: seconds from the kill to the launch's end."""
+    root = tmp_path_factory.mktemp("fsdp")
+    out = {name: root / name for name in (*ARMS, "resumed", "failed", "killed")}
+    runs = [[*COMMON, *ARMS["adamw"], f"log.out_dir={out['adamw']}"],
+            [*COMMON, *ARMS["muon"], "checkpoint.every=1", f"log.out_dir={out['muon']}"],
+            [*COMMON, *ARMS["kl_micro"], "checkpoint.every=1", f"log.out_dir={out['kl_micro']}"],
+            [*COMMON, *ARMS["kl_micro"], f"log.out_dir={out['resumed']}",
+             f"checkpoint.resume_from={out['kl_micro'] / 'checkpoints' / 'step_000001'}"],
+            [*COMMON, "steps=5", "rewards=[fsdp_runs:failing_reward]", f"log.out_dir={out['failed']}"],
+            [*COMMON, "steps=100000", "cluster.timeout_s=30", f"log.out_dir={out['killed']}"]]
+    proc = torchrun(runs)
+    pid, logged_step = out["killed"] / "pids" / "rank_1", out["killed"] / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (pid.is_file() and logged_step.is_file()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if proc.poll() is None and pid.is_file():
+        os.kill(int(pid.read_text()), signal.SIGKILL)
+    killed = time.monotonic()
+    out["output"], _ = proc.communicate(timeout=120)
+    out["ended_s"], out["returncode"] = time.monotonic() - killed, proc.returncode
+    for name in (*ARMS, "resumed"):
+        assert (out[name] / "checkpoints" / "step_000002" / "trainer_state.pt").is_file(), out["output"][-4000:]
+    return out
+
+
+def reference(tiny, arm: str, *extra: str) -> tuple[Trainer, list[dict]]:
+    t = Trainer(tiny(*COMMON, *ARMS[arm], *extra), logger=False)
+    return t, [t.step_once().metrics for _ in range(t.cfg.steps - t.step)]
+
+
+def logged(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def gathered(folder: Path) -> dict:
+    from trajkit.models.load import load_model
+
+    model = load_model(folder / "checkpoints" / "step_000002" / "policy", what="the sharded run's policy/")
+    return model.state_dict()
+
+
+def assert_same(expected_model, expected_metrics: list[dict], folder: Path, atol: float = WEIGHT_ATOL) -> None:
+    got = gathered(folder)
+    want = expected_model.state_dict()
+    assert set(got) == set(want)
+    for name, tensor in want.items():
+        err = float((got[name] - tensor).abs().max())
+        assert err <= atol, f"{name}: max |sharded - in process| = {err:.3g} > {atol:g}"
+    rows = logged(folder)[-len(expected_metrics):]
+    assert [r["step"] for r in rows] == list(range(3 - len(expected_metrics), 3))
+    for want_m, got_m in zip(expected_metrics, rows):
+        for key in COMPARED:
+            if key in want_m:
+                assert got_m[key] == pytest.approx(want_m[key], rel=METRIC_RTOL, abs=1e-7), key
+
+
+@pytest.mark.parametrize("arm", list(ARMS))
+def test_sharded_training_equals_in_process(tiny, sharded, arm):
+    model, metrics = reference(tiny, arm)
+    assert_same(model.state.policy, metrics, sharded[arm], MUON_ATOL if arm == "muon" else WEIGHT_ATOL)
+    if arm == "kl_micro":
+        assert metrics[-1]["loss/kl_ref"] > 0
+
+
+def test_muon_gathers_each_matrix_whole(tiny, sharded):
+    """After one step the Muon-stepped matrices equal the unsharded step bit for bit."""
+    from trajkit.models.load import load_model
+    from trajkit.optim.muon import split_parameters
+
+    ref = Trainer(tiny(*COMMON, *ARMS["muon"]), logger=False)
+    ref.step_once()
+    hidden = {id(p) for p in split_parameters(ref.state.policy)[0]}
+    names = [n for n, p in ref.state.policy.named_parameters() if id(p) in hidden]
+    got = load_model(sharded["muon"] / "checkpoints" / "step_000001" / "policy", what="step 1").state_dict()
+    assert len(names) == 7
+    for name in names:
+        assert torch.equal(got[name], ref.state.policy.state_dict()[name]), name
+
+
+def test_the_tolerance_sees_a_changed_update(tiny, sharded):
+    """Guards the comparison: the weights moved far beyond the tolerance, and half the rows (what one rank
+    holds) give weights outside it."""
+    from trajkit.rl.build import build_models, build_tokenizer
+
+    cfg = tiny(*COMMON)
+    initial, _ = build_models(cfg, build_tokenizer(cfg))
+    got = gathered(sharded["adamw"])
+    moved = max(float((got[k] - v).abs().max()) for k, v in initial.state_dict().items())
+    assert moved > 100 * WEIGHT_ATOL
+    half, _ = reference(tiny, "adamw", "rollout.group_size=2")
+    far = max(float((got[k] - v).abs().max()) for k, v in half.state.policy.state_dict().items())
+    assert far > 100 * WEIGHT_ATOL
+
+
+def test_resume_from_a_sharded_checkpoint(tiny, sharded):
+    """The kl_micro arm resumed at step 1 on 2 ranks, and in one process (DCP reshards 2 -> 1), both equal
+    the straight run."""
+    model, metrics = reference(tiny, "kl_micro")
+    assert_same(model.state.policy, metrics[1:], sharded["resumed"])
+    checkpoint = sharded["kl_micro"] / "checkpoints" / "step_000001"
+    assert (checkpoint / "sharded" / ".metadata").is_file()
+    one, resumed = reference(tiny, "kl_micro", f"checkpoint.resume_from={checkpoint}")
+    assert one.step == 2 and len(resumed) == 1
+    for name, tensor in model.state.policy.state_dict().items():
+        torch.testing.assert_close(one.state.policy.state_dict()[name], tensor, atol=WEIGHT_ATOL, rtol=0, msg=name)
+    assert resumed[0]["loss/grad_norm"] == pytest.approx(metrics[1]["loss/grad_norm"], rel=METRIC_RTOL)
+
+
+def test_the_hf_folder_loads_with_transformers(sharded):
+    from transformers import AutoModelForCausalLM
+
+    folder = sharded["adamw"] / "checkpoints" / "step_000002" / "policy"
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    got = gathered(sharded["adamw"])
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, got[name]), name
+
+
+def test_a_raising_rank_fails_every_rank_with_its_message(sharded):
+    """Rank 0's reward function raises at step 2: both ranks fail that run, rank 1 with rank 0's message."""
+    errors = sharded["failed"] / "errors"
+    message = "RuntimeError: the reward server went away at step 2"
+    assert (errors / "rank_0").read_text() == message
+    assert (errors / "rank_1").read_text() == f"ShardError: rank 0 failed: {message}"
+    assert [json.loads(line)["step"] for line in (sharded["failed"] / "metrics.jsonl").read_text().splitlines()] == [1]
+
+
+def test_a_killed_rank_ends_the_run(sharded):
+    """Rank 1 killed (SIGKILL) in the middle of a long run: the launch ends, failed, instead of hanging."""
+    assert (sharded["killed"] / "metrics.jsonl").is_file(), "the long run never logged a step"
+    assert sharded["returncode"] != 0
+    assert sharded["ended_s"] < 60
+    text = sharded["output"]
+    assert "rank      : 1" in text and "Signal 9" in text, text[-3000:]
+
+
+@pytest.mark.parametrize("override, key", [
+    ("optim.name=logra", "optim.name=logra"),
+    ("optim.logits_chunk=4", "optim.logits_chunk"), ("draft.distill=true", "draft.distill"),
+    ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model")])
+def test_unsupported_combinations_name_the_key(tiny, override, key):
+    extra = ("draft.kind=model",) if override.startswith("draft.") else ()
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        tiny("policy.fsdp=true", *extra, override)
+
+
+def test_the_world_must_be_a_torchrun_launch_that_divides_the_rows(tiny, monkeypatch):
+    from trajkit.rl.fsdp import check_world
+
+    cfg = tiny("policy.fsdp=true")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(ConfigError, match=r"policy\.fsdp=true .*WORLD_SIZE=unset"):
+        check_world(cfg, 1)
+    check_world(cfg, 2)  # 2 prompts x 4 = 8 rows
+    with pytest.raises(ConfigError, match=r"rollout\.prompts_per_step x rollout\.group_size = 8 .* 3 ranks"):
+        check_world(cfg, 3)
+    with pytest.raises(ConfigError, match=r"optim\.minibatches=4 slices over 4 ranks"):
+        check_world(tiny("policy.fsdp=true", "optim.minibatches=4"), 4)
+    with pytest.raises(ConfigError, match=r"policy\.fsdp=true .*trajkit\.rl\.sharded\.train"):
+        Trainer(cfg, logger=False)

@@ -1,0 +1,70 @@
+"""The step both ``trajkit bench optim`` tables run: the model, its loss, and this process's peak memory."""
+from __future__ import annotations
+
+import resource
+import sys
+
+# architectures with random weights (SmolLM2-360M-Instruct's config.json; the tokenizer is SmolLM2's)
+MODELS = {"smollm2-135m": None,
+          "smollm2-360m-shape": {"hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32,
+                                 "num_attention_heads": 15, "num_key_value_heads": 5, "head_dim": 64}}
+M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+
+
+def mmap_large_allocations() -> bool:
+    """glibc: allocations >= 128 KiB are mmapped (and unmapped when freed); False where unavailable."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, 128 * 1024))
+    except (OSError, AttributeError):
+        return False
+
+
+def load_bench_model(name: str, device):
+    """The benchmark's model in float32, train mode."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trajkit.recipes.smollm2 import prepare_model
+
+    folder = str(prepare_model())
+    if MODELS[name] is None:
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).train()
+    config = AutoConfig.from_pretrained(folder)
+    for key, value in MODELS[name].items():
+        setattr(config, key, value)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device).train()
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB. Linux: ``VmHWM`` of ``/proc/self/status`` (the
+    high-water mark of this process image; ``ru_maxrss`` would carry over the parent's peak across the
+    fork + exec that starts the arm); elsewhere ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+def pg_loss(model, ids, adv, logits_chunk: int = 0):
+    """Token-level policy-gradient loss, summed (the caller divides by the step's token count)."""
+    import torch
+
+    if logits_chunk:
+        from trajkit.models.logprobs import chunked_logprobs
+
+        logp = chunked_logprobs(model, ids, None, 1.0, logits_chunk)
+    else:
+        logits = model(input_ids=ids).logits[:, :-1].float()
+        logp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+    return -(adv[:, None] * logp).sum()

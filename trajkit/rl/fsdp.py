@@ -1,0 +1,210 @@
+"""FSDP2 for the policy: the process group of a ``torchrun`` launch, sharding, the row split, gathering.
+
+``policy.fsdp=true`` shards the policy (and the frozen reference) with FSDP2
+(``torch.distributed.fsdp.fully_shard``, Zhao et al. 2023; the per-parameter DTensor sharding of PyTorch's
+"FSDP2"): one FSDP unit per decoder layer (``model.model.layers[i]``) and the root for what is left (the
+embedding, the final norm, the output layer), every parameter split along its first dimension over the
+ranks. Each rank holds 1/N of the float32 master weights, of the gradients and of the optimiser state;
+a unit's full weights exist only while its forward or backward runs. ``policy.dtype`` other than float32
+gathers the weights in that dtype (FSDP2's ``MixedPrecisionPolicy``; gradients reduced in float32) on top
+of the autocast every forward already runs under (:mod:`trajkit.rl.precision`).
+
+Gradients are *summed* over the ranks (``set_gradient_divide_factor(1.0)`` with sum reduction), not
+averaged as FSDP does by default: every rank's loss is already normalised by the whole optimiser slice's
+counts (:class:`trajkit.rl.losses.LossNorm`), so the sum is the unsharded gradient.
+
+The rows of each optimiser slice are split into N contiguous blocks (:meth:`Shard.rows`); every rank must
+run the same number of forwards (each one all-gathers), so the world size must divide every slice:
+``rollout.prompts_per_step x rollout.group_size`` must be a multiple of ``optim.minibatches x N``
+(:func:`check_world`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+
+from trajkit.errors import ConfigError
+
+WORLD_ENV = "WORLD_SIZE"
+SHARDS = "sharded"  # a sharded checkpoint's DCP folder (trajkit.rl.sharded_checkpoint)
+
+
+def check_config(cfg) -> None:
+    """Refuse what ``policy.fsdp=true`` does not support (:class:`ConfigError` naming the key)."""
+    o = cfg.optim
+    if o.name == "logra":
+        raise ConfigError("optim.name=logra with policy.fsdp=true: its sketches and RowAdam state are not "
+                          "sharded yet; use optim.name=adamw or muon (each matrix gathered whole for its "
+                          "orthogonalisation), or policy.fsdp=false")
+    if o.logits_chunk:
+        raise ConfigError("optim.logits_chunk with policy.fsdp=true: the chunked output layer bypasses the "
+                          "sharded root's forward; set optim.logits_chunk=0")
+    if cfg.policy.dtype == "float16":
+        raise ConfigError("policy.dtype=float16 with policy.fsdp=true: loss scaling of sharded gradients is "
+                          "not supported; use policy.dtype=bfloat16 or float32")
+    if cfg.draft.distill:
+        raise ConfigError("draft.distill with policy.fsdp=true: the draft would need the whole batch's policy "
+                          "distributions on one rank; set draft.distill=false (a fixed draft still drafts)")
+    c = cfg.cluster
+    if c.ray and c.policy_workers < 2:
+        raise ConfigError("policy.fsdp=true with cluster.ray=true shards over cluster.policy_workers Ray actors: "
+                          "set cluster.policy_workers=N (N >= 2), or cluster.ray=false to shard under torchrun")
+    if c.weight_transfer != "object_store":
+        raise ConfigError(f"cluster.weight_transfer={c.weight_transfer} with policy.fsdp=true: sharded policy "
+                          "workers send weights through the object store only; set cluster.weight_transfer="
+                          "object_store")
+    if cfg.rollout.backend != "trajkit":
+        raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true: not tested yet; "
+                          "set rollout.backend=trajkit")
+
+
+def world_size() -> int:
+    """The launch's world size (``$WORLD_SIZE``, set by torchrun; 1 without it)."""
+    return int(os.environ.get(WORLD_ENV, "1"))
+
+
+def check_world(cfg, world: int) -> None:
+    """The world size fits the run: at least 2 ranks, and a divisor of every optimiser slice's rows."""
+    if world < 2:
+        raise ConfigError(f"policy.fsdp=true shards over the ranks of a torchrun launch, but {WORLD_ENV}="
+                          f"{os.environ.get(WORLD_ENV, 'unset')}; run `torchrun --nproc_per_node N -m trajkit.cli.main "
+                          "train ...` with N >= 2, or set policy.fsdp=false")
+    rows = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+    if rows % (cfg.optim.minibatches * world):
+        raise ConfigError(f"rollout.prompts_per_step x rollout.group_size = {rows} rows per step do not split "
+                          f"evenly into optim.minibatches={cfg.optim.minibatches} slices over {world} ranks; "
+                          f"make the rows a multiple of {cfg.optim.minibatches * world}")
+
+
+@dataclass
+class Shard:
+    """This rank's place in the process group: ``rank`` of ``world``."""
+
+    rank: int
+    world: int
+
+    def rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """This rank's contiguous block of ``rows`` (an optimiser slice's row indices)."""
+        return rows.tensor_split(self.world)[self.rank]
+
+    def sum(self, stats: dict) -> dict:
+        """``stats`` (floats) summed over the ranks, in float64; every rank gets the sums."""
+        import torch.distributed as dist
+
+        keys = sorted(stats)
+        values = torch.tensor([float(stats[k]) for k in keys], dtype=torch.float64)
+        dist.all_reduce(values)
+        return dict(zip(keys, values.tolist()))
+
+    def combine(self, part: torch.Tensor) -> torch.Tensor:
+        """Row-disjoint tensors (zeros outside each rank's rows) -> the whole, on every rank (exact)."""
+        import torch.distributed as dist
+
+        whole = part.clone()
+        dist.all_reduce(whole)
+        return whole
+
+
+def init_group(cfg, rank: int | None = None, world: int | None = None,
+               init_method: str | None = None) -> tuple[Shard, bool]:
+    """Join the torchrun launch's process group (its environment), or with ``rank``, ``world`` and
+    ``init_method`` (``tcp://HOST:PORT``: a Ray gang's rank 0) a given one; gloo on the CPU, NCCL on CUDA;
+    collectives time out after ``cluster.timeout_s``; unless the caller already did. A CUDA rank uses
+    device ``LOCAL_RANK`` (torchrun) or the one Ray gave it. -> (this rank's place, whether this call made
+    the group: then it is this run's to close)."""
+    import torch.distributed as dist
+
+    given = {} if rank is None else {"rank": rank, "world_size": world, "init_method": init_method}
+    check_world(cfg, dist.get_world_size() if dist.is_initialized() else world or world_size())
+    from trajkit.rl.precision import resolve_device
+
+    device = resolve_device(cfg.policy.device)
+    backend = "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        backend = "cpu:gloo,cuda:nccl"
+    made = not dist.is_initialized()
+    if made:
+        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.cluster.timeout_s), **given)
+    return Shard(dist.get_rank(), dist.get_world_size()), made
+
+
+def close_group() -> None:
+    """Leave the process group once every rank is done (a barrier first: destroying it while a peer still
+    works aborts that peer)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise ConfigError(f"policy.fsdp: {type(model).__name__} has no model.layers (the decoder layers FSDP "
+                          "shards one by one); set policy.fsdp=false")
+    return layers
+
+
+def shard_model(model, dtype: torch.dtype):
+    """``model`` sharded in place per decoder layer + root (see the module docstring); -> ``model``."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    kwargs = {}
+    if dtype != torch.float32:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    for module in model.modules():
+        if hasattr(module, "set_gradient_divide_factor"):
+            module.set_gradient_divide_factor(1.0)  # sum, not mean (gloo has no pre-multiplied sum)
+            module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def full_state(model) -> dict:
+    """The whole state dict on rank 0, on the CPU, gathered one parameter at a time (``{}`` elsewhere);
+    every rank must call it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def save_shards(model, optimizer, folder: str) -> None:
+    """DCP-save ``model``'s (and ``optimizer``'s, unless None) state into ``folder/sharded`` (every rank)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    blob = {"model": get_model_state_dict(model)}
+    if optimizer is not None:
+        blob["optim"] = get_optimizer_state_dict(model, optimizer)
+    dcp.save(blob, checkpoint_id=str(Path(folder) / SHARDS))
+
+
+def load_shards(model, optimizer, folder) -> None:
+    """DCP-load ``folder/sharded`` into ``model`` and ``optimizer`` (sharded over any number of ranks, or
+    whole in one process); a checkpoint saved without optimiser state leaves the optimiser as it is."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    path = str(Path(folder) / SHARDS)
+    saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    blob = {"model": get_model_state_dict(model)}
+    has_optim = any(key.startswith("optim.") for key in saved)
+    if has_optim:
+        blob["optim"] = get_optimizer_state_dict(model, optimizer)
+    dcp.load(blob, checkpoint_id=path)
+    set_model_state_dict(model, blob["model"])
+    if has_optim:
+        set_optimizer_state_dict(model, optimizer, blob["optim"])
