@@ -59,18 +59,18 @@ def is_lora(model) -> bool:
     return hasattr(model, "peft_config") and hasattr(model, "merge_and_unload")
 
 
-def adapter_of(model) -> LoraAdapter:
-    """The live adapters of a peft LoRA ``model`` as a sync payload (detached float32 CPU copies)."""
+def adapter_of(model, name: str = "default") -> LoraAdapter:
+    """The live adapter ``name`` of a peft LoRA ``model`` as a sync payload (detached float32 CPU copies)."""
     from peft.tuners.lora import LoraLayer
 
     modules, scales = {}, set()
-    for name, layer in model.named_modules():
-        if not isinstance(layer, LoraLayer) or "default" not in layer.lora_A:
+    for path, layer in model.named_modules():
+        if not isinstance(layer, LoraLayer) or name not in layer.lora_A:
             continue
-        a = layer.lora_A["default"].weight.detach().float().cpu().clone()
-        b = layer.lora_B["default"].weight.detach().float().cpu().clone()
-        modules[name.removeprefix(PEFT_PREFIX)] = (a, b)
-        scales.add(float(layer.scaling["default"]))
+        a = layer.lora_A[name].weight.detach().float().cpu().clone()
+        b = layer.lora_B[name].weight.detach().float().cpu().clone()
+        modules[path.removeprefix(PEFT_PREFIX)] = (a, b)
+        scales.add(float(layer.scaling[name]))
     if len(scales) > 1:
         raise ConfigError(f"LoRA adapters with different scales {sorted(scales)}: one alpha/rank per policy")
     return LoraAdapter(modules, scale=scales.pop() if scales else 1.0)
