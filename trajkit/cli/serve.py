@@ -61,10 +61,13 @@ def _serve_tinker(args) -> int:
     if args.backend != "trajkit" or args.draft or args.drafter:
         raise ConfigError("--api tinker samples with trajkit's engine without a drafter; drop --backend, --draft "
                           "and --drafter")
-    service = load_service(args.model, args.model_name, args.checkpoint_dir)
-    print(f"trajkit serve: Tinker API for base model {service.model_name!r} ({args.model}) on "
-          f"http://{args.host}:{args.port}; checkpoints under {args.checkpoint_dir}", file=sys.stderr)
-    serve(service, args.host, args.port)
+    from trajkit.gateway.config import GatewayConfig
+
+    cfg = from_args(GatewayConfig, args)  # --host, --port and --model-name, with the gateway's defaults
+    service = load_service(args.model, cfg.model_name, args.checkpoint_dir)
+    print(f"trajkit serve: base model {service.model_name!r} ({args.model}); checkpoints under "
+          f"{args.checkpoint_dir}", file=sys.stderr)
+    serve(service, cfg.host, cfg.port)
     return 0
 
 

@@ -78,12 +78,22 @@ def running(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, log_level:
         yield f"{root}/v1"
 
 
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` with ``TCP_NODELAY``, which Linux passes on to every accepted
+    connection. Without it a keep-alive client's next request waits ~40 ms: the response goes out in two
+    writes, Nagle holds the second until the first is ACKed, and the client delays that ACK (measured on
+    loopback: 44 ms per request before, 1.5 ms after)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    return sock
+
+
 @contextmanager
 def serving_in_thread(server, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Run a uvicorn ``server`` in a thread on ``host:port`` (0 = a free port); yields ``http://host:port``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock = bound_socket(host, port)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.time() + 30

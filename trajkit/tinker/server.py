@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trajkit.gateway.server import serving_in_thread, uvicorn_server
+from trajkit.gateway.server import bound_socket, serving_in_thread, uvicorn_server
 from trajkit.tinker.service import TinkerService
 
 
@@ -23,12 +23,14 @@ def load_service(model: str, model_name: str | None = None, checkpoint_dir: str 
 
 
 def serve(service: TinkerService, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Serve ``service`` on ``host:port`` until interrupted."""
+    """Serve ``service`` on ``host:port`` (0 = a free port) until interrupted; says the URL on stderr."""
+    import sys
+
     from trajkit.tinker.app import create_app
 
-    server = uvicorn_server(create_app(service), log_level)
-    server.config.host, server.config.port = host, port
-    server.run()
+    sock = bound_socket(host, port)  # TCP_NODELAY: no 40 ms wait per keep-alive request
+    print(f"trajkit serve: Tinker API on http://{host}:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    uvicorn_server(create_app(service), log_level).run(sockets=[sock])
 
 
 @contextmanager
