@@ -191,7 +191,7 @@ def _future_routes(app: FastAPI, futures: Futures) -> None:
     @app.post("/api/v1/retrieve_future")
     async def retrieve(request: Request):
         rid = str((await _json(request)).get("request_id"))
-        job = await asyncio.to_thread(futures.get, rid)
+        job = await futures.get(rid)
         if job is None:
             return {"error": f"unknown request_id {rid!r}", "category": "user"}
         if not job.done.is_set():

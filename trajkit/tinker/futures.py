@@ -2,7 +2,8 @@
 
 One worker thread runs the submitted jobs in submission order (the model is one set of tensors; the
 SDK orders each training client's requests by ``seq_id`` before sending them, so arrival order is its
-order). ``/api/v1/retrieve_future`` waits up to :data:`LONG_POLL_S` for the job, then answers
+order). ``/api/v1/retrieve_future`` waits (on the event loop, no thread held) up to :data:`LONG_POLL_S` for the
+job, then answers
 ``{"type": "try_again"}`` (the SDK polls again); a finished job answers its result: a dict (JSON), or
 protobuf bytes for ``ForwardBackwardOutput``/``SampleResponse``. A job that raised answers Tinker's
 failure form ``{"error": message, "category": "user"|"server"}``, which the SDK raises as
@@ -20,7 +21,7 @@ from typing import Any, Callable
 
 from trajkit.errors import TrajkitError
 
-LONG_POLL_S = 5.0
+LONG_POLL_S = 30.0  # under the SDK's 45 s timeout of a retrieve_future call
 log = logging.getLogger("trajkit.tinker")
 
 
@@ -29,6 +30,19 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: dict | None = None
+    waiters: list = field(default_factory=list)  # (event loop, asyncio.Future) of long polls
+
+    def finish(self, lock: threading.Lock) -> None:
+        with lock:
+            self.done.set()
+            waiters, self.waiters = self.waiters, []
+        for loop, fut in waiters:
+            loop.call_soon_threadsafe(_settle, fut)
+
+
+def _settle(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def failure(exc: BaseException) -> dict:
@@ -54,23 +68,35 @@ class Futures:
         self._pool.submit(self._run, job, fn)
         return request_id
 
-    @staticmethod
-    def _run(job: Job, fn) -> None:
+    def _run(self, job: Job, fn) -> None:
         try:
             job.result = fn()
         except BaseException as exc:  # every failure becomes the future's answer, never a lost thread
             job.error = failure(exc)
-        job.done.set()
+        job.finish(self._lock)
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the worker now and wait for it (a direct call that touches the models)."""
         return self._pool.submit(fn).result()
 
-    def get(self, request_id: str, timeout: float = LONG_POLL_S) -> Job | None:
-        """The job, waited for up to ``timeout`` s (check ``done``); None for an unknown id."""
+    async def get(self, request_id: str, timeout: float = LONG_POLL_S) -> Job | None:
+        """The job, awaited for up to ``timeout`` s without holding a thread (check ``done``); None for an
+        unknown id."""
+        import asyncio
+
         job = self._jobs.get(request_id)
-        if job is not None:
-            job.done.wait(timeout)
+        if job is None:
+            return None
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._lock:
+            if job.done.is_set():
+                return job
+            job.waiters.append((loop, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
         return job
 
     def close(self) -> None:
