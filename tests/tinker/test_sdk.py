@@ -176,6 +176,10 @@ def test_errors_come_back_in_the_sdk_form(server):
                         loss_fn_inputs={"target_tokens": d["targets"], "weights": [1.0, 1.0]})
     with pytest.raises(Exception, match=r"has shape \(2,\), the model input has 7 tokens"):
         tc.forward_backward([short], "cross_entropy").result()
+    oov = types.Datum(model_input=types.ModelInput.from_ints([1, 2, 999]),
+                      loss_fn_inputs={"target_tokens": [2, 3, 4], "weights": [1.0, 1.0, 1.0]})
+    with pytest.raises(Exception, match="token id 999 is outside the vocabulary"):
+        tc.forward_backward([oov], "cross_entropy").result()
     import httpx
 
     bad = httpx.post(f"{url}/api/v1/forward_backward", content=b"\x01\x02garbage",

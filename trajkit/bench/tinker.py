@@ -4,7 +4,7 @@ the same step called in process.
 One server (:mod:`trajkit.tinker`) over SmolLM2-135M-Instruct (prepared offline) or the tiny random model
 (``--model tiny``), on a loopback port in this process. Two LoRA clients of the same rank: one driven by
 ``tinker.ServiceClient`` (protobuf request, future, ``retrieve_future`` poll, protobuf result, then
-``optim_step``'s JSON round trip), one by calling :class:`trajkit.tinker.training.Trainer` directly with
+``optim_step``'s JSON round trip), one by calling :class:`trajkit.tinker.training.TrainingClients` directly with
 the same data (what the server's worker runs). ``--rows`` data of ``--length`` random token ids, the
 ``cross_entropy`` loss; ``--repeat`` steps of each, interleaved, after one warm-up step each; the table gives
 the medians and the ratio SDK / in process (the issue's goal: within 1.3x).
@@ -129,5 +129,5 @@ def _print_table(r: dict) -> None:
           f"LoRA rank {r['rank']}, {r['threads']} torch thread(s), medians of {r['repeat']}")
     print(f"{'path':<28} {'step s':>8}")
     print(f"{'tinker SDK over HTTP':<28} {r['sdk_s']:>8.3f}")
-    print(f"{'in process (Trainer)':<28} {r['in_process_s']:>8.3f}")
+    print(f"{'in process (TrainingClients)':<28} {r['in_process_s']:>8.3f}")
     print(f"ratio SDK / in process: {r['ratio']:.3f} (goal <= {GOAL:g}: {'met' if r['goal']['met'] else 'not met'})")

@@ -1,6 +1,6 @@
 """The Tinker server's state and operations, transport-free (the routes are :mod:`trajkit.tinker.app`).
 
-Sessions, LoRA training clients (:class:`trajkit.tinker.training.Trainer`), sampling sessions (an adapter
+Sessions, LoRA training clients (:class:`trajkit.tinker.training.TrainingClients`), sampling sessions (an adapter
 snapshot, or the base model, for :class:`trajkit.tinker.sampling.Sampler`) and checkpoints
 (:class:`trajkit.tinker.checkpoints.Store`). Ids follow what the SDK assumes: a training client's
 ``model_id`` is ``f"{session_id}:train:{model_seq_id}"``, a sampling session's
@@ -18,7 +18,7 @@ from trajkit.errors import InputError
 from trajkit.rl.config import LoRAConfig
 from trajkit.tinker import checkpoints
 from trajkit.tinker.sampling import BASE, Sampler
-from trajkit.tinker.training import Trainer, lora_config
+from trajkit.tinker.training import TrainingClients, lora_config
 
 
 @dataclass
@@ -36,7 +36,7 @@ class TinkerService:
         self.model_name, self.tokenizer, self.tokenizer_id = model_name, tokenizer, tokenizer_id
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self.sampler = Sampler(copy.deepcopy(model).eval(), tokenizer)
-        self.trainer = Trainer(model)
+        self.trainer = TrainingClients(model)
         self.store = checkpoints.Store(checkpoint_dir)
         self.sampling: dict[str, SamplingSession] = {}
         self._sessions = itertools.count(1)

@@ -59,7 +59,7 @@ def lora_config(rank: int, seed: int | None, train_attn=True, train_mlp=True, tr
     return LoRAConfig(rank=rank, alpha=32.0, targets=targets, seed=seed or 0)
 
 
-class Trainer:
+class TrainingClients:
     """The training side of the server over ``base`` (a float32 HF causal LM it takes ownership of)."""
 
     def __init__(self, base: torch.nn.Module):
@@ -105,7 +105,7 @@ class Trainer:
         client = self.client(model_id)
         loss = loss_fn(loss_name)
         for i, d in enumerate(data):
-            check_datum(d, i, loss_name)
+            check_datum(d, i, loss_name, self.base.config.vocab_size)
         self._activate(client)
         out, total = [], 0.0
         with torch.set_grad_enabled(not forward_only):
@@ -170,9 +170,17 @@ class Trainer:
         client.steps = int(state.get("steps", 0))
 
 
-def check_datum(d: Datum, index: int, loss_name: str) -> None:
-    """Every input the loss reads is present and has one value per token (a user error otherwise)."""
+def check_datum(d: Datum, index: int, loss_name: str, vocab_size: int) -> None:
+    """Every input the loss reads is present and has one value per token, and every token id is in the
+    vocabulary (a user error otherwise)."""
     n = len(d.tokens)
+    if n == 0:
+        raise InputError(f"data[{index}].model_input has no tokens", field="model_input")
+    ids = [*d.tokens, *d.inputs.get("target_tokens", torch.zeros(0, dtype=torch.long)).tolist()]
+    bad = [t for t in ids if not 0 <= t < vocab_size]
+    if bad:
+        raise InputError(f"data[{index}]: token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1})",
+                         field="model_input")
     for key in ("target_tokens", *INPUTS.get(loss_name, ())):
         if key not in d.inputs:
             raise InputError(f"data[{index}].loss_fn_inputs has no {key!r}, which loss_fn {loss_name!r} needs",
