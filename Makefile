@@ -51,7 +51,7 @@ COOKBOOK_TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(COOKBOOK_VENV)/.installed:
 	$(PYTHON) -m venv $(COOKBOOK_VENV)
 	$(COOKBOOK_VENV)/bin/python -m pip install --quiet $(if $(COOKBOOK_TORCH_INDEX),--extra-index-url $(COOKBOOK_TORCH_INDEX)) \
-		'torch==2.13.0+cpu' 'tinker==0.38.0' 'tinker-cookbook==$(COOKBOOK_VERSION)'
+		'torch==2.13.0+cpu' 'tinker==0.38.0' 'tinker-cookbook[math-rl]==$(COOKBOOK_VERSION)'
 	$(COOKBOOK_VENV)/bin/python -c 'import tinker, tinker_cookbook'
 	touch $@
 
