@@ -5,7 +5,8 @@ One server (:mod:`trajkit.tinker`) over SmolLM2-135M-Instruct (prepared offline)
 (``--model tiny``), on a loopback port in this process. Two LoRA clients of the same rank: one driven by
 ``tinker.ServiceClient`` (protobuf request, future, ``retrieve_future`` poll, protobuf result, then
 ``optim_step``'s JSON round trip), one by calling :class:`trajkit.tinker.training.TrainingClients` directly with
-the same data (what the server's worker runs). ``--rows`` data of ``--length`` random token ids, the
+the same data (what the server's worker runs). Both start from the same seed and take the same steps, so
+they must end with the same adapter: ``adapter_max_abs_diff`` says they did. ``--rows`` data of ``--length`` random token ids, the
 ``cross_entropy`` loss; ``--repeat`` steps of each, interleaved, after one warm-up step each; the table gives
 the medians and the ratio SDK / in process (the issue's goal: within 1.3x).
 """
@@ -99,8 +100,16 @@ def measure(args, folder: str) -> dict:
                 sdk.append(s)
                 local.append(l_)
         client.holder.close()
+        gap = _adapter_gap(service.trainer.adapter("local"), service.trainer.adapter(tc.model_id))
     return {"sdk_s": statistics.median(sdk), "in_process_s": statistics.median(local), "sdk_all_s": sdk,
-            "in_process_all_s": local}
+            "in_process_all_s": local, "steps_each": args.repeat + 1, "adapter_max_abs_diff": gap}
+
+
+def _adapter_gap(a, b) -> float:
+    """Largest |difference| between two adapters' tensors: the two paths ran the same steps on the same data
+    from the same seed, so they should have trained the same adapter (the check that both really trained)."""
+    return max(float((x - y).abs().max()) for name in a.modules
+               for x, y in zip(a.modules[name], b.modules[name]))
 
 
 def run(args) -> int:
@@ -131,3 +140,4 @@ def _print_table(r: dict) -> None:
     print(f"{'tinker SDK over HTTP':<28} {r['sdk_s']:>8.3f}")
     print(f"{'in process (TrainingClients)':<28} {r['in_process_s']:>8.3f}")
     print(f"ratio SDK / in process: {r['ratio']:.3f} (goal <= {GOAL:g}: {'met' if r['goal']['met'] else 'not met'})")
+    print(f"after {r['steps_each']} steps each, the two adapters differ by at most {r['adapter_max_abs_diff']:.2e}")
