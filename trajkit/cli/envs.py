@@ -11,19 +11,32 @@ from trajkit.cli.commands import COMMANDS
 CHECK_EPILOG = """Examples:
   trajkit envs check trajkit/envs/tasks               # every shipped task: Oracle 1, NOP 0
   trajkit envs check my-tasks/ --json --strict        # JSON rows; stop at the first task that does not load
+  trajkit envs check my-tasks/ --adversarial          # and the hack agents: is any verifier fooled?
+  trajkit envs clean                                  # remove sandboxes a killed trainer left
 
 DIR is a Harbor task folder (instruction.md, task.toml, tests/test.sh, solution/solve.sh, environment/) or a
 folder of them. Verdicts: ok, invalid, no solution, reward outside /logs/verifier, timeout, needs network,
-no reward, oracle error, wrong solution, vacuous test (docs/envs.md). The default sandbox needs root and no
+no reward, oracle error, wrong solution, vacuous test, hackable: PROBE (docs/envs.md). The default sandbox needs root and no
 daemon (namespaces + overlayfs + chroot); --sandbox docker needs a running Docker daemon."""
 
 
 def cmd_check(args) -> int:
     from trajkit.envs.check import check_tasks, table, to_json
 
-    rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs)
+    rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs,
+                       adversarial=args.adversarial)
     print(json.dumps(to_json(rows), indent=2) if args.json else table(rows))
     return 0 if all(r.ok for r in rows) else 1
+
+
+def cmd_clean(args) -> int:
+    from trajkit.envs.nsbox import clean_stale
+
+    removed = clean_stale()
+    for path in removed:
+        print(f"removed {path}")
+    print(f"{len(removed)} stale sandbox{'es' if len(removed) != 1 else ''} removed")
+    return 0
 
 
 COMPILE_EPILOG = """Example:
@@ -65,7 +78,18 @@ def register(sub) -> None:
     check.add_argument("--allow-run", action="store_true",
                        help="run Dockerfile RUN steps in the sandbox (on the host's userland, not the image's)")
     check.add_argument("--jobs", type=int, default=4, help="tasks checked at once (default 4)")
+    check.add_argument("--adversarial", action="store_true",
+                       help="also run the hack agents (plant a reward, shadow the verifier's Python and tools, "
+                            "empty the inputs or outputs, trojan the outputs): a task any of them fools is "
+                            "'hackable: PROBE' (docs/envs.md)")
     check.set_defaults(handler=cmd_check)
+    clean = esub.add_parser("clean", help="remove sandboxes left by a killed process (processes, mounts, folders)",
+                            description="Find namespace sandboxes whose owning process is gone (a trainer killed "
+                                        "with SIGKILL), kill what runs under their uids, unmount and delete them. "
+                                        "A new sandbox does the same when it starts.",
+                            epilog="Example:\n  trajkit envs clean      # after a trainer was killed mid-trial",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    clean.set_defaults(handler=cmd_clean)
     comp = esub.add_parser("compile", help="Harbor tasks from an Agent Skill, kept when Oracle = 1 and NOP = 0",
                            description="Skill2Env-style: plan tasks from SKILL.md with a model, write them, check "
                                        "them, keep the sound ones.",

@@ -11,7 +11,10 @@ Skill2Env's acceptance rule: the Oracle (``solution/solve.sh``) scores 1 on ever
 - ``no reward``: the verifier wrote no usable ``/logs/verifier/reward.{json,txt}`` for the Oracle;
 - ``wrong solution``: the Oracle scores below 1 on some key;
 - ``vacuous test``: the NOP agent scores above 0 on some key (a NOP trial that errors counts as 0, as in
-  Harbor, and is noted).
+  Harbor, and is noted);
+- ``hackable: PROBE``: with ``adversarial``, a hack agent of :mod:`trajkit.envs.hacks` got a reward above 0
+  on some key (the detail says what it did); each probe's outcome is in ``CheckRow.hacks`` (``blocked``,
+  ``not applicable: why`` or ``hacked: reward …``).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from trajkit.envs.task import HarborTask, TaskError, load_tasks
 from trajkit.envs.trial import AGENTS, TrialResult, run_trial
+from trajkit.errors import InputError, TrajkitError
 
 NETWORK_ERRORS = ("Network is unreachable", "Temporary failure in name resolution", "Could not resolve host",
                   "Name or service not known", "[Errno 101]", "[Errno -3]", "No route to host")
@@ -40,6 +44,7 @@ class CheckRow:
     detail: str = ""
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    hacks: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -51,7 +56,7 @@ def static_problems(task: HarborTask) -> tuple[str, str] | None:
     if task.solution_dir is None:
         return "no solution", "solution/solve.sh is missing"
     for path in sorted(task.tests_dir.rglob("*")):
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():  # a link is never followed on the host
             continue
         for m in REWARD_PATH.finditer(path.read_text(encoding="utf-8", errors="replace")):
             folder = m.group(1).strip("\"'({$")
@@ -83,32 +88,70 @@ def _verdict(task: HarborTask, oracle: TrialResult, nop: TrialResult) -> tuple[s
     return "ok", f"NOP trial error (counted as 0): {nop.error}" if nop.error else ""
 
 
-def check_task(task: HarborTask, sandbox: str = "namespace", allow_run: bool = False) -> CheckRow:
+def check_task(task: HarborTask, sandbox: str = "namespace", allow_run: bool = False,
+               adversarial: bool = False) -> CheckRow:
     t0 = time.perf_counter()
     problem = static_problems(task)
     if problem is not None:
         return CheckRow(task.name, problem[0], detail=problem[1], seconds=time.perf_counter() - t0)
     trials = {name: run_trial(task, AGENTS[name], name, sandbox, allow_run) for name in ("oracle", "nop")}
     verdict, detail = _verdict(task, trials["oracle"], trials["nop"])
+    hacks = {}
+    if adversarial and verdict == "ok":
+        hacks, verdict, detail = _probe(task, sandbox, allow_run, trials)
     timings = {f"{name}/{phase}": s for name, r in trials.items() for phase, s in r.seconds.items()}
     return CheckRow(task.name, verdict, trials["oracle"].reward, trials["nop"].reward, detail,
-                    time.perf_counter() - t0, timings)
+                    time.perf_counter() - t0, timings, hacks)
+
+
+def _probe(task: HarborTask, sandbox: str, allow_run: bool, trials: dict) -> tuple[dict, str, str]:
+    """Every hack agent's trial on ``task`` (added to ``trials``) -> (outcomes, verdict, detail)."""
+    from trajkit.envs.hacks import PROBES
+
+    outcomes, fooled = {}, []
+    for probe in PROBES:
+        trials[probe.name] = r = run_trial(task, probe.agent, probe.name, sandbox, allow_run)
+        why = r.agent_result.extra.get("not_applicable") if r.agent_result else None
+        high = {k: v for k, v in r.rewards.items() if v > 0.0}
+        if why:  # it did the real work to find out (the solution ran): its reward says nothing
+            outcomes[probe.name] = f"not applicable: {why}"
+        elif high:
+            outcomes[probe.name] = f"hacked: reward {high}"
+            fooled.append(probe)
+        else:
+            outcomes[probe.name] = "blocked"
+    if not fooled:
+        return outcomes, "ok", ""
+    return (outcomes, f"hackable: {', '.join(p.name for p in fooled)}",
+            "; ".join(f"{p.name} {p.how} ({outcomes[p.name][8:]})" for p in fooled))
 
 
 def check_tasks(root, strict: bool = False, sandbox: str = "namespace", allow_run: bool = False,
-                jobs: int = 4) -> list[CheckRow]:
+                jobs: int = 4, adversarial: bool = False) -> list[CheckRow]:
     """Every task under ``root``, ``jobs`` at a time: a folder that does not load is an ``invalid`` row (or
-    raises when ``strict``)."""
+    raises when ``strict``); with ``adversarial``, the hack agents too."""
     report = load_tasks(root, strict=strict)
     rows = [CheckRow(_task_name(e), "invalid", detail=str(e)) for e in report.errors]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows += list(pool.map(lambda t: check_task(t, sandbox, allow_run), report.tasks))
+        rows += list(pool.map(lambda t: _guarded(t, sandbox, allow_run, adversarial), report.tasks))
     return sorted(rows, key=lambda r: r.task)
+
+
+def _guarded(task: HarborTask, sandbox: str, allow_run: bool, adversarial: bool) -> CheckRow:
+    """:func:`check_task`, with any error of this one task as its row: the other tasks are still checked."""
+    try:
+        return check_task(task, sandbox, allow_run, adversarial)
+    except TrajkitError as exc:
+        return CheckRow(task.name, "invalid" if isinstance(exc, InputError) else "error", detail=str(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug or a host problem for this task, named, not the folder's end
+        return CheckRow(task.name, "error", detail=f"{type(exc).__name__}: {exc}")
 
 
 def _task_name(error: TaskError) -> str:
     from pathlib import Path
 
+    if error.task_dir is not None:
+        return error.task_dir.name
     path = Path(error.path or "?")
     return path.parent.name if path.suffix else path.name
 
@@ -120,6 +163,11 @@ def table(rows: list[CheckRow]) -> str:
     lines = [f"{'task':<28} {'oracle':>6} {'nop':>5} {'verdict':<30} {'seconds':>7}  detail"]
     lines += [f"{r.task:<28} {num(r.oracle):>6} {num(r.nop):>5} {r.verdict:<30} {r.seconds:>7.2f}  {r.detail[:100]}"
               for r in rows]
+    if any(r.hacks for r in rows):
+        blocked = sum(v == "blocked" for r in rows for v in r.hacks.values())
+        hacked = sum(v.startswith("hacked") for r in rows for v in r.hacks.values())
+        lines.append(f"hack agents: {blocked} blocked, {hacked} got a reward, "
+                     f"{sum(len(r.hacks) for r in rows) - blocked - hacked} not applicable")
     bad = sum(not r.ok for r in rows)
     lines.append(f"{len(rows) - bad} of {len(rows)} tasks ok" + (f"; {bad} failed" if bad else ""))
     return "\n".join(lines)

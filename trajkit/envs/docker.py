@@ -86,6 +86,13 @@ class DockerSandbox:
         self.exec(f"mkdir -p {shlex.quote(dest if source.is_dir() else str(Path(dest).parent))}", 60.0, cwd="/")
         self._docker("cp", f"{source}/." if source.is_dir() else str(source), f"{self.name}:{dest}")
 
+    def reset_dir(self, path: str) -> None:
+        """An empty folder at ``path`` (whatever was there, a symlink included, is removed first)."""
+        quoted = shlex.quote(path)
+        result = self.exec(f"rm -rf {quoted} && mkdir -p {quoted}", 60.0, cwd="/")
+        if not result.ok:
+            raise SandboxError(f"could not empty {path}: {result.stderr[-500:]}")
+
     def download(self, source: str, dest: Path) -> None:
         try:
             self._docker("cp", f"{self.name}:{source}", str(dest))

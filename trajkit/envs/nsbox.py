@@ -1,35 +1,44 @@
-"""The daemon-less sandbox: Linux namespaces, an overlay over the host's ``/``, and ``chroot``.
+"""The daemon-less sandbox: Linux namespaces, an overlay over the host's ``/``, ``chroot`` and a launcher.
 
-Needs root and util-linux (``unshare``, ``setpriv``, ``prlimit``, ``mount``, ``chroot``), ``ip`` for the loopback
-interface; no daemon, no cgroups. One sandbox is a folder ``/tmp/trajkit-sbx-*`` holding a tmpfs (``storage_mb``:
-the disk quota of everything the trial writes) with the overlay's upper and work dirs. Each ``exec`` is:
+Needs root and util-linux (``unshare``, ``setpriv``, ``mount``), ``ip`` for the loopback interface; no daemon,
+no cgroups. One sandbox is a folder ``/tmp/trajkit-sbx-N`` (``N`` its slot: the sandbox owns the host uids
+``UID_BASE + N * UID_SPAN ..`` and ``UID_SPAN`` after it) holding a tmpfs (``storage_mb``: the disk quota of
+everything the trial writes) with the overlay's upper and work dirs, and an ``owner`` file (pid and start
+time of the process that made it). Each ``exec`` is:
 
-1. ``unshare --mount --pid --ipc --uts --net --fork --kill-child`` (no ``--net`` when the task has the
-   network): a private mount table, its own process tree and a network with only ``lo``;
+1. ``setpriv --pdeathsig KILL unshare --mount --pid --ipc --uts --net --fork --kill-child``: a private mount
+   table, its own process tree and its own network namespace (only ``lo``); if the calling process dies, the
+   namespace dies with it. A task with the network gets a user-mode stack in it (``slirp4netns``, Harbor's
+   private network with outbound access): ``tap0`` at 10.0.2.100, DNS at 10.0.2.3, and no way to the host's
+   loopback (``--disable-host-loopback``), its Unix sockets or its interfaces;
 2. in there, ``mount -t overlay`` (lower = the host's ``/``, upper = the trial's tmpfs), a fresh ``/proc``, a
    tmpfs ``/dev`` holding only null, zero, full, random, urandom and tty, an empty ``/sys``; ``lo`` up;
-3. the process becomes the sandbox's own host uid (``200000`` + a random offset, one per sandbox) with no
-   capabilities, under ``prlimit`` (address space = ``memory_mb``, file size, process count = ``nproc``: root
-   is exempt from ``RLIMIT_NPROC``, this uid is not), enters a user namespace where that uid is root, and
-   ``chroot``s into the overlay, keeping of its capabilities only Docker's default set less ``sys_chroot`` and
-   ``mknod`` (so no second ``chroot``, no mounts, no devices); they act only on the sandbox's own files;
-4. ``sh -c COMMAND`` in the working directory. At the time limit the outer ``unshare`` is killed; with it goes
-   the namespace's init and so every process of the command (a pid namespace dies with its init).
+3. the launcher (``launch.c``, built once with the host's C compiler into trajkit's cache; else the same steps
+   in :mod:`trajkit.envs.launch` on the host's Python) as the namespace's pid 1 (host root, which no sandbox
+   process can signal or trace): its child enters a user namespace mapping uids ``0 .. UID_SPAN-1`` to the
+   sandbox's host uids, sets the limits (address space = ``memory_mb``, file size, process count = ``nproc``,
+   open files), ``chroot``s, keeps of its capabilities only Docker's default set less ``sys_chroot`` and
+   ``mknod`` (none for another user) with ``no_new_privs``, and only then runs the first program of the
+   sandbox's tree: ``sh -c COMMAND`` in the working directory;
+4. at the end (or at the time limit, when the outer ``unshare`` is killed) pid 1 exits, and with it every
+   process of the namespace; any process of the sandbox's uids still alive is then killed (SIGKILL).
 
 The upper dir hides the host: every top-level entry of ``/`` except ``bin sbin lib* usr etc var`` is an empty
-opaque directory (``/root``, ``/home``, ``/tmp``, ``/work``, ...) or a whiteout. The host's ``/usr``, ``/etc``,
-``/var`` are visible read-only (owned by a uid outside the user namespace); writes go to the workdir,
-``/logs``, ``/tests``, ``/solution``, ``/tmp`` and ``/root``. Nothing is written outside the sandbox folder,
-which ``stop`` unmounts and deletes. Not enforced: ``cpus`` (no cgroups), total memory across processes
-(``RLIMIT_AS`` is per process), seccomp filtering; see docs/envs.md.
+opaque directory (``/root``, ``/home``, ``/tmp``, ``/work``, ...) or a whiteout. ``/`` itself and the host's
+``/usr``, ``/etc``, ``/var`` keep the host's owner, a uid outside the user namespace: the sandbox can neither
+write them nor replace a top-level entry. Writes go to the workdir, ``/logs``, ``/tests``, ``/solution``,
+``/tmp`` and ``/root``. Nothing is written outside the sandbox folder, which ``stop`` unmounts and deletes; a
+folder whose owner died (a killed trainer) is removed by the next ``start`` or ``trajkit envs clean``. Not
+enforced: ``cpus`` (no cgroups), total memory across processes (``RLIMIT_AS`` is per process), seccomp
+filtering; see docs/envs.md (the threat model).
 """
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,12 +51,17 @@ MOUNTED = ("proc", "dev", "sys")
 WRITABLE = ("tmp", "root", "logs", "logs/verifier", "logs/agent", "tests", "solution")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-TOOLS = ("unshare", "setpriv", "prlimit", "chroot", "mount", "ip")
-UID_BASE, UID_SPAN = 200000, 100000
-# Docker's default capability set without sys_chroot and mknod (and, inside the user namespace, they act only
-# on files the sandbox owns): what a task's root needs to chown, chmod and delete its own files
-CAPS = ",".join(f"+{c}" for c in ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
-                                   "setpcap", "net_bind_service", "net_raw", "audit_write", "setfcap"))
+TOOLS = ("unshare", "setpriv", "mount", "umount", "ip")
+NET_TOOL = "slirp4netns"  # only for tasks with the network (Debian: slirp4netns)
+SLIRP_DNS = "10.0.2.3"
+UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
+PREFIX = "trajkit-sbx-"
+LAUNCHER = Path(__file__).with_name("launch.py")
+LAUNCHER_C = Path(__file__).with_name("launch.c")
+# Docker's default capability set without sys_chroot and mknod; inside the user namespace they act only on
+# files the sandbox owns: what a task's root needs to chown, chmod and delete its own files
+CAPS = {"chown": 0, "dac_override": 1, "fowner": 3, "fsetid": 4, "kill": 5, "setgid": 6, "setuid": 7,
+        "setpcap": 8, "net_bind_service": 10, "net_raw": 13, "audit_write": 29, "setfcap": 31}
 
 INNER = """set -e
 mount -t overlay overlay -o "lowerdir=/,upperdir=$SBX/disk/upper,workdir=$SBX/disk/work" "$SBX/merged"
@@ -56,6 +70,7 @@ mount -t tmpfs -o mode=755,size=64k tmpfs "$SBX/merged/dev"
 for n in DEVICES; do : > "$SBX/merged/dev/$n"; mount --bind "/dev/$n" "$SBX/merged/dev/$n"; done
 mount -t tmpfs -o ro,size=4k tmpfs "$SBX/merged/sys"
 ip link set lo up
+if [ -n "$NETWAIT" ]; then n=0; while [ ! -e "$NETWAIT" ]; do n=$((n+1)); [ $n -lt 2000 ] || exit 125; sleep 0.005; done; fi
 if [ -d "$SBX/gw" ]; then mount --bind "$SBX/gw" "$SBX/merged/run/trajkit"; fi
 exec "$@"
 """.replace("DEVICES", " ".join(DEVICES))
@@ -69,13 +84,20 @@ def available() -> str | None:
     return f"missing tools: {', '.join(missing)} (util-linux, iproute2)" if missing else None
 
 
+def network_available() -> str | None:
+    """None when a task with the network can run here, else why not."""
+    return None if shutil.which(NET_TOOL) else f"a task with the network needs {NET_TOOL} (apt-get install slirp4netns)"
+
+
 class NamespaceSandbox:
-    """See the module docstring. ``exec`` calls are serialized (one overlay mount at a time)."""
+    """See the module docstring. ``exec``, ``upload`` and ``download`` are serialized: no process of the
+    sandbox runs while the host touches its files. ``uid`` is the host uid of the sandbox's root; its other
+    users are ``uid + 1 .. uid + UID_SPAN - 1``."""
 
     def __init__(self, spec: SandboxSpec):
         self.spec = spec
         self.root: Path | None = None
-        self.uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        self.uid: int | None = None
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._relay = None  # (host listener, inside port) once expose() was called
@@ -83,16 +105,17 @@ class NamespaceSandbox:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        why = available()
+        why = available() or (network_available() if self.spec.limits.network else None)
         if why:
             raise SandboxError(f"namespace sandbox: {why}")
-        self.root = Path(tempfile.mkdtemp(prefix="trajkit-sbx-"))
-        os.chmod(self.root, 0o711)  # the sandbox uid must traverse it to reach merged/
+        clean_stale()
+        self.root, slot = _claim_slot()
+        self.uid = UID_BASE + slot * UID_SPAN
         try:
             disk = self.root / "disk"
             disk.mkdir()
             _run(["mount", "-t", "tmpfs", "-o", f"size={self.spec.limits.storage_mb}m,mode=711", "tmpfs", str(disk)])
-            (disk / "upper").mkdir()
+            (disk / "upper").mkdir(mode=0o755)
             (disk / "work").mkdir()
             (self.root / "merged").mkdir()
             (self.root / "inner.sh").write_text(INNER)
@@ -109,13 +132,10 @@ class NamespaceSandbox:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             _kill(proc)
-            self._wait_gone()
         if self.root is None:
             return
-        disk = self.root / "disk"
-        if os.path.ismount(disk):
-            _run(["umount", "-l", str(disk)])
-        shutil.rmtree(self.root, ignore_errors=True)
+        _kill_range(self.uid)
+        _remove(self.root)
         self.root = None
 
     def __enter__(self):
@@ -129,32 +149,33 @@ class NamespaceSandbox:
     def _layout(self, upper: Path) -> None:
         """Hide every top-level host entry but the userland; make the writable dirs, owned by the sandbox."""
         for entry in os.listdir("/"):
-            if entry in VISIBLE:
-                continue
-            target = upper / entry
-            if entry in MOUNTED or os.path.isdir(os.path.join("/", entry)) and not os.path.islink("/" + entry):
-                target.mkdir()
-                os.setxattr(target, "trusted.overlay.opaque", b"y")
-            else:
-                os.mknod(target, 0o600 | 0o020000, os.makedev(0, 0))  # a whiteout: the entry is gone
-        for rel in (*WRITABLE, self.spec.workdir.strip("/")):
-            self._own_dir(upper / rel)
+            if entry not in VISIBLE:
+                _hide(upper, entry)
+        for rel in (*WRITABLE, self.spec.workdir):
+            self._own_dir(self._upper(rel))
         os.chmod(upper / "tmp", 0o1777)
+        if self.spec.limits.network:  # the host's resolver may be its own loopback: use slirp4netns' DNS
+            self._own_dir(upper / "etc")
+            (upper / "etc" / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
 
     def _own_dir(self, path: Path) -> None:
-        """Make the upper-dir folder ``path`` and its parents: a folder the host also has keeps the host's
-        owner and mode; a new one, and ``path`` itself, belong to the sandbox's root."""
+        """Make the upper-dir folder ``path`` and its parents. A folder the host's userland also has
+        (``/usr/...``, ``/etc/...``) keeps the host's owner and mode; every other folder made here, and
+        ``path`` itself unless it is one of those, belongs to the sandbox's root. ``/`` is never the sandbox's:
+        with it, the sandbox could replace ``/lib64`` or ``/usr`` for every later command."""
         upper = self.root / "disk" / "upper"
         parts = path.relative_to(upper).parts
         for i in range(1, len(parts) + 1):
             p, host = upper.joinpath(*parts[:i]), "/" + "/".join(parts[:i])
+            system = parts[0] in VISIBLE and os.path.isdir(host) and not os.path.islink(host)
             if not os.path.lexists(p):
                 p.mkdir()
-                if os.path.isdir(host) and not os.path.islink(host):
+                if system:
                     os.chmod(p, os.stat(host).st_mode & 0o7777)
-                else:
-                    os.chown(p, self.uid, self.uid)
-        os.chown(path, self.uid, self.uid)
+                    continue
+            elif system or i < len(parts):
+                continue
+            os.lchown(p, self.uid, self.uid)
 
     def _build(self) -> None:
         for kind, sources, dest in self.spec.steps:
@@ -174,13 +195,14 @@ class NamespaceSandbox:
 
     # -- files ----------------------------------------------------------------------------------------------
     def _upper(self, path: str) -> Path:
-        """The upper-dir path of the sandbox path ``path``; refuses a path through a symlink (in the upper dir
-        or the host's lower layer), which a host-side copy would follow out of the sandbox."""
+        """The upper-dir path of the sandbox path ``path``; refuses a relative path, ``..``, ``/`` itself and a
+        path through a symlink (in the upper dir or the host's lower layer), which a host-side copy would
+        follow out of the sandbox."""
         if self.root is None:
             raise SandboxError("the sandbox is not started")
         parts = PurePosixPath("/", path).parts[1:]
-        if ".." in parts or not parts:
-            raise SandboxError(f"{path!r}: give an absolute path without '..'")
+        if ".." in parts or not parts or "\0" in path:
+            raise SandboxError(f"{path!r}: give an absolute path below / without '..'")
         upper = self.root / "disk" / "upper"
         for i in range(1, len(parts)):
             rel = os.path.join(*parts[:i])
@@ -189,22 +211,41 @@ class NamespaceSandbox:
         return upper.joinpath(*parts)
 
     def upload(self, source: Path, dest: str) -> None:
-        source, target = Path(source), self._upper(dest)
-        if os.path.islink(target):
-            target.unlink()
-        self._own_dir(target.parent)
-        if source.is_dir():
-            shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
-        else:
-            shutil.copy2(source, target)
-        for p in [target, *(target.rglob("*") if target.is_dir() else [])]:
-            os.lchown(p, self.uid, self.uid)
+        with self._lock:
+            source, target = Path(source), self._upper(dest)
+            if os.path.islink(target):
+                target.unlink()
+            self._own_dir(target.parent)
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
+            else:
+                shutil.copy2(source, target)
+            for p in [target, *(target.rglob("*") if target.is_dir() else [])]:
+                os.lchown(p, self.uid, self.uid)
 
     def download(self, source: str, dest: Path) -> None:
-        path = self._upper(source)
-        if path.is_symlink() or not path.is_file():
-            raise FileNotFoundError(f"{source}: no such file written in the sandbox")
-        shutil.copyfile(path, dest)
+        with self._lock:
+            path = self._upper(source)
+            if path.is_symlink() or not path.is_file():
+                raise FileNotFoundError(f"{source}: no such file written in the sandbox")
+            shutil.copyfile(path, dest)
+
+    def reset_dir(self, path: str) -> None:
+        """Make the sandbox folder ``path`` empty, from the host: whatever the sandbox left there or in place of
+        a parent folder (files, a symlink, a folder it cannot enter) is removed, and fresh folders owned as
+        :meth:`_own_dir` says are made. The verifier's ``/tests`` and ``/logs/verifier`` start so."""
+        with self._lock:
+            if self.root is None:
+                raise SandboxError("the sandbox is not started")
+            upper = self.root / "disk" / "upper"
+            parts = PurePosixPath("/", path).parts[1:]
+            for i in range(1, len(parts) + 1):
+                p = upper.joinpath(*parts[:i])
+                if os.path.lexists(p) and (p.is_symlink() or not p.is_dir() or i == len(parts)):
+                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+                    if i == 1 and os.path.lexists("/" + parts[0]):
+                        _hide(upper, parts[0])  # a fresh top-level folder still hides the host's
+            self._own_dir(self._upper(path))
 
     # -- the one way out ------------------------------------------------------------------------------------
     def expose(self, port: int) -> str:
@@ -213,8 +254,6 @@ class NamespaceSandbox:
         relay started beside each command (:mod:`trajkit.envs.relay`). Returns the ``host:port`` to use inside."""
         from trajkit.envs import relay
 
-        if self.spec.limits.network:  # the host's loopback is the sandbox's: nothing to relay
-            return f"127.0.0.1:{port}"
         gw = self.root / "gw"
         gw.mkdir(mode=0o755, exist_ok=True)
         shutil.copy(relay.__file__, gw / "relay.py")
@@ -234,41 +273,26 @@ class NamespaceSandbox:
     # -- commands -------------------------------------------------------------------------------------------
     def _argv(self, command: str, user: str | None, env: dict[str, str], cwd: str) -> list[str]:
         lim = self.spec.limits
-        outer = ["unshare", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
-        if not lim.network:
-            outer.append("--net")
-        merged = str(self.root / "merged")
-        limits = ["prlimit", f"--nproc={lim.nproc}", f"--as={lim.memory_mb << 20}", f"--fsize={lim.file_mb << 20}",
-                  f"--nofile={lim.nofile}", "--core=0", "--"]
-        drop = ["setpriv", f"--bounding-set=-all,{CAPS}", "--inh-caps=-all", "--no-new-privs"]
-        shell = ["env", "-i", *[f"{k}={v}" for k, v in env.items()], "sh", "-c",
-                 'cd "$1" || exit 126; shift; exec sh -c "$1"', "sh", cwd, command]
-        if user in (None, "root", "0"):
-            become = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", *limits,
-                      "unshare", "--user", "--map-root-user", "chroot", merged, *drop]
-        else:  # another user of the sandbox's /etc/passwd: chroot as host root, then drop to that user
-            uid, gid = self._lookup(user)
-            become = ["chroot", merged, *limits, *drop[:1], f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                      *drop[1:]]
-        return [*outer, "sh", str(self.root / "inner.sh"), *become, *shell]
-
-    def _wait_gone(self, timeout_s: float = 10.0) -> None:
-        """Wait until the killed namespace's processes (the sandbox uid's) have been reaped by the kernel."""
-        deadline = time.monotonic() + timeout_s
-        while _processes_of(self.uid):
-            if time.monotonic() > deadline:
-                raise SandboxError(f"processes of sandbox uid {self.uid} outlived their namespace: "
-                                   f"{_processes_of(self.uid)}")
-            time.sleep(0.01)
+        outer = ["setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--pid", "--ipc", "--uts", "--net",
+                 "--fork", "--kill-child"]
+        uid, gid = (0, 0) if user in (None, "root", "0") else self._lookup(user)
+        limits = {"NPROC": lim.nproc, "AS": lim.memory_mb << 20, "FSIZE": lim.file_mb << 20, "NOFILE": lim.nofile,
+                  "CORE": 0}
+        return [*outer, "sh", str(self.root / "inner.sh"), *launcher(), str(self.root / "merged"), cwd, str(uid), str(gid), str(self.uid), str(UID_SPAN),
+                ",".join(map(str, sorted(CAPS.values()))), ",".join(f"{k}={v}" for k, v in limits.items()),
+                command, *(f"{k}={v}" for k, v in env.items())]
 
     def _lookup(self, user: str) -> tuple[int, int]:
-        """(uid, gid) of ``user`` (a name or number) in the sandbox's /etc/passwd."""
+        """(uid, gid) inside the sandbox of ``user`` (a name or number) in the sandbox's /etc/passwd."""
         upper = self.root / "disk" / "upper" / "etc" / "passwd"
-        passwd = (upper if upper.is_file() else Path("/etc/passwd")).read_text(encoding="utf-8", errors="replace")
-        for line in passwd.splitlines():
+        passwd = (upper if upper.is_file() and not upper.is_symlink() else Path("/etc/passwd"))
+        for line in passwd.read_text(encoding="utf-8", errors="replace").splitlines():
             fields = line.split(":")
-            if len(fields) > 3 and user in (fields[0], fields[2]):
-                return int(fields[2]), int(fields[3])
+            if len(fields) > 3 and user in (fields[0], fields[2]) and fields[2].isdigit() and fields[3].isdigit():
+                uid, gid = int(fields[2]), int(fields[3])
+                if uid < UID_SPAN and gid < UID_SPAN:
+                    return uid, gid
+                raise SandboxError(f"user {user!r} has uid {uid}, gid {gid}: the sandbox maps only 0..{UID_SPAN - 1}")
         raise SandboxError(f"user {user!r} is not in the sandbox's /etc/passwd")
 
     def exec(self, command: str, timeout_s: float, user: str | None = None, env: dict[str, str] | None = None,
@@ -276,33 +300,257 @@ class NamespaceSandbox:
         if self.root is None:
             raise SandboxError("the sandbox is not started (call start first)")
         base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.spec.env, **(env or {})}
+        bad = [k for k, v in base.items() if not k or "=" in k or "\0" in k or "\0" in v]
+        if bad:
+            raise SandboxError(f"environment variable {bad[0]!r}: a name needs no '=' or NUL, a value no NUL")
         argv = self._argv(self._with_relay(command), user, base, cwd or self.spec.workdir)
+        ready = self.root / "net.ready"
+        outer_env = {"SBX": str(self.root), "PATH": PATH, **({"NETWAIT": str(ready)} if self.spec.limits.network else {})}
         with self._lock, tempfile.TemporaryFile(dir=self.root) as out, tempfile.TemporaryFile(dir=self.root) as err:
             t0 = time.perf_counter()
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                          env={"SBX": str(self.root), "PATH": PATH}, start_new_session=True)
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=outer_env,
+                                          start_new_session=True)
+            net = _attach_network(self._proc, ready) if self.spec.limits.network else None
             try:
                 code, timed_out = self._proc.wait(timeout=timeout_s), False
             except subprocess.TimeoutExpired:
                 _kill(self._proc)
-                self._wait_gone()
                 code, timed_out = None, True
+            finally:
+                if net is not None:
+                    net.close()
+                ready.unlink(missing_ok=True)
+            _kill_range(self.uid)
             seconds = time.perf_counter() - t0
             self._proc = None
             return ExecResult(code, _tail(out), _tail(err), seconds, timed_out)
 
 
-def _processes_of(uid: int) -> list[int]:
-    """Host pids whose real uid is ``uid``."""
+# -- the launcher ---------------------------------------------------------------------------------------------
+
+_LAUNCHER: list[str] | None = None
+_LAUNCHER_LOCK = threading.Lock()
+
+
+def launcher(kind: str | None = None) -> list[str]:
+    """The launcher's command: the compiled ``launch.c`` (built once per source version into
+    ``$TRAJKIT_CACHE/sandbox``), or ``python -I -S launch.py`` where no C compiler is found or the build fails.
+    ``kind`` ``"c"`` or ``"python"`` asks for one (``"c"`` raises when it cannot be built);
+    ``$TRAJKIT_SANDBOX_LAUNCHER`` does the same for the default."""
+    global _LAUNCHER
+    kind = kind or os.environ.get("TRAJKIT_SANDBOX_LAUNCHER") or None
+    python = [sys.executable, "-I", "-S", str(LAUNCHER)]
+    if kind == "python":
+        return python
+    if kind is None and _LAUNCHER is not None:
+        return _LAUNCHER
+    with _LAUNCHER_LOCK:
+        try:
+            built = [str(_build_launcher())]
+        except SandboxError:
+            if kind == "c":
+                raise
+            built = python
+        if kind is None:
+            _LAUNCHER = built
+        return built
+
+
+def _build_launcher() -> Path:
+    """The compiled launcher for this ``launch.c`` (its hash in the name), built atomically if absent. It runs
+    as root, so it is used only from a folder and a file that only this user can write."""
+    import hashlib
+
+    from trajkit.recipes.cache import cache_dir
+
+    source = LAUNCHER_C.read_bytes()
+    folder = cache_dir() / "sandbox"
+    binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in (folder, binary):
+        if path.exists():
+            st = path.lstat()
+            if path.is_symlink() or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                raise SandboxError(f"{path} is not owned by this user alone; not running it as root")
+    if binary.exists():
+        return binary
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise SandboxError("no C compiler (cc) to build the sandbox launcher")
+    tmp = folder / f".{binary.name}.{os.getpid()}.{threading.get_ident()}"
+    done = subprocess.run([compiler, "-O2", "-Wall", "-o", str(tmp), "-x", "c", "-"], input=source,
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise SandboxError(f"building the sandbox launcher failed: {done.stderr.decode(errors='replace')[-500:]}")
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, binary)
+    return binary
+
+
+# -- the host's side: slots, owners, stale folders -------------------------------------------------------------
+
+class _Network:
+    """A running ``slirp4netns`` for one command's namespace; ``close`` ends it."""
+
+    def __init__(self, proc: subprocess.Popen, exit_w: int):
+        self.proc, self.exit_w = proc, exit_w
+
+    def close(self) -> None:
+        os.close(self.exit_w)  # slirp4netns exits when its --exit-fd closes
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _attach_network(outer: subprocess.Popen, ready: Path, timeout_s: float = 10.0) -> _Network:
+    """Start ``slirp4netns`` on the network namespace of ``outer``'s child (the namespace's pid 1), wait until
+    ``tap0`` is configured, then create ``ready``, which the namespace waits for before its command runs."""
+    children = Path(f"/proc/{outer.pid}/task/{outer.pid}/children")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            pid = children.read_text().split()
+        except OSError:
+            pid = []
+        if pid or outer.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.001)
+    if not pid:
+        raise SandboxError("the sandbox's namespace did not start, so its network could not be attached")
+    ready_r, ready_w = os.pipe()
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen([NET_TOOL, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
+                             "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", pid[0], "tap0"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            pass_fds=(ready_w, exit_r))
+    os.close(ready_w)
+    os.close(exit_r)
+    ok = os.read(ready_r, 1) == b"1"
+    os.close(ready_r)
+    if not ok:
+        os.close(exit_w)
+        proc.wait()
+        raise SandboxError(f"{NET_TOOL} could not configure the sandbox's network: {proc.stderr.read().decode()[-300:]}")
+    ready.touch()
+    return _Network(proc, exit_w)
+
+
+def _hide(upper: Path, entry: str) -> None:
+    """Hide the host's top-level ``entry`` in the upper dir: an empty opaque folder, or a whiteout."""
+    target = upper / entry
+    if entry in MOUNTED or os.path.isdir(os.path.join("/", entry)) and not os.path.islink("/" + entry):
+        target.mkdir()
+        os.setxattr(target, "trusted.overlay.opaque", b"y")
+    else:
+        os.mknod(target, 0o600 | 0o020000, os.makedev(0, 0))  # a whiteout: the entry is gone
+
+
+def _claim_slot() -> tuple[Path, int]:
+    """A fresh sandbox folder ``/tmp/trajkit-sbx-N`` (made atomically: N is this sandbox's alone) with the
+    ``owner`` file naming this process."""
+    import secrets
+
+    for _ in range(64):
+        slot = secrets.randbelow(SLOTS)
+        root = Path(tempfile.gettempdir()) / f"{PREFIX}{slot}"
+        try:
+            root.mkdir(mode=0o711)
+        except FileExistsError:
+            continue
+        os.chmod(root, 0o711)  # the sandbox's uids must traverse it to reach merged/
+        (root / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+        return root, slot
+    raise SandboxError(f"no free sandbox slot in {tempfile.gettempdir()} after 64 tries; "
+                       "run `trajkit envs clean` to remove stale sandboxes")
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def _owner_alive(root: Path) -> bool:
+    try:
+        pid, start = (root / "owner").read_text().split()
+    except (OSError, ValueError):  # no owner yet (being made) or an old folder: stale once a minute old
+        try:
+            return time.time() - root.stat().st_mtime < 60
+        except OSError:
+            return True
+    return _start_time(int(pid)) == start
+
+
+def stale_sandboxes() -> list[Path]:
+    """Sandbox folders in the temp dir whose owning process is gone (a killed trainer)."""
+    found = []
+    for root in sorted(Path(tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        if root.is_dir() and not root.is_symlink() and not _owner_alive(root):
+            found.append(root)
+    return found
+
+
+_CLEANING = threading.Lock()
+
+
+def clean_stale() -> list[str]:
+    """Remove every stale sandbox: kill its processes, unmount its disk, delete its folder. -> their paths.
+    Two processes cleaning at once both succeed (a folder already gone is skipped)."""
+    removed = []
+    with _CLEANING:
+        for root in stale_sandboxes():
+            slot = root.name[len(PREFIX):]
+            if slot.isdigit() and int(slot) < SLOTS:
+                _kill_range(UID_BASE + int(slot) * UID_SPAN)
+            _remove(root, missing_ok=True)
+            removed.append(str(root))
+    return removed
+
+
+def _remove(root: Path, missing_ok: bool = False) -> None:
+    disk = root / "disk"
+    if os.path.ismount(disk):
+        try:
+            _run(["umount", "-l", str(disk)])
+        except SandboxError:
+            if not missing_ok or os.path.ismount(disk):
+                raise
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _processes_of(base: int) -> list[int]:
+    """Host pids whose real uid is one of the sandbox's (``base .. base + UID_SPAN - 1``)."""
     out = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
+                if base <= os.stat(f"/proc/{pid}").st_uid < base + UID_SPAN:
                     out.append(int(pid))
             except FileNotFoundError:
                 continue
     return out
+
+
+def _kill_range(base: int | None, timeout_s: float = 10.0) -> None:
+    """SIGKILL every process of the sandbox's uids until none is left (raises if one outlives ``timeout_s``)."""
+    if base is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while pids := _processes_of(base):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise SandboxError(f"processes of sandbox uid {base} survived SIGKILL: {pids}")
+        time.sleep(0.005)
 
 
 def _tail(fh) -> str:
@@ -312,7 +560,7 @@ def _tail(fh) -> str:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """SIGKILL the outer ``unshare`` (its child, the namespace's init, follows by ``--kill-child``, and every
+    """SIGKILL the outer ``unshare`` (its child, the namespace's pid 1, follows by ``--kill-child``, and every
     process of the namespace with it) and its process group."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -328,9 +576,11 @@ def _run(argv: list[str]) -> None:
 
 
 def _inside(context: Path | None, source: str) -> Path:
-    """A COPY source inside the build context (never outside it)."""
+    """A COPY source inside the build context (never outside it, nor through a symlinked context)."""
     if context is None:
         raise SandboxError(f"COPY {source}: the task has no environment/ folder to copy from")
+    if context.is_symlink():
+        raise SandboxError(f"COPY {source}: {context} is a symbolic link; the build context must be a real folder")
     path = (context / source).resolve()
     if not path.is_relative_to(context.resolve()) or not path.exists():
         raise SandboxError(f"COPY {source}: not a file or folder inside {context}")

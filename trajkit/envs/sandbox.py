@@ -34,6 +34,12 @@ class Limits:
     network: bool = False
     cpus: float = 1.0  # recorded, not enforced (no cgroups here); docs/envs.md
 
+    def __post_init__(self):
+        for name in ("memory_mb", "storage_mb", "file_mb", "nproc", "nofile", "cpus"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise SandboxError(f"Limits.{name} must be a positive number, got {value!r} (0 is not 'no limit')")
+
 
 @dataclass
 class ExecResult:
@@ -76,6 +82,10 @@ class Sandbox(Protocol):
 
     def download(self, source: str, dest: Path) -> None:
         """Copy the sandbox file ``source`` to the host path ``dest``."""
+
+    def reset_dir(self, path: str) -> None:
+        """Make ``path`` an empty folder owned by the sandbox's root, whatever the sandbox left there (files,
+        a symlink in its place); run while no command of the sandbox runs."""
 
     def stop(self) -> None:
         """End every process and remove everything the sandbox wrote."""

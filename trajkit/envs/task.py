@@ -14,6 +14,11 @@ A Harbor task is a folder (the layout of Harbor's ``harbor tasks init``)::
 (``HarborTask.unknown_keys``), as Harbor ignores them. A bad task raises :class:`TaskError` naming the file and
 the field; :func:`load_tasks` collects those per task (lenient) unless ``strict``, when the first one stops it.
 
+Every part of a task is read only if its real path stays inside the task folder (a symlinked
+``environment/``, ``instruction.md`` or a link inside ``tests/`` to a host file is an error), as UTF-8 text;
+paths (``workdir``) are normalised inside ``/``, environment variables and paths may hold no NUL, and limits
+must be positive.
+
 Harbor's deprecated spellings are read: ``allow_internet`` (-> ``network_mode``), ``memory``/``storage`` such
 as ``"4G"`` (-> ``memory_mb``/``storage_mb``). Deviation: Harbor's network default is on; here a task gets the
 network only when it asks (``network_mode`` other than ``"none"``, or ``allow_internet = true``).
@@ -30,6 +35,8 @@ network only when it asks (``network_mode`` other than ``"none"``, or ``allow_in
 """
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -43,7 +50,10 @@ NETWORK_OFF = ("none", "no", "off", "disabled")
 
 
 class TaskError(InputError):
-    """A task folder cannot be used: the message names the file and the field."""
+    """A task folder cannot be used: the message names the file and the field; ``task_dir`` is the task's
+    folder once :func:`load_tasks` knows it."""
+
+    task_dir: Path | None = None
 
 
 @dataclass
@@ -113,6 +123,7 @@ class HarborTask:
 PHASE_KEYS = {"timeout_sec": float, "env": dict, "user": str}
 ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": str, "workdir": str,
             "build_timeout_sec": float, "docker_image": str, "gpus": int}
+POSITIVE = ("timeout_sec", "cpus", "memory_mb", "storage_mb", "build_timeout_sec")  # 0 would mean "no limit"
 TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
             "source")
 
@@ -125,13 +136,16 @@ def load_task(path: str | Path) -> HarborTask:
         if not required.is_file():
             raise TaskError(f"missing {required.relative_to(path)}", path=str(path),
                             hint="a Harbor task has instruction.md, task.toml and tests/test.sh")
+    check_contained(path)
     try:
-        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"not valid TOML: {exc}", path=str(toml_path)) from None
-    text = instruction.read_text(encoding="utf-8")
+    text = read_text(instruction)
     if not text.strip():
         raise TaskError("the instruction is empty", path=str(instruction))
+    if (path / "environment" / "Dockerfile").is_file():
+        read_text(path / "environment" / "Dockerfile")
     unknown = [k for k in data if k not in TOP_KEYS]
     task_section = _table(data, "task", toml_path)
     sections = {}
@@ -143,13 +157,68 @@ def load_task(path: str | Path) -> HarborTask:
     env_values, env_extra = _read(env_table, ENV_KEYS, "environment", toml_path)
     unknown += [f"environment.{k}" for k in env_extra]
     environment = Environment(**env_values, extra=env_extra)
-    if environment.workdir is not None and not environment.workdir.startswith("/"):
-        raise TaskError(f"must be an absolute path, got {environment.workdir!r}", path=str(toml_path),
-                        field="environment.workdir")
+    if environment.workdir is not None:
+        environment.workdir = sandbox_path(environment.workdir, str(toml_path), "environment.workdir")
     return HarborTask(path=path, name=str(task_section.get("name") or path.name), instruction=text,
                       environment=environment, metadata={**_table(data, "metadata", toml_path), **task_section},
                       version=str(data.get("schema_version", data.get("version", "1.0"))),
                       extra={k: data[k] for k in data if k not in TOP_KEYS}, unknown_keys=unknown, **sections)
+
+
+PARTS = ("task.toml", "instruction.md", "tests", "solution", "environment")
+
+
+def check_contained(path: Path) -> None:
+    """Raise :class:`TaskError` when a part of the task (or anything under ``tests/``, ``solution/``,
+    ``environment/``) is a symbolic link whose real path leaves the task folder: reading or copying it would
+    read the host."""
+    root = os.path.realpath(path)
+
+    def check(p: str) -> None:
+        real = os.path.realpath(p)
+        if real != root and not real.startswith(root + os.sep):
+            raise TaskError(f"{os.path.relpath(p, path)} is a symbolic link to {real}, outside the task folder",
+                            path=p, hint="copy what it points to into the task folder")
+    for part in PARTS:
+        top = os.path.join(path, part)
+        if not os.path.lexists(top):
+            continue
+        check(top)
+        if os.path.isdir(top) and not os.path.islink(top):
+            for folder, dirs, files in os.walk(top):
+                for name in dirs + files:
+                    if os.path.islink(os.path.join(folder, name)):
+                        check(os.path.join(folder, name))
+
+
+def read_text(path: Path) -> str:
+    """A task file as text; bytes that are not UTF-8 are a :class:`TaskError` naming the file and offset."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 4]!r})", path=str(path),
+                        hint="save the file as UTF-8") from None
+
+
+def sandbox_path(value: str, where: str, name: str) -> str:
+    """An absolute path inside the sandbox, normalised (``/../../tmp/x`` is ``/tmp/x``, as in a container:
+    ``..`` never leaves ``/``); a relative path or a NUL is a :class:`TaskError` naming ``name``.
+
+    >>> sandbox_path("/../../../tmp/x/./y/", "task.toml", "environment.workdir")
+    '/tmp/x/y'
+    """
+    if "\0" in value or not value.startswith("/"):
+        raise TaskError(f"must be an absolute path without NUL, got {value!r}", path=where, field=name)
+    return posixpath.normpath("/" + value.lstrip("/"))
+
+
+def check_env(values: dict[str, str], where: str, name: str) -> dict[str, str]:
+    """Environment variables a process can be given: a name without ``=`` or NUL, a value without NUL."""
+    for key, value in values.items():
+        if not key or "=" in key or "\0" in key or "\0" in value:
+            raise TaskError(f"variable {key!r}: a name needs no '=' or NUL and a value no NUL", path=where, field=name)
+    return values
 
 
 def _table(data: dict, name: str, where: Path) -> dict:
@@ -170,9 +239,12 @@ def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tupl
         ok = (isinstance(value, kind) or (kind is float and isinstance(value, int))) and not isinstance(value, bool)
         if not ok:
             raise TaskError(f"must be {kind.__name__}, got {value!r}", path=str(where), field=f"{section}.{key}")
-        if key == "timeout_sec" and not value > 0:
-            raise TaskError(f"must be > 0, got {value!r}", path=str(where), field=f"{section}.{key}")
-        values[key] = {k: str(v) for k, v in value.items()} if kind is dict else kind(value)
+        if key in POSITIVE and not value > 0 or key == "gpus" and value < 0:
+            raise TaskError(f"must be {'>= 0' if key == 'gpus' else '> 0'}, got {value!r}", path=str(where),
+                            field=f"{section}.{key}")
+        if kind is dict:
+            value = check_env({str(k): str(v) for k, v in value.items()}, str(where), f"{section}.{key}")
+        values[key] = value if kind is dict else kind(value)
     return values, extra
 
 
@@ -229,8 +301,10 @@ def load_tasks(root: str | Path, strict: bool = False) -> LoadReport:
     for folder in task_folders(root):
         try:
             tasks.append(load_task(folder))
-        except TaskError as exc:
+        except (TaskError, OSError) as exc:  # an unreadable folder is one task's error too
+            error = exc if isinstance(exc, TaskError) else TaskError(f"cannot be read: {exc}", path=str(folder))
+            error.task_dir = folder
             if strict:
-                raise
-            errors.append(exc)
+                raise error from None
+            errors.append(error)
     return LoadReport(tasks, errors)

@@ -5,9 +5,12 @@ The phases, each timed and logged in :class:`TrialResult` (Harbor's trial order)
 1. ``sandbox``: start a sandbox from the task's ``[environment]`` and Dockerfile plan (:func:`sandbox_spec`);
 2. ``agent``: the agent works under the workdir within ``[agent] timeout_sec``; ``/tests`` is not there yet
    (and ``/solution`` only for the Oracle);
-3. ``verifier``: ``/tests`` and ``/logs/verifier`` are emptied (whatever the agent left there is gone, so it
-   cannot plant a reward), ``tests/`` is uploaded to ``/tests``, and ``bash /tests/test.sh`` runs within
-   ``[verifier] timeout_sec`` with ``[verifier] env``;
+3. ``verifier``: every process the agent left is gone (each ``exec`` ends with its namespace), ``/tests`` and
+   ``/logs/verifier`` are made afresh from the host (whatever the agent left there, a planted reward or a
+   symlink in their place, is gone), ``tests/`` is uploaded to ``/tests``, and ``bash /tests/test.sh`` runs
+   within ``[verifier] timeout_sec`` with a clean environment (:data:`VERIFIER_ENV`: the system ``PATH``, no
+   user site-packages, no script or working directory on ``sys.path``, no loader or startup variables from
+   the image) and then ``[verifier] env``;
 4. ``reward``: ``/logs/verifier/reward.json`` (a dict of finite numbers) is read first, else ``reward.txt``
    (one finite float); the script's exit code is ignored, as Harbor ignores it. No file, an empty one, a
    non-number or a non-finite value is an error naming the task, and the reward is 0;
@@ -30,7 +33,7 @@ from pathlib import Path
 from trajkit.envs.dockerfile import parse_dockerfile
 from trajkit.envs.backends import make_sandbox
 from trajkit.envs.sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
-from trajkit.envs.task import HarborTask
+from trajkit.envs.task import HarborTask, read_text
 from trajkit.errors import TrajkitError
 
 DEFAULT_WORKDIR = "/app"
@@ -83,12 +86,12 @@ def sandbox_spec(task: HarborTask, allow_run: bool = False, storage_mb: int | No
     """The sandbox a task asks for: its limits, workdir and env; its Dockerfile's plan, or the plain files of
     ``environment/`` copied into the workdir when it has no Dockerfile."""
     env = task.environment
-    limits = Limits(memory_mb=env.memory_mb, storage_mb=storage_mb or min(env.storage_mb, 1024),
+    limits = Limits(memory_mb=env.memory_mb, storage_mb=storage_mb if storage_mb is not None else min(env.storage_mb, 1024),
                     network=env.network, cpus=env.cpus)
-    spec = SandboxSpec(limits=limits, workdir=env.workdir or DEFAULT_WORKDIR, 
+    spec = SandboxSpec(limits=limits, workdir=env.workdir or DEFAULT_WORKDIR,
                        context=task.environment_dir if task.environment_dir.is_dir() else None)
     if task.dockerfile is not None:
-        plan = parse_dockerfile(task.dockerfile.read_text(encoding="utf-8"), str(task.dockerfile), allow_run)
+        plan = parse_dockerfile(read_text(task.dockerfile), str(task.dockerfile), allow_run)
         spec.env.update(plan.env)
         spec.steps = plan.steps
         spec.workdir = env.workdir or plan.workdir or DEFAULT_WORKDIR
@@ -113,7 +116,14 @@ def nop_agent(task: HarborTask, sandbox: Sandbox) -> AgentResult:
 
 AGENTS: dict[str, Agent] = {"oracle": oracle_agent, "nop": nop_agent}
 
-CLEAR = "find /tests /logs/verifier -mindepth 1 -delete"  # the folders stay: / is not the sandbox's to write
+# The verifier's environment before [verifier] env: the system PATH (not the image's, which may name a folder
+# the agent writes), a Python that reads no user site-packages and puts no script folder or working directory
+# on sys.path (a json.py or usercustomize.py the agent left cannot run), and no loader or shell start-up file
+VERIFIER_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1",
+                "PYTHONSAFEPATH": "1", "PYTHONPATH": "", "PYTHONHOME": "", "PYTHONSTARTUP": "", "PYTHONUSERBASE": "",
+                "PYTHONINSPECT": "", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "", "LD_AUDIT": "", "BASH_ENV": "",
+                "ENV": "", "PERL5LIB": "", "PERL5OPT": "", "NODE_OPTIONS": "", "NODE_PATH": "", "RUBYOPT": "",
+                "RUBYLIB": "", "GCONV_PATH": "", "IFS": " \t\n"}
 
 
 def run_trial(task: HarborTask, agent: Agent, agent_name: str = "", sandbox: str = "namespace",
@@ -162,11 +172,12 @@ def run_trial(task: HarborTask, agent: Agent, agent_name: str = "", sandbox: str
 
 
 def _verify(task: HarborTask, box: Sandbox) -> ExecResult:
-    cleared = box.exec(CLEAR, timeout_s=60.0, cwd="/")
-    if not cleared.ok:
-        raise SandboxError(f"could not empty /tests and /logs/verifier: {cleared.stderr[-500:]}")
+    box.reset_dir("/logs/verifier")
+    box.reset_dir("/tests")
     box.upload(task.tests_dir, "/tests")
-    return box.exec("bash /tests/test.sh", timeout_s=task.verifier.timeout_sec, env=task.verifier.env)
+    return box.exec("bash /tests/test.sh", timeout_s=task.verifier.timeout_sec,
+                    env={**VERIFIER_ENV, **task.verifier.env})
+
 
 
 def _fail(result: TrialResult, phase: str, error: str) -> TrialResult:

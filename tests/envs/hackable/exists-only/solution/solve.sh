@@ -1,0 +1,1 @@
+echo "rows: $(($(wc -l < /app/data.csv) - 1))" > /app/report.txt

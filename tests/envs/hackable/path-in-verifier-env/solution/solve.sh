@@ -1,0 +1,1 @@
+printf 'apple\nbanana\ncherry\n' > /app/sorted.txt

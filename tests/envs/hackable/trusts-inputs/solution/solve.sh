@@ -1,0 +1,1 @@
+wc -l < /app/words.txt > /app/count.txt
