@@ -7,8 +7,6 @@ import pytest
 
 from trajkit.cli.main import build_parser
 
-pytest.importorskip("tinker", reason="pip install 'trajkit[test]' (tinker==0.38.0)")
-
 
 def test_bench_tinker_runs_both_paths_to_the_same_adapter(tmp_path, capsys):
     out = tmp_path / "tinker.json"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-tinker = pytest.importorskip("tinker", reason="pip install 'trajkit[test]' (tinker==0.38.0)")
-from tinker import types  # noqa: E402
+import tinker  # the test extra pins tinker==0.38.0: a missing SDK fails here, never skips
+from tinker import types
 
-from trajkit.models.spec import TinySpec, build_model  # noqa: E402
-from trajkit.models.tokenizer import byte_tokenizer  # noqa: E402
+from trajkit.models.spec import TinySpec, build_model
+from trajkit.models.tokenizer import byte_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 

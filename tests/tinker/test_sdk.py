@@ -10,16 +10,16 @@ import os
 import pytest
 import torch
 
-tinker = pytest.importorskip("tinker", reason="pip install 'trajkit[test]' (tinker==0.38.0)")
-from tinker import types  # noqa: E402
+import tinker  # the test extra pins tinker==0.38.0: a missing SDK fails here, never skips
+from tinker import types
 
-from trajkit.engine import Engine, SamplingParams  # noqa: E402
-from trajkit.models.spec import TinySpec, build_model  # noqa: E402
-from trajkit.models.tokenizer import byte_tokenizer  # noqa: E402
-from trajkit.rl.lora import adapter_of, peft_config  # noqa: E402
-from trajkit.tinker.server import running  # noqa: E402
-from trajkit.tinker.service import TinkerService  # noqa: E402
-from trajkit.tinker.training import lora_config  # noqa: E402
+from trajkit.engine import Engine, SamplingParams
+from trajkit.models.spec import TinySpec, build_model
+from trajkit.models.tokenizer import byte_tokenizer
+from trajkit.rl.lora import adapter_of, peft_config
+from trajkit.tinker.server import running
+from trajkit.tinker.service import TinkerService
+from trajkit.tinker.training import lora_config
 
 os.environ.setdefault("TINKER_TELEMETRY", "0")
 RANK, SEED = 4, 3
