@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean setup hermes-venv vllm-venv
+.PHONY: demo test bench clean setup hermes-venv vllm-venv tinker-cookbook-venv
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,21 @@ $(VLLM_VENV)/.installed:
 	touch $@
 
 vllm-venv: $(VLLM_VENV)/.installed
+
+# tinker-cookbook (a Tinker API client's recipes) in its own virtualenv: it pins transformers <=5.5.4, ours is
+# newer. Only the client runs there; `trajkit serve --api tinker` runs in .venv (docs/tinker.md). PyTorch's CPU
+# build, so that pip does not fetch the CUDA one (COOKBOOK_TORCH_INDEX= where a local wheel provides it).
+COOKBOOK_VERSION := 0.5.8
+COOKBOOK_VENV    := $(or $(TRAJKIT_CACHE),$(HOME)/.cache/trajkit)/tinker-cookbook-$(COOKBOOK_VERSION)
+COOKBOOK_TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+$(COOKBOOK_VENV)/.installed:
+	$(PYTHON) -m venv $(COOKBOOK_VENV)
+	$(COOKBOOK_VENV)/bin/python -m pip install --quiet $(if $(COOKBOOK_TORCH_INDEX),--extra-index-url $(COOKBOOK_TORCH_INDEX)) \
+		'torch==2.13.0+cpu' 'tinker==0.38.0' 'tinker-cookbook[math-rl]==$(COOKBOOK_VERSION)'
+	$(COOKBOOK_VENV)/bin/python -c 'import tinker, tinker_cookbook'
+	touch $@
+
+tinker-cookbook-venv: $(COOKBOOK_VENV)/.installed
 
 test: $(STAMP) hermes-venv vllm-venv
 	$(PY) -m pytest -q

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SAMPLE = Path(__file__).resolve().parents[1] / "trajkit" / "data" / "sample" / "kimi.jsonl.xz"
-HEAVY = ("torch", "transformers")
+HEAVY = ("torch", "transformers", "peft", "tinker")  # tinker: the SDK, which only the Tinker server reads
 
 # Runs trajkit's entry point on argv, then writes the names of the loaded modules to the file given first.
 PROBE = """

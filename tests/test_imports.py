@@ -5,7 +5,8 @@ Layers (a package may import only those listed for it, besides the shared base m
 models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models
 and synth, ``gateway`` on engine, models and traces, ``backends`` (the generation-backend seam) on engine and models,
 ``rl`` on engine, backends, models, traces, recipes, gateway and optim; ``cluster`` (Ray) and ``envs`` (Harbor tasks,
-sandboxes, trials, the RL task over them) on rl and what rl reaches; ``audit`` (checks over the files the others
+sandboxes, trials, the RL task over them) and ``tinker`` (the Tinker-compatible training server) on rl and what rl
+reaches; ``audit`` (checks over the files the others
 write) on traces and models only; ``cli``, ``bench`` and
 ``demo`` on anything.
 
@@ -37,6 +38,9 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
                    "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     "trajkit.cluster": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
                         "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
+    # the Tinker-compatible training server: LoRA clients from rl.lora, sampling on the engine, the gateway's uvicorn
+    "trajkit.tinker": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
+                       "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     "trajkit.audit": ("trajkit.traces", "trajkit.models"),  # reads files the others write, never their objects
     "trajkit.envs": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
                      "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),  # Harbor tasks, sandboxes, the RL task

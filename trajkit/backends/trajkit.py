@@ -46,6 +46,11 @@ class TrajkitBackend:
         self._updates += 1
         return self.engine.update_weights(state_dict, strict=strict)
 
+    def update_adapter(self, adapter) -> int:
+        """An adapter-only sync: merge a :class:`~trajkit.engine.adapters.LoraAdapter` into the engine's copy."""
+        self._updates += 1
+        return self.engine.update_adapter(adapter)
+
     def session(self):
         return self.engine.session()
 

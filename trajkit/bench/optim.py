@@ -50,6 +50,8 @@ def add_arguments(p) -> None:
     p.add_argument("--length", type=int, default=256, help="tokens per sequence")
     p.add_argument("--micro-batch", type=int, default=8, help="rows per forward/backward (accumulated)")
     p.add_argument("--rank", type=int, default=256, help="LoRA and LoGRA rank")
+    p.add_argument("--lora-rank", type=int, default=0, help="the LoRA arm's rank when it differs from --rank "
+                   "(0 = --rank; e.g. --lora-rank 32 beside LoGRA at 256)")
     p.add_argument("--steps", type=int, default=2, help="optimiser steps per arm (the last one is timed)")
     p.add_argument("--lr", type=float, default=1e-5, help="learning rate of every arm")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing in every arm")
@@ -76,11 +78,13 @@ def _adamw(model, rank: int, lr: float):
 
 
 def _lora(model, rank: int, lr: float):
+    """The RL trainer's LoRA (:func:`trajkit.rl.lora.wrap`: peft on the seven projections), alpha = 2 x rank."""
     import torch
-    from peft import LoraConfig, get_peft_model
 
-    model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
-                                             target_modules=PROJECTIONS))
+    from trajkit.rl.config import LoRAConfig
+    from trajkit.rl.lora import wrap
+
+    model = wrap(model, LoRAConfig(rank=rank, alpha=2.0 * rank, targets=["attention", "mlp"]))
     return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
 
 
@@ -136,7 +140,8 @@ def run_arm(arm: str, settings: dict) -> dict:
     model = load_bench_model(settings["model"], device)
     if settings["checkpointing"]:
         enable_activation_checkpointing(model)
-    model, opt = OPTIMIZERS[arm](model, settings["rank"], settings["lr"])
+    rank = (settings.get("lora_rank") or settings["rank"]) if arm == "lora" else settings["rank"]
+    model, opt = OPTIMIZERS[arm](model, rank, settings["lr"])
     trainable = sum(p.numel() for group in opt.param_groups for p in group["params"])
     adam_params, muon_params = _state_params(opt)
     g = torch.Generator().manual_seed(0)
@@ -185,6 +190,7 @@ def _results(args, rows: list[dict]) -> dict:
         r["training_vs_adamw"] = r["training_rss_mib"] / ref_training if ref_training else None
     return {"model": _model_name(args), "device": args.device, "memory": key, "allocator": args.allocator,
             "rows": args.rows, "length": args.length, "micro_batch": args.micro_batch, "rank": args.rank,
+            "lora_rank": args.lora_rank or args.rank,
             "steps": args.steps, "checkpointing": args.checkpointing, "logits_chunk": args.logits_chunk,
             "arms": rows}
 
@@ -192,7 +198,7 @@ def _results(args, rows: list[dict]) -> dict:
 def _print_table(res: dict) -> None:
     key = res["memory"]
     print(f"{res['model']} on {res['device']}: {res['rows']} x {res['length']} tokens, micro-batch "
-          f"{res['micro_batch']}, rank {res['rank']}, activation checkpointing "
+          f"{res['micro_batch']}, rank {res['rank']} (LoRA {res.get('lora_rank', res['rank'])}), activation checkpointing "
           f"{'on' if res['checkpointing'] else 'off'}, logits chunk {res['logits_chunk'] or 'off'}; "
           f"memory = {key}, allocator {res['allocator']}")
     print(f"{'arm':<12} {'trainable':>11} {'Adam state':>11} {'Muon state':>11} {'runtime':>8} {'after load':>11} "
@@ -222,7 +228,7 @@ def run(args) -> int:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.logits_chunk < 0:
         raise SystemExit("--logits-chunk must be >= 0")
-    settings = {k: getattr(args, k) for k in ("rows", "length", "micro_batch", "rank", "steps", "lr", "threads",
+    settings = {k: getattr(args, k) for k in ("rows", "length", "micro_batch", "rank", "lora_rank", "steps", "lr", "threads",
                                                  "device", "checkpointing", "logits_chunk", "model", "allocator")}
     if args.ranks:
         from trajkit.bench.optim_ranks import print_table

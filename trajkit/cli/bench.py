@@ -11,7 +11,7 @@ import importlib
 from trajkit.cli.commands import COMMANDS
 
 BENCHMARKS = ("traces", "cli", "generate", "train", "export", "gateway", "optim", "long-context", "rollout",
-              "prefix-cache", "cache", "suffix-reuse", "sandbox")
+              "prefix-cache", "cache", "suffix-reuse", "sandbox", "tinker")
 
 
 def register(sub) -> None:

@@ -1,4 +1,6 @@
-"""``trajkit serve``: the OpenAI-compatible token-in/token-out gateway over a local model (trajkit.gateway)."""
+"""``trajkit serve``: the OpenAI-compatible token-in/token-out gateway over a local model (trajkit.gateway), or
+with ``--api tinker`` a Tinker-compatible training server (trajkit.tinker: LoRA training clients over the
+model, sampling with trajkit's engine, tinker:// checkpoints under --checkpoint-dir)."""
 from __future__ import annotations
 
 import sys
@@ -12,10 +14,15 @@ EXAMPLE = """Examples:
   trajkit serve --model ./my-model --draft ./my-draft --model-name policy --reported-context-length 131072
   trajkit serve --model ./my-model --rope-type yarn --rope-factor 4      (YaRN: 4x the model's window)
   trajkit serve --model ./my-model --backend vllm --drafter ngram    (vLLM in its venv: make vllm-venv)
-then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="SESSION").chat.completions.create(model="trajkit", ...)"""
+then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="SESSION").chat.completions.create(model="trajkit", ...)
+  trajkit serve --api tinker --model ./my-model --model-name ./my-model --checkpoint-dir runs/tinker
+then: tinker.ServiceClient(base_url="http://127.0.0.1:8000", api_key="tml-local")
+        .create_lora_training_client(base_model="./my-model", rank=32)"""
 
 
 def cmd_serve(args) -> int:
+    if args.api == "tinker":
+        return _serve_tinker(args)
     from trajkit.gateway.config import GatewayConfig
     from trajkit.gateway.server import load_gateway, serve
     from trajkit.models.rope import RopeScaling
@@ -47,6 +54,23 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def _serve_tinker(args) -> int:
+    from trajkit.errors import ConfigError
+    from trajkit.tinker.server import load_service, serve
+
+    if args.backend != "trajkit" or args.draft or args.drafter:
+        raise ConfigError("--api tinker samples with trajkit's engine without a drafter; drop --backend, --draft "
+                          "and --drafter")
+    from trajkit.gateway.config import GatewayConfig
+
+    cfg = from_args(GatewayConfig, args)  # --host, --port and --model-name, with the gateway's defaults
+    service = load_service(args.model, cfg.model_name, args.checkpoint_dir)
+    print(f"trajkit serve: base model {service.model_name!r} ({args.model}); checkpoints under "
+          f"{args.checkpoint_dir}", file=sys.stderr)
+    serve(service, cfg.host, cfg.port)
+    return 0
+
+
 def _vllm_gateway(args, config, k):
     """The gateway over the vLLM backend (token ids straight to vLLM; nothing re-tokenized)."""
     from trajkit.backends.vllm import VllmBackend, speculative_config
@@ -67,7 +91,11 @@ def register(sub) -> None:
 
     p = sub.add_parser("serve", help=COMMANDS["serve"],
                        description=__doc__, epilog=EXAMPLE, formatter_class=_raw())
+    p.add_argument("--api", choices=("openai", "tinker"), default="openai",
+                   help="openai: the OpenAI-compatible gateway (default); tinker: the Tinker training API")
     p.add_argument("--model", required=True, help="local Hugging Face model folder (tokenizer beside it)")
+    p.add_argument("--checkpoint-dir", default="runs/tinker",
+                   help="--api tinker: where tinker:// checkpoints are kept (default: runs/tinker)")
     p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
     p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window, eagle); ngram needs no --draft; eagle: --draft is the head's folder "
                    "(default: the kind --draft's files tell: eagle.json, window.json, else a draft model)")

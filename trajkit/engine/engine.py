@@ -88,6 +88,7 @@ class Engine:
         if not hasattr(model, "config") or not callable(getattr(model, "get_output_embeddings", None)):
             raise ConfigError("model must be a Hugging Face causal LM (e.g. AutoModelForCausalLM)")
         self.model = model.eval()
+        self._merger = None  # the LoRA merge of update_adapter, made on the first adapter
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         if drafter is not None:
             if not isinstance(drafter, Drafter):
@@ -186,6 +187,19 @@ class Engine:
                 self.model.load_state_dict(state_dict, strict=strict)
         except RuntimeError as exc:
             raise ConfigError(f"state_dict does not fit the engine's model: {exc}") from exc
+        return self._bump_version()
+
+    def update_adapter(self, adapter) -> int:
+        """Merge a LoRA adapter (:class:`trajkit.engine.adapters.LoraAdapter`) into the engine's model in
+        place of the one before (an adapter-only weight sync); returns the new ``policy_version``."""
+        from trajkit.engine.adapters import AdapterMerger
+
+        if self._merger is None:
+            self._merger = AdapterMerger(self.model)
+        self._merger.apply(adapter)
+        return self._bump_version()
+
+    def _bump_version(self) -> int:
         self.policy_version += 1
         if self.prefix_cache is not None:  # states computed by the old weights are stale: flush
             self.prefix_cache.bind(weights_version=self.policy_version)

@@ -37,12 +37,17 @@ def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, dr
 
 
 def _uvicorn(gateway: Gateway, log_level: str):
-    import uvicorn
-
     from trajkit.gateway.app import create_app
 
-    return uvicorn.Server(uvicorn.Config(create_app(gateway), log_level=log_level, access_log=False,
-                                         timeout_keep_alive=30))
+    return uvicorn_server(create_app(gateway), log_level)
+
+
+def uvicorn_server(app, log_level: str = "info"):
+    """The uvicorn server of an ASGI ``app`` with the gateway's settings (no access log, 30 s keep-alive);
+    the Tinker server (:mod:`trajkit.tinker.server`) runs on the same."""
+    import uvicorn
+
+    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, timeout_keep_alive=30))
 
 
 def serve(gateway: Gateway, log_level: str = "info") -> None:
@@ -69,19 +74,35 @@ def _terminated(signum, _frame) -> None:
 @contextmanager
 def running(gateway: Gateway, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> Iterator[str]:
     """Serve ``gateway`` in a thread on ``host:port`` (0 = a free port); yields the base URL ``http://…/v1``."""
+    with serving_in_thread(_uvicorn(gateway, log_level), host, port) as root:
+        yield f"{root}/v1"
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` with ``TCP_NODELAY``, which Linux passes on to every accepted
+    connection. Without it a keep-alive client's next request waits ~40 ms: the response goes out in two
+    writes, Nagle holds the second until the first is ACKed, and the client delays that ACK (measured on
+    loopback: 44 ms per request before, 1.5 ms after)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
-    server = _uvicorn(gateway, log_level)
+    return sock
+
+
+@contextmanager
+def serving_in_thread(server, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Run a uvicorn ``server`` in a thread on ``host:port`` (0 = a free port); yields ``http://host:port``."""
+    sock = bound_socket(host, port)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.time() + 30
     while not server.started:
         if not thread.is_alive() or time.time() > deadline:
-            raise ConfigError("the gateway server did not start")
+            raise ConfigError("the server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://{host}:{sock.getsockname()[1]}/v1"
+        yield f"http://{host}:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

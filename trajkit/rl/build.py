@@ -17,7 +17,8 @@ Both are built on the CPU in float32 (a warm start is cached that way) and then 
 ``policy.device``; the policy keeps float32 master weights whatever ``policy.dtype`` says (mixed
 precision, :mod:`trajkit.rl.precision`). ``optim.gradient_checkpointing`` turns on Hugging Face's
 activation checkpointing on the policy: it acts only in forwards that build a graph (the update), not in
-the no-grad logprob stage or the engine's eval-mode copy.
+the no-grad logprob stage or the engine's eval-mode copy. ``policy.lora.rank`` > 0 wraps the built policy
+in peft LoRA adapters (:mod:`trajkit.rl.lora`; not part of the warm start's cache key).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from trajkit.rl.registry import make_task
 
 WARMSTART_BATCH = 64
 # ModelConfig fields that say where a model runs, or what is applied after it is built (not what it is)
-PLACEMENT_KEYS = ("device", "dtype", "rope_scaling", "fsdp")
+PLACEMENT_KEYS = ("device", "dtype", "rope_scaling", "fsdp", "lora")
 
 
 def policy_folder(mc: ModelConfig) -> str | None:
@@ -119,6 +120,10 @@ def build_models(cfg: TrainConfig, tokenizer, policy=None):
     policy = rescaled(policy, cfg.policy.rope_scaling)  # a no-op for a folder's policy (scaled as it loaded)
     device = resolve_device(cfg.policy.device)
     policy = policy.to(device=device, dtype=torch.float32)
+    if cfg.policy.lora.rank:
+        from trajkit.rl.lora import wrap
+
+        policy = wrap(policy, cfg.policy.lora)  # base frozen, adapters trainable (trajkit.rl.lora)
     if cfg.optim.gradient_checkpointing:
         enable_activation_checkpointing(policy)
     if cfg.optim.logits_chunk:

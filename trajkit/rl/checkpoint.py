@@ -10,7 +10,9 @@ Layout of one checkpoint directory (``log.out_dir/checkpoints/step_000010/``)::
     trainer_state.pt    everything else a resumed step reads, as tensors, numbers, strings, lists and
                         dicts only, so ``torch.load(path, weights_only=True)`` reads it (no pickled code)
 
-``policy/`` is a plain Hugging Face folder: ``AutoModelForCausalLM.from_pretrained`` and
+A LoRA run's ``policy/`` holds its adapter in peft's layout (``adapter_model.safetensors``,
+``adapter_config.json``, the tokenizer): ``PeftModel.from_pretrained(base, ".../policy")`` loads it over
+the base model. Otherwise ``policy/`` is a plain Hugging Face folder: ``AutoModelForCausalLM.from_pretrained`` and
 ``AutoTokenizer.from_pretrained`` load it with no trajkit code (and so can vLLM, ``vllm serve
 .../policy``). When the model's generation config names no end-of-sequence or padding id, the saved one
 takes them from the tokenizer, so ``generate`` there stops where trajkit's rollouts stop.
@@ -49,6 +51,7 @@ import torch
 from trajkit.engine.drafters.registry import draft_kind
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model
+from trajkit.rl.lora import is_lora, load_adapter
 from trajkit.rl.state import TrainState
 from trajkit.traces.atomic import fsync_path
 
@@ -129,8 +132,11 @@ def load_checkpoint(state: TrainState, path: str) -> None:
     """Restore everything :func:`save_checkpoint` wrote into an already built ``state``."""
     folder = Path(path)
     blob = read_trainer_state(folder)
-    copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
-                                           what="checkpoint.resume_from policy/"))
+    if is_lora(state.policy):  # the adapter only (peft's layout); the base is rebuilt from the config
+        load_adapter(state.policy, folder / POLICY)
+    else:
+        copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
+                                               what="checkpoint.resume_from policy/"))
     if blob.get("sharded"):  # written by a policy.fsdp run: weights and optimiser from sharded/, resharded to 1
         from trajkit.rl.fsdp import load_shards
 

@@ -27,6 +27,37 @@ from trajkit.models.rope import RopeScaling
 from trajkit.optim.defaults import DEFAULT_TARGETS
 
 
+LORA_TARGETS = ("attention", "mlp", "unembed")
+
+
+def _lora_targets() -> list[str]:
+    return ["attention", "mlp"]
+
+
+@dataclass
+class LoRAConfig(Checked):
+    """LoRA adapters on the policy (peft; :mod:`trajkit.rl.lora`): ``rank`` 0 = off (full weights);
+    ``alpha`` (the update is ``alpha / rank * B @ A``), ``dropout`` on the adapters' input, ``targets``: the
+    groups of linear layers that get adapters (``attention``: q/k/v/o, ``mlp``: gate/up/down, ``unembed``: the
+    output layer; Tinker's ``train_attn``/``train_mlp``/``train_unembed``), ``seed``: the adapters' init.
+    Only the adapters train; weight sync sends only them (:mod:`trajkit.engine.adapters`)."""
+
+    rank: int = 0
+    alpha: float = 32.0
+    dropout: float = 0.0
+    targets: list[str] = field(default_factory=_lora_targets)
+    seed: int = 0
+
+    __section__ = "policy.lora"
+    __ranges__ = {"rank": "[0, inf)", "alpha": "(0, inf)", "dropout": "[0, 1)", "seed": "[0, inf)"}
+
+    def validate(self) -> None:
+        bad = [t for t in self.targets if t not in LORA_TARGETS]
+        if bad or not self.targets:
+            raise ConfigError(f"policy.lora.targets must be a non-empty list of {', '.join(LORA_TARGETS)}; "
+                              f"got {self.targets!r}")
+
+
 @dataclass
 class ModelConfig(Checked):
     """A causal LM: ``task_warmstart`` (built and cached for the task), ``random``, a local HF folder
@@ -40,7 +71,8 @@ class ModelConfig(Checked):
     ``factor``, ...; :mod:`trajkit.models.rope`) writes YaRN into the model's config, so training, the
     engine, its KV cache and checkpoints all use the extended window (``factor`` x the original).
     ``fsdp`` (the policy only; under ``torchrun``): shard the policy, its optimiser and the reference with
-    FSDP2 over the ranks, each step's rows split across them (:mod:`trajkit.rl.sharded`)."""
+    FSDP2 over the ranks, each step's rows split across them (:mod:`trajkit.rl.sharded`).
+    ``lora`` (``rank`` > 0): train LoRA adapters on the frozen model instead of its weights (:class:`LoRAConfig`)."""
 
     source: Literal["task_warmstart", "random", "path", "prepared", "hub"] = "random"
     path: str | None = None
@@ -55,6 +87,7 @@ class ModelConfig(Checked):
     warmstart_lr: float = 3e-3
     rope_scaling: RopeScaling = field(default_factory=RopeScaling)
     fsdp: bool = False
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
 
     __section__ = "policy"
     __ranges__ = {"hidden_size": "[1, inf)", "num_layers": "[1, inf)", "num_heads": "[1, inf)",
@@ -118,6 +151,8 @@ class DraftConfig(Checked):
             trainable = sorted(k for k, v in DRAFT_KINDS.items() if v.trainable)
             raise ConfigError(f"draft.distill needs a draft kind with weights ({' or '.join(trainable)}); "
                               f"draft.kind={self.kind} has none")
+        if self.model.lora.rank:
+            raise ConfigError("draft.model.lora: LoRA is for the policy (policy.lora.rank); drop draft.model.lora")
         if (self.model.device, self.model.dtype, self.model.fsdp) != ("auto", "float32", False):
             raise ConfigError("draft.model.device/dtype/fsdp: the draft runs unsharded on policy.device in "
                               "float32; set policy.device (and policy.dtype, policy.fsdp for the policy) instead")
@@ -493,6 +528,8 @@ class TrainConfig(Checked):
         if self.cluster.ray and self.task.name in ("agent", "harbor"):
             raise ConfigError(f"task.name={self.task.name} with cluster.ray=true: its gateway serves trajkit's engine "
                               "in this process; set cluster.ray=false")
+        if self.policy.lora.rank:
+            _check_lora(self)
         if self.optim.name == "logra" and self.policy.dtype == "float16":
             raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
                               "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "
@@ -504,6 +541,25 @@ class TrainConfig(Checked):
         elif self.cluster.policy_workers > 1:
             raise ConfigError(f"cluster.policy_workers={self.cluster.policy_workers} shards the policy over the "
                               "policy workers: set policy.fsdp=true (or cluster.policy_workers=1)")
+
+
+def _check_lora(cfg: TrainConfig) -> None:
+    """What LoRA (``policy.lora.rank`` > 0) does not combine with yet, each refused naming the key."""
+    if cfg.optim.name != "adamw":
+        raise ConfigError(f"policy.lora with optim.name={cfg.optim.name}: the adapters train with AdamW; set "
+                          "optim.name=adamw (or policy.lora.rank=0 for full weights)")
+    if cfg.rollout.backend != "trajkit":
+        raise ConfigError(f"policy.lora with rollout.backend={cfg.rollout.backend}: adapter-only weight sync is "
+                          "implemented for trajkit's engine; set rollout.backend=trajkit")
+    if cfg.cluster.ray:
+        raise ConfigError("policy.lora with cluster.ray=true: the Ray policy worker ships full state dicts; set "
+                          "cluster.ray=false")
+    if cfg.draft.kind == "eagle":
+        raise ConfigError("policy.lora with draft.kind=eagle: the head binds to the full policy's layers; choose "
+                          "another draft.kind")
+    if cfg.policy.fsdp:
+        raise ConfigError("policy.lora with policy.fsdp=true: sharded adapters are not built; set policy.fsdp=false "
+                          "(LoRA's optimiser state is small) or policy.lora.rank=0")
 
 
 def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:

@@ -28,6 +28,7 @@ from trajkit.errors import ConfigError
 from trajkit.rl.backend import build_backend
 from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
+from trajkit.rl.lora import adapter_of, inference_copy, is_lora
 from trajkit.rl.precision import DTYPES
 from trajkit.rl.sample import Sample
 from trajkit.rl.tasks import Prompt, Task
@@ -43,7 +44,8 @@ class Rollout:
             raise ConfigError(f"rollout.backend={cfg.rollout.backend} but the given backend is {backend.name!r}; "
                               f"set rollout.backend={backend.name}")
         trajkit = cfg.rollout.backend == "trajkit" and backend is None
-        infer = frozen_copy(policy).to(DTYPES[cfg.policy.dtype]) if backend is None else None
+        copy_of = inference_copy if is_lora(policy) else frozen_copy
+        infer = copy_of(policy).to(DTYPES[cfg.policy.dtype]) if backend is None else None
         self.draft_infer = frozen_copy(draft) if draft is not None and trajkit else None
         if self.draft_infer is not None and callable(getattr(self.draft_infer, "bind", None)):
             # an EAGLE head drafts from the engine's copy: its shared parts follow every weight sync
@@ -57,7 +59,14 @@ class Rollout:
         self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
 
     def sync(self, policy, draft=None) -> None:
-        """The ``weight_sync`` stage: policy -> engine copy; trained draft -> drafter copy."""
+        """The ``weight_sync`` stage: policy -> engine copy (a LoRA policy's adapters only, merged there:
+        :mod:`trajkit.rl.lora`); trained draft -> drafter copy."""
+        if is_lora(policy):
+            with self.lock:
+                self.backend.update_adapter(adapter_of(policy))
+            if draft is not None and self.draft_infer is not None:
+                self.load_draft(draft.state_dict())
+            return
         self.load(policy.state_dict(), draft.state_dict() if draft is not None else None)
 
     def load(self, policy_state: dict, draft_state: dict | None = None) -> int:
@@ -68,9 +77,13 @@ class Rollout:
             if draft_state is not None and self.draft_infer is None and self.cfg.draft.distill:
                 self.backend.update_draft(draft_state)  # vLLM's drafter refit (trajkit.backends.vllm)
         if draft_state is not None and self.draft_infer is not None:
-            with torch.no_grad():
-                self.draft_infer.load_state_dict(draft_state)
+            self.load_draft(draft_state)
         return version
+
+    def load_draft(self, draft_state: dict) -> None:
+        """The trained draft's weights into the drafter's copy (trajkit's engine)."""
+        with torch.no_grad():
+            self.draft_infer.load_state_dict(draft_state)
 
     def attach(self, env) -> None:
         """Let an environment that serves the engine itself (``env.attach``) bind to this rollout."""
