@@ -154,8 +154,8 @@ class DraftConfig(Checked):
         if self.model.lora.rank:
             raise ConfigError("draft.model.lora: LoRA is for the policy (policy.lora.rank); drop draft.model.lora")
         if (self.model.device, self.model.dtype, self.model.fsdp) != ("auto", "float32", False):
-            raise ConfigError("draft.model.device/dtype/fsdp: the draft runs unsharded on policy.device in "
-                              "float32; set policy.device (and policy.dtype, policy.fsdp for the policy) instead")
+            raise ConfigError("draft.model.device/dtype/fsdp: the draft runs on policy.device in float32, unsharded; "
+                              "set policy.device (and policy.dtype, policy.fsdp for the policy) instead")
 
 
 @dataclass
