@@ -3,7 +3,6 @@
 marker file in a folder a marker could land in, no folder whose owner or mode changed, no process of the
 sandbox's uids alive, no mount of the sandbox's folder left. Every check names only this test's sandboxes
 (recorded as they are made), so sandboxes of other tests or processes running beside it do not matter."""
-import json
 import os
 import secrets
 import shutil
@@ -18,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.envs.conftest import SHIPPED
-from trajkit.envs import nsbox
+from trajkit.envs import launcher as launchers, netns, nsbox, slots
 from trajkit.envs.check import check_tasks
 from trajkit.envs.sandbox import Limits, SandboxError, SandboxSpec
 from trajkit.envs.task import TaskError, load_task
-from trajkit.envs.trial import AGENTS, AgentResult, run_trial, sandbox_spec
+from trajkit.envs.trial import AGENTS, run_trial, sandbox_spec
 
 # Folders a marker could land in if the sandbox wrote to the host, and whose owner and mode must not change
 WATCHED = ("/", "/tmp", "/var/tmp", "/dev/shm", "/etc", "/root", "/usr", "/usr/local/bin", str(Path.home()))
@@ -64,7 +63,7 @@ class HostWatch:
         for root, uid in self.made:
             assert not root.exists(), root
             assert str(root) not in mounts, root
-            assert nsbox._processes_of(uid) == [], f"processes of sandbox uid {uid} survived"
+            assert slots.processes_of(uid) == [], f"processes of sandbox uid {uid} survived"
 
 
 @pytest.fixture
@@ -109,7 +108,7 @@ def launcher(request, monkeypatch):
     from tests.conftest import skip_or_fail
 
     try:
-        built = nsbox.launcher(request.param)
+        built = launchers.launcher(request.param)
     except SandboxError as exc:  # no C compiler: the Python launcher is what runs here
         skip_or_fail(request, f"the compiled launcher cannot be built here: {exc}")
         return None
@@ -209,7 +208,7 @@ def test_another_user_has_no_capabilities_and_a_missing_workdir_exits_126(host, 
     try:
         r = sb.exec("id -u; grep -E 'CapEff|CapBnd' /proc/self/status | cut -f2", timeout_s=30, user="nobody")
         assert r.stdout.split() == ["65534", "0000000000000000", "0000000000000000"]
-        assert nsbox._processes_of(sb.uid) == []
+        assert slots.processes_of(sb.uid) == []
         r = sb.exec("echo never", timeout_s=30, cwd="/no/such/dir")
         assert (r.exit_code, r.stdout) == (126, "") and "sh: cd: /no/such/dir:" in r.stderr
     finally:
@@ -319,21 +318,21 @@ def test_no_process_outlives_its_command(host, launcher):
         r = sb.exec("setsid sleep 300 & (setsid sh -c 'sleep 300' &) ; nohup sleep 300 >/dev/null 2>&1 & echo left",
                     timeout_s=30)
         assert r.stdout == "left\n"
-        assert nsbox._processes_of(sb.uid) == []  # gone when exec returns, not only at stop
+        assert slots.processes_of(sb.uid) == []  # gone when exec returns, not only at stop
         r = sb.exec("setsid sleep 300 & sleep 300", timeout_s=0.5)
-        assert r.timed_out and nsbox._processes_of(sb.uid) == []
+        assert r.timed_out and slots.processes_of(sb.uid) == []
     finally:
         sb.stop()
 
 
 KILLED_TRAINER = """
 import sys, threading, time
-from trajkit.envs import nsbox
+from trajkit.envs import launcher as launchers, netns, nsbox, slots
 from trajkit.envs.sandbox import Limits, SandboxSpec
 sb = nsbox.NamespaceSandbox(SandboxSpec(limits=Limits(memory_mb=512, storage_mb=64)))
 sb.start()
 threading.Thread(target=sb.exec, args=("setsid sleep 300 & sleep 300",), kwargs={"timeout_s": 600}).start()
-while not nsbox._processes_of(sb.uid):
+while not slots.processes_of(sb.uid):
     time.sleep(0.01)
 print(sb.root, sb.uid, flush=True)
 time.sleep(600)
@@ -349,10 +348,10 @@ def test_a_killed_trainer_leaves_no_process_and_its_folder_is_cleaned(host, caps
     child.send_signal(signal.SIGKILL)
     child.wait()
     deadline = time.monotonic() + 10
-    while nsbox._processes_of(uid) and time.monotonic() < deadline:
+    while slots.processes_of(uid) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert nsbox._processes_of(uid) == []  # the parent-death signal took the namespace down
-    assert os.path.ismount(root / "disk") and root in nsbox.stale_sandboxes()
+    assert slots.processes_of(uid) == []  # the parent-death signal took the namespace down
+    assert os.path.ismount(root / "disk") and root in slots.stale_sandboxes()
     from trajkit.cli.main import main
 
     assert main(["envs", "clean"]) == 0
@@ -361,12 +360,12 @@ def test_a_killed_trainer_leaves_no_process_and_its_folder_is_cleaned(host, caps
 
 
 def test_a_new_sandbox_removes_a_stale_one(host, tmp_path):
-    stale = Path(nsbox.tempfile.gettempdir()) / f"{nsbox.PREFIX}{nsbox.SLOTS - 1}"
+    stale = Path(slots.tempfile.gettempdir()) / f"{slots.PREFIX}{slots.SLOTS - 1}"
     if stale.exists():
         pytest.skip(f"slot {stale} is in use")
     stale.mkdir()
     (stale / "owner").write_text("999999999 0\n")  # a pid that cannot exist
-    host.made.append((stale, nsbox.UID_BASE + (nsbox.SLOTS - 1) * nsbox.UID_SPAN))
+    host.made.append((stale, slots.UID_BASE + (slots.SLOTS - 1) * slots.UID_SPAN))
     box().stop()
     assert not stale.exists()
 
@@ -455,8 +454,8 @@ def test_a_task_with_the_network_gets_a_private_namespace_not_the_hosts(host, re
 
     from tests.conftest import skip_or_fail
 
-    if nsbox.network_available():
-        skip_or_fail(request, nsbox.network_available())
+    if netns.network_available():
+        skip_or_fail(request, netns.network_available())
         return
 
     srv = socket.socket()
@@ -490,14 +489,14 @@ def test_a_task_with_the_network_gets_a_private_namespace_not_the_hosts(host, re
 def test_the_compiled_launcher_is_used_only_from_a_folder_no_one_else_writes(tmp_path, monkeypatch):
     """It runs as root: a cache folder that another user can write could swap it. Then the Python one is used."""
     monkeypatch.setenv("TRAJKIT_CACHE", str(tmp_path))
-    monkeypatch.setattr(nsbox, "_LAUNCHER", None)
+    monkeypatch.setattr(launchers, "_LAUNCHER", None)
     (tmp_path / "sandbox").mkdir(mode=0o777)
     os.chmod(tmp_path / "sandbox", 0o777)
     with pytest.raises(SandboxError, match="not owned by this user alone"):
-        nsbox.launcher("c")
-    assert nsbox.launcher() == [sys.executable, "-I", "-S", str(nsbox.LAUNCHER)]
+        launchers.launcher("c")
+    assert launchers.launcher() == [sys.executable, "-I", "-S", str(launchers.LAUNCHER)]
     os.chmod(tmp_path / "sandbox", 0o755)
-    monkeypatch.setattr(nsbox, "_LAUNCHER", None)
+    monkeypatch.setattr(launchers, "_LAUNCHER", None)
     if shutil.which("cc") or shutil.which("gcc"):
-        built = nsbox.launcher()
+        built = launchers.launcher()
         assert built == [str(next((tmp_path / "sandbox").glob("launch-*")))] and os.access(built[0], os.X_OK)

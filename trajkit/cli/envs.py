@@ -30,7 +30,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from trajkit.envs.nsbox import clean_stale
+    from trajkit.envs.slots import clean_stale
 
     removed = clean_stale()
     for path in removed:

@@ -38,13 +38,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
 
+from trajkit.envs.launcher import launcher
+from trajkit.envs.netns import SLIRP_DNS, attach_network, network_available
 from trajkit.envs.sandbox import MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
+from trajkit.envs.slots import UID_BASE, UID_SPAN, claim_slot, clean_stale, kill_range, remove, run
 
 VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var")
 MOUNTED = ("proc", "dev", "sys")
@@ -52,12 +54,6 @@ WRITABLE = ("tmp", "root", "logs", "logs/verifier", "logs/agent", "tests", "solu
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOLS = ("unshare", "setpriv", "mount", "umount", "ip")
-NET_TOOL = "slirp4netns"  # only for tasks with the network (Debian: slirp4netns)
-SLIRP_DNS = "10.0.2.3"
-UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
-PREFIX = "trajkit-sbx-"
-LAUNCHER = Path(__file__).with_name("launch.py")
-LAUNCHER_C = Path(__file__).with_name("launch.c")
 # Docker's default capability set without sys_chroot and mknod; inside the user namespace they act only on
 # files the sandbox owns: what a task's root needs to chown, chmod and delete its own files
 CAPS = {"chown": 0, "dac_override": 1, "fowner": 3, "fsetid": 4, "kill": 5, "setgid": 6, "setuid": 7,
@@ -84,11 +80,6 @@ def available() -> str | None:
     return f"missing tools: {', '.join(missing)} (util-linux, iproute2)" if missing else None
 
 
-def network_available() -> str | None:
-    """None when a task with the network can run here, else why not."""
-    return None if shutil.which(NET_TOOL) else f"a task with the network needs {NET_TOOL} (apt-get install slirp4netns)"
-
-
 class NamespaceSandbox:
     """See the module docstring. ``exec``, ``upload`` and ``download`` are serialized: no process of the
     sandbox runs while the host touches its files. ``uid`` is the host uid of the sandbox's root; its other
@@ -109,12 +100,12 @@ class NamespaceSandbox:
         if why:
             raise SandboxError(f"namespace sandbox: {why}")
         clean_stale()
-        self.root, slot = _claim_slot()
+        self.root, slot = claim_slot()
         self.uid = UID_BASE + slot * UID_SPAN
         try:
             disk = self.root / "disk"
             disk.mkdir()
-            _run(["mount", "-t", "tmpfs", "-o", f"size={self.spec.limits.storage_mb}m,mode=711", "tmpfs", str(disk)])
+            run(["mount", "-t", "tmpfs", "-o", f"size={self.spec.limits.storage_mb}m,mode=711", "tmpfs", str(disk)])
             (disk / "upper").mkdir(mode=0o755)
             (disk / "work").mkdir()
             (self.root / "merged").mkdir()
@@ -134,8 +125,8 @@ class NamespaceSandbox:
             _kill(proc)
         if self.root is None:
             return
-        _kill_range(self.uid)
-        _remove(self.root)
+        kill_range(self.uid)
+        remove(self.root)
         self.root = None
 
     def __enter__(self):
@@ -310,7 +301,7 @@ class NamespaceSandbox:
             t0 = time.perf_counter()
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=outer_env,
                                           start_new_session=True)
-            net = _attach_network(self._proc, ready) if self.spec.limits.network else None
+            net = attach_network(self._proc, ready) if self.spec.limits.network else None
             try:
                 code, timed_out = self._proc.wait(timeout=timeout_s), False
             except subprocess.TimeoutExpired:
@@ -320,122 +311,10 @@ class NamespaceSandbox:
                 if net is not None:
                     net.close()
                 ready.unlink(missing_ok=True)
-            _kill_range(self.uid)
+            kill_range(self.uid)
             seconds = time.perf_counter() - t0
             self._proc = None
             return ExecResult(code, _tail(out), _tail(err), seconds, timed_out)
-
-
-# -- the launcher ---------------------------------------------------------------------------------------------
-
-_LAUNCHER: list[str] | None = None
-_LAUNCHER_LOCK = threading.Lock()
-
-
-def launcher(kind: str | None = None) -> list[str]:
-    """The launcher's command: the compiled ``launch.c`` (built once per source version into
-    ``$TRAJKIT_CACHE/sandbox``), or ``python -I -S launch.py`` where no C compiler is found or the build fails.
-    ``kind`` ``"c"`` or ``"python"`` asks for one (``"c"`` raises when it cannot be built);
-    ``$TRAJKIT_SANDBOX_LAUNCHER`` does the same for the default."""
-    global _LAUNCHER
-    kind = kind or os.environ.get("TRAJKIT_SANDBOX_LAUNCHER") or None
-    python = [sys.executable, "-I", "-S", str(LAUNCHER)]
-    if kind == "python":
-        return python
-    if kind is None and _LAUNCHER is not None:
-        return _LAUNCHER
-    with _LAUNCHER_LOCK:
-        try:
-            built = [str(_build_launcher())]
-        except SandboxError:
-            if kind == "c":
-                raise
-            built = python
-        if kind is None:
-            _LAUNCHER = built
-        return built
-
-
-def _build_launcher() -> Path:
-    """The compiled launcher for this ``launch.c`` (its hash in the name), built atomically if absent. It runs
-    as root, so it is used only from a folder and a file that only this user can write."""
-    import hashlib
-
-    from trajkit.recipes.cache import cache_dir
-
-    source = LAUNCHER_C.read_bytes()
-    folder = cache_dir() / "sandbox"
-    binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    for path in (folder, binary):
-        if path.exists():
-            st = path.lstat()
-            if path.is_symlink() or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-                raise SandboxError(f"{path} is not owned by this user alone; not running it as root")
-    if binary.exists():
-        return binary
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise SandboxError("no C compiler (cc) to build the sandbox launcher")
-    tmp = folder / f".{binary.name}.{os.getpid()}.{threading.get_ident()}"
-    done = subprocess.run([compiler, "-O2", "-Wall", "-o", str(tmp), "-x", "c", "-"], input=source,
-                          capture_output=True, check=False)
-    if done.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise SandboxError(f"building the sandbox launcher failed: {done.stderr.decode(errors='replace')[-500:]}")
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, binary)
-    return binary
-
-
-# -- the host's side: slots, owners, stale folders -------------------------------------------------------------
-
-class _Network:
-    """A running ``slirp4netns`` for one command's namespace; ``close`` ends it."""
-
-    def __init__(self, proc: subprocess.Popen, exit_w: int):
-        self.proc, self.exit_w = proc, exit_w
-
-    def close(self) -> None:
-        os.close(self.exit_w)  # slirp4netns exits when its --exit-fd closes
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _attach_network(outer: subprocess.Popen, ready: Path, timeout_s: float = 10.0) -> _Network:
-    """Start ``slirp4netns`` on the network namespace of ``outer``'s child (the namespace's pid 1), wait until
-    ``tap0`` is configured, then create ``ready``, which the namespace waits for before its command runs."""
-    children = Path(f"/proc/{outer.pid}/task/{outer.pid}/children")
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            pid = children.read_text().split()
-        except OSError:
-            pid = []
-        if pid or outer.poll() is not None or time.monotonic() > deadline:
-            break
-        time.sleep(0.001)
-    if not pid:
-        raise SandboxError("the sandbox's namespace did not start, so its network could not be attached")
-    ready_r, ready_w = os.pipe()
-    exit_r, exit_w = os.pipe()
-    proc = subprocess.Popen([NET_TOOL, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
-                             "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", pid[0], "tap0"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            pass_fds=(ready_w, exit_r))
-    os.close(ready_w)
-    os.close(exit_r)
-    ok = os.read(ready_r, 1) == b"1"
-    os.close(ready_r)
-    if not ok:
-        os.close(exit_w)
-        proc.wait()
-        raise SandboxError(f"{NET_TOOL} could not configure the sandbox's network: {proc.stderr.read().decode()[-300:]}")
-    ready.touch()
-    return _Network(proc, exit_w)
 
 
 def _hide(upper: Path, entry: str) -> None:
@@ -446,111 +325,6 @@ def _hide(upper: Path, entry: str) -> None:
         os.setxattr(target, "trusted.overlay.opaque", b"y")
     else:
         os.mknod(target, 0o600 | 0o020000, os.makedev(0, 0))  # a whiteout: the entry is gone
-
-
-def _claim_slot() -> tuple[Path, int]:
-    """A fresh sandbox folder ``/tmp/trajkit-sbx-N`` (made atomically: N is this sandbox's alone) with the
-    ``owner`` file naming this process."""
-    import secrets
-
-    for _ in range(64):
-        slot = secrets.randbelow(SLOTS)
-        root = Path(tempfile.gettempdir()) / f"{PREFIX}{slot}"
-        try:
-            root.mkdir(mode=0o711)
-        except FileExistsError:
-            continue
-        os.chmod(root, 0o711)  # the sandbox's uids must traverse it to reach merged/
-        (root / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
-        return root, slot
-    raise SandboxError(f"no free sandbox slot in {tempfile.gettempdir()} after 64 tries; "
-                       "run `trajkit envs clean` to remove stale sandboxes")
-
-
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()[19]
-
-
-def _owner_alive(root: Path) -> bool:
-    try:
-        pid, start = (root / "owner").read_text().split()
-    except (OSError, ValueError):  # no owner yet (being made) or an old folder: stale once a minute old
-        try:
-            return time.time() - root.stat().st_mtime < 60
-        except OSError:
-            return True
-    return _start_time(int(pid)) == start
-
-
-def stale_sandboxes() -> list[Path]:
-    """Sandbox folders in the temp dir whose owning process is gone (a killed trainer)."""
-    found = []
-    for root in sorted(Path(tempfile.gettempdir()).glob(f"{PREFIX}*")):
-        if root.is_dir() and not root.is_symlink() and not _owner_alive(root):
-            found.append(root)
-    return found
-
-
-_CLEANING = threading.Lock()
-
-
-def clean_stale() -> list[str]:
-    """Remove every stale sandbox: kill its processes, unmount its disk, delete its folder. -> their paths.
-    Two processes cleaning at once both succeed (a folder already gone is skipped)."""
-    removed = []
-    with _CLEANING:
-        for root in stale_sandboxes():
-            slot = root.name[len(PREFIX):]
-            if slot.isdigit() and int(slot) < SLOTS:
-                _kill_range(UID_BASE + int(slot) * UID_SPAN)
-            _remove(root, missing_ok=True)
-            removed.append(str(root))
-    return removed
-
-
-def _remove(root: Path, missing_ok: bool = False) -> None:
-    disk = root / "disk"
-    if os.path.ismount(disk):
-        try:
-            _run(["umount", "-l", str(disk)])
-        except SandboxError:
-            if not missing_ok or os.path.ismount(disk):
-                raise
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _processes_of(base: int) -> list[int]:
-    """Host pids whose real uid is one of the sandbox's (``base .. base + UID_SPAN - 1``)."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                if base <= os.stat(f"/proc/{pid}").st_uid < base + UID_SPAN:
-                    out.append(int(pid))
-            except FileNotFoundError:
-                continue
-    return out
-
-
-def _kill_range(base: int | None, timeout_s: float = 10.0) -> None:
-    """SIGKILL every process of the sandbox's uids until none is left (raises if one outlives ``timeout_s``)."""
-    if base is None:
-        return
-    deadline = time.monotonic() + timeout_s
-    while pids := _processes_of(base):
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() > deadline:
-            raise SandboxError(f"processes of sandbox uid {base} survived SIGKILL: {pids}")
-        time.sleep(0.005)
 
 
 def _tail(fh) -> str:
@@ -567,12 +341,6 @@ def _kill(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-
-
-def _run(argv: list[str]) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SandboxError(f"{' '.join(argv)} failed: {done.stderr.strip()}")
 
 
 def _inside(context: Path | None, source: str) -> Path:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from trajkit.envs.dockerfile import parse_dockerfile
 from trajkit.envs.backends import make_sandbox
-from trajkit.envs.sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
+from trajkit.envs.sandbox import ExecResult, Limits, Sandbox, SandboxSpec
 from trajkit.envs.task import HarborTask, read_text
 from trajkit.errors import TrajkitError
 
