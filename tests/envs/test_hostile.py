@@ -500,3 +500,18 @@ def test_the_compiled_launcher_is_used_only_from_a_folder_no_one_else_writes(tmp
     if shutil.which("cc") or shutil.which("gcc"):
         built = launchers.launcher()
         assert built == [str(next((tmp_path / "sandbox").glob("launch-*")))] and os.access(built[0], os.X_OK)
+
+
+def test_a_network_that_cannot_be_attached_leaves_no_process(host, monkeypatch):
+    """slirp4netns failing (here: made to fail) ends the command it was for instead of leaving it waiting."""
+    def broken(outer, ready, timeout_s=10.0):
+        raise SandboxError("slirp4netns could not configure the sandbox's network: made to fail")
+    sb = box()
+    sb.spec.limits.network = True
+    monkeypatch.setattr(nsbox, "attach_network", broken)
+    try:
+        with pytest.raises(SandboxError, match="made to fail"):
+            sb.exec("sleep 300", timeout_s=30)
+        assert slots.processes_of(sb.uid) == [] and sb._proc is None
+    finally:
+        sb.stop()

@@ -45,14 +45,14 @@ from pathlib import Path, PurePosixPath
 
 from trajkit.envs.launcher import launcher
 from trajkit.envs.netns import SLIRP_DNS, attach_network, network_available
-from trajkit.envs.sandbox import MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
-from trajkit.envs.slots import UID_BASE, UID_SPAN, claim_slot, clean_stale, kill_range, remove, run
+from trajkit.envs.sandbox import MAX_OUTPUT, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
+from trajkit.envs.slots import UID_SPAN, claim_slot, uid_base, clean_stale, kill_range, remove, run
 
 VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var")
 MOUNTED = ("proc", "dev", "sys")
 WRITABLE = ("tmp", "root", "logs", "logs/verifier", "logs/agent", "tests", "solution")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH = SYSTEM_PATH
 TOOLS = ("unshare", "setpriv", "mount", "umount", "ip")
 # Docker's default capability set without sys_chroot and mknod; inside the user namespace they act only on
 # files the sandbox owns: what a task's root needs to chown, chmod and delete its own files
@@ -101,7 +101,7 @@ class NamespaceSandbox:
             raise SandboxError(f"namespace sandbox: {why}")
         clean_stale()
         self.root, slot = claim_slot()
-        self.uid = UID_BASE + slot * UID_SPAN
+        self.uid = uid_base(slot)
         try:
             disk = self.root / "disk"
             disk.mkdir()
@@ -269,8 +269,8 @@ class NamespaceSandbox:
         uid, gid = (0, 0) if user in (None, "root", "0") else self._lookup(user)
         limits = {"NPROC": lim.nproc, "AS": lim.memory_mb << 20, "FSIZE": lim.file_mb << 20, "NOFILE": lim.nofile,
                   "CORE": 0}
-        return [*outer, "sh", str(self.root / "inner.sh"), *launcher(), str(self.root / "merged"), cwd, str(uid), str(gid), str(self.uid), str(UID_SPAN),
-                ",".join(map(str, sorted(CAPS.values()))), ",".join(f"{k}={v}" for k, v in limits.items()),
+        return [*outer, "sh", str(self.root / "inner.sh"), *launcher(), str(self.root / "merged"), cwd,
+                str(uid), str(gid), str(self.uid), str(UID_SPAN), ",".join(map(str, sorted(CAPS.values()))), ",".join(f"{k}={v}" for k, v in limits.items()),
                 command, *(f"{k}={v}" for k, v in env.items())]
 
     def _lookup(self, user: str) -> tuple[int, int]:
@@ -291,9 +291,9 @@ class NamespaceSandbox:
         if self.root is None:
             raise SandboxError("the sandbox is not started (call start first)")
         base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.spec.env, **(env or {})}
-        bad = [k for k, v in base.items() if not k or "=" in k or "\0" in k or "\0" in v]
-        if bad:
-            raise SandboxError(f"environment variable {bad[0]!r}: a name needs no '=' or NUL, a value no NUL")
+        bad = bad_variable(base)
+        if bad is not None:
+            raise SandboxError(f"environment variable {bad!r}: a name needs no '=' or NUL, a value no NUL")
         argv = self._argv(self._with_relay(command), user, base, cwd or self.spec.workdir)
         ready = self.root / "net.ready"
         outer_env = {"SBX": str(self.root), "PATH": PATH, **({"NETWAIT": str(ready)} if self.spec.limits.network else {})}
@@ -301,7 +301,13 @@ class NamespaceSandbox:
             t0 = time.perf_counter()
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=outer_env,
                                           start_new_session=True)
-            net = attach_network(self._proc, ready) if self.spec.limits.network else None
+            try:
+                net = attach_network(self._proc, ready) if self.spec.limits.network else None
+            except BaseException:
+                _kill(self._proc)
+                self._proc = None
+                kill_range(self.uid)
+                raise
             try:
                 code, timed_out = self._proc.wait(timeout=timeout_s), False
             except subprocess.TimeoutExpired:
