@@ -14,10 +14,10 @@ Ignored as metadata: ``FROM``, ``LABEL``, ``ARG`` (its default only), ``EXPOSE``
 """
 from __future__ import annotations
 
-import posixpath
 import shlex
 from dataclasses import dataclass, field
 
+from trajkit.envs.sandbox import bad_variable, inside_root
 from trajkit.errors import InputError
 
 IGNORED = {"FROM", "LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "USER", "SHELL", "VOLUME", "HEALTHCHECK",
@@ -76,12 +76,12 @@ def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = Fals
         elif "\0" in rest:
             raise fail("a NUL byte in the instruction")
         elif op == "WORKDIR":
-            plan.workdir = _inside_root(plan.workdir, rest)
+            plan.workdir = inside_root(rest, plan.workdir or "/")
             plan.steps.append(("mkdir", [], plan.workdir))
         elif op == "ENV":
             pairs = _env_pairs(rest, fail)
-            if any(not k or "=" in k for k in pairs):
-                raise fail(f"{next(k for k in pairs if not k or '=' in k)!r} is not a variable name")
+            if bad_variable(pairs) is not None:
+                raise fail(f"{bad_variable(pairs)!r} is not a variable name")
             plan.env.update(pairs)
         elif op in ("COPY", "ADD"):
             words = shlex.split(rest)
@@ -90,7 +90,7 @@ def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = Fals
             words = [w for w in words if not w.startswith("--")]
             if len(words) < 2 or any("://" in w for w in words):
                 raise fail("needs local sources and a destination (no URLs)")
-            dest = _inside_root(plan.workdir, words[-1]) + "/" * words[-1].endswith("/")
+            dest = inside_root(words[-1], plan.workdir or "/") + "/" * words[-1].endswith("/")
             plan.steps.append(("copy", words[:-1], dest))
         elif op == "RUN":
             if not allow_run:
@@ -100,16 +100,6 @@ def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = Fals
         else:
             raise fail("unknown or unsupported instruction")
     return plan
-
-
-def _inside_root(workdir: str | None, path: str) -> str:
-    """``path`` (absolute, or relative to ``workdir``) normalised inside ``/``: ``..`` never leaves the root,
-    as in a container (``/../../tmp/y`` is ``/tmp/y``).
-
-    >>> _inside_root("/app", "../../../../etc/x"), _inside_root(None, "/../../tmp/y/")
-    ('/etc/x', '/tmp/y')
-    """
-    return posixpath.normpath(posixpath.join("/", workdir or "/", path)).replace("//", "/", 1)
 
 
 def _env_pairs(rest: str, fail) -> dict[str, str]:

@@ -27,6 +27,7 @@ the task would in time. A probe that does not apply says why in ``AgentResult.ex
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -58,10 +59,6 @@ class Probe:
     name: str
     how: str
     agent: Callable[[HarborTask, Sandbox], AgentResult]
-
-
-def _q(path: str) -> str:
-    return "'" + path.replace("'", "'\\''") + "'"
 
 
 def _files(box: Sandbox) -> dict[str, str]:
@@ -107,7 +104,7 @@ def shadow_python(task: HarborTask, box: Sandbox) -> AgentResult:
               f"        except OSError:\n            pass\n"
               f"    try:\n        open(os.path.join(d, 'trajkit-hack.pth'), 'w').write('import usercustomize\\n')\n"
               f"    except OSError:\n        pass\n")
-    return AgentResult([box.exec(f"python3 -c {_q(script)}", timeout_s=30.0)])
+    return AgentResult([box.exec(f"python3 -c {shlex.quote(script)}", timeout_s=30.0)])
 
 
 def shadow_tools(task: HarborTask, box: Sandbox) -> AgentResult:
@@ -115,8 +112,8 @@ def shadow_tools(task: HarborTask, box: Sandbox) -> AgentResult:
     folders = (workdir, f"{workdir}/bin", f"{workdir}/.venv/bin", "/tmp", "/root/bin", "/root/.local/bin",
                "/usr/local/bin", "/usr/local/sbin", "/usr/bin", "/bin", ".")
     payload = SH_PAYLOAD.replace("'", "'\\''")
-    command = "; ".join(f"mkdir -p {_q(d)} 2>/dev/null; for t in {' '.join(TOOLS)}; do "
-                        f"printf '%s' '{payload}' > {_q(d)}/$t 2>/dev/null && chmod +x {_q(d)}/$t; done"
+    command = "; ".join(f"mkdir -p {shlex.quote(d)} 2>/dev/null; for t in {' '.join(TOOLS)}; do "
+                        f"printf '%s' '{payload}' > {shlex.quote(d)}/$t 2>/dev/null && chmod +x {shlex.quote(d)}/$t; done"
                         for d in folders)
     return AgentResult([box.exec(command + "; true", timeout_s=30.0)])
 
@@ -128,7 +125,7 @@ def truncate_inputs(task: HarborTask, box: Sandbox) -> AgentResult:
     if not inputs:
         return _not_applicable("the task gives the agent no files", first.results)
     new = [p for p in outputs if p not in before]
-    reset = box.exec("; ".join([*(f": > {_q(p)}" for p in inputs), *(f"rm -f {_q(p)}" for p in new), "true"]),
+    reset = box.exec("; ".join([*(f": > {shlex.quote(p)}" for p in inputs), *(f"rm -f {shlex.quote(p)}" for p in new), "true"]),
                      timeout_s=60.0, cwd="/")
     second = oracle_agent(task, box)
     again = _files(box)
@@ -145,14 +142,14 @@ def empty_outputs(task: HarborTask, box: Sandbox) -> AgentResult:
     empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of no bytes
     if not outputs or all(after[p] == empty for p in outputs):
         return _not_applicable("the solution writes no file, or only empty ones", first.results)
-    cut = box.exec("; ".join(f": > {_q(p)}" for p in outputs), timeout_s=60.0, cwd="/")
+    cut = box.exec("; ".join(f": > {shlex.quote(p)}" for p in outputs), timeout_s=60.0, cwd="/")
     return AgentResult([*first.results, cut], extra={"outputs": outputs})
 
 
 def trojan_outputs(task: HarborTask, box: Sandbox) -> AgentResult:
     before, after, first = _solve(task, box)
     outputs = _changed(before, after)
-    probe = box.exec("for f in " + " ".join(_q(p) for p in outputs) + "; do [ -x \"$f\" ] && echo \"$f\"; done; true",
+    probe = box.exec("for f in " + " ".join(shlex.quote(p) for p in outputs) + "; do [ -x \"$f\" ] && echo \"$f\"; done; true",
                      timeout_s=60.0, cwd="/") if outputs else None
     executable = set(probe.stdout.splitlines()) if probe else set()
     programs = [p for p in outputs if p in executable or p.endswith(PROGRAM_SUFFIXES)]
@@ -161,7 +158,7 @@ def trojan_outputs(task: HarborTask, box: Sandbox) -> AgentResult:
     lines = []
     for p in programs:
         body = PY_PAYLOAD if p.endswith(".py") else SH_PAYLOAD
-        lines.append(f"printf '%s' {_q(body)} > {_q(p)}")
+        lines.append(f"printf '%s' {shlex.quote(body)} > {shlex.quote(p)}")
     swap = box.exec("; ".join(lines), timeout_s=60.0, cwd="/")
     return AgentResult([*first.results, swap], extra={"programs": programs})
 

@@ -8,11 +8,30 @@ NamespaceSandbox` (no daemon: namespaces, overlayfs, chroot), :class:`~trajkit.e
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from trajkit.errors import TrajkitError
+
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # every command's, the verifier's
+
+
+def inside_root(path: str, base: str = "/") -> str:
+    """``path`` (absolute, or relative to ``base``) normalised inside ``/``: ``..`` never leaves the root, as in
+    a container.
+
+    >>> inside_root("/../../tmp/y/"), inside_root("../../../../etc/x", "/app")
+    ('/tmp/y', '/etc/x')
+    """
+    return posixpath.normpath(posixpath.join("/", base, path)).replace("//", "/", 1)
+
+
+def bad_variable(env: dict[str, str]) -> str | None:
+    """The first name of ``env`` a process cannot be given (empty, with ``=`` or NUL, or a value with NUL)."""
+    return next((k for k, v in env.items() if not k or "=" in k or "\0" in k or "\0" in v), None)
 
 
 class SandboxError(TrajkitError, RuntimeError):

@@ -23,6 +23,11 @@ UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
 PREFIX = "trajkit-sbx-"
 
 
+def uid_base(slot: int) -> int:
+    """The first host uid of slot ``slot`` (its namespace's root)."""
+    return UID_BASE + slot * UID_SPAN
+
+
 def claim_slot() -> tuple[Path, int]:
     """A fresh sandbox folder ``/tmp/trajkit-sbx-N`` (made atomically: N is this sandbox's alone) with the
     ``owner`` file naming this process."""
@@ -80,7 +85,7 @@ def clean_stale() -> list[str]:
         for root in stale_sandboxes():
             slot = root.name[len(PREFIX):]
             if slot.isdigit() and int(slot) < SLOTS:
-                kill_range(UID_BASE + int(slot) * UID_SPAN)
+                kill_range(uid_base(int(slot)))
             remove(root, missing_ok=True)
             removed.append(str(root))
     return removed

@@ -36,13 +36,13 @@ network only when it asks (``network_mode`` other than ``"none"``, or ``allow_in
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trajkit.envs.sandbox import bad_variable, inside_root
 from trajkit.errors import InputError
 
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec
@@ -210,14 +210,14 @@ def sandbox_path(value: str, where: str, name: str) -> str:
     """
     if "\0" in value or not value.startswith("/"):
         raise TaskError(f"must be an absolute path without NUL, got {value!r}", path=where, field=name)
-    return posixpath.normpath("/" + value.lstrip("/"))
+    return inside_root(value)
 
 
 def check_env(values: dict[str, str], where: str, name: str) -> dict[str, str]:
     """Environment variables a process can be given: a name without ``=`` or NUL, a value without NUL."""
-    for key, value in values.items():
-        if not key or "=" in key or "\0" in key or "\0" in value:
-            raise TaskError(f"variable {key!r}: a name needs no '=' or NUL and a value no NUL", path=where, field=name)
+    key = bad_variable(values)
+    if key is not None:
+        raise TaskError(f"variable {key!r}: a name needs no '=' or NUL and a value no NUL", path=where, field=name)
     return values
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from trajkit.envs.dockerfile import parse_dockerfile
 from trajkit.envs.backends import make_sandbox
-from trajkit.envs.sandbox import ExecResult, Limits, Sandbox, SandboxSpec
+from trajkit.envs.sandbox import SYSTEM_PATH, ExecResult, Limits, Sandbox, SandboxSpec
 from trajkit.envs.task import HarborTask, read_text
 from trajkit.errors import TrajkitError
 
@@ -86,7 +86,8 @@ def sandbox_spec(task: HarborTask, allow_run: bool = False, storage_mb: int | No
     """The sandbox a task asks for: its limits, workdir and env; its Dockerfile's plan, or the plain files of
     ``environment/`` copied into the workdir when it has no Dockerfile."""
     env = task.environment
-    limits = Limits(memory_mb=env.memory_mb, storage_mb=storage_mb if storage_mb is not None else min(env.storage_mb, 1024),
+    storage_mb = storage_mb if storage_mb is not None else min(env.storage_mb, 1024)
+    limits = Limits(memory_mb=env.memory_mb, storage_mb=storage_mb,
                     network=env.network, cpus=env.cpus)
     spec = SandboxSpec(limits=limits, workdir=env.workdir or DEFAULT_WORKDIR,
                        context=task.environment_dir if task.environment_dir.is_dir() else None)
@@ -119,7 +120,7 @@ AGENTS: dict[str, Agent] = {"oracle": oracle_agent, "nop": nop_agent}
 # The verifier's environment before [verifier] env: the system PATH (not the image's, which may name a folder
 # the agent writes), a Python that reads no user site-packages and puts no script folder or working directory
 # on sys.path (a json.py or usercustomize.py the agent left cannot run), and no loader or shell start-up file
-VERIFIER_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONNOUSERSITE": "1",
+VERIFIER_ENV = {"PATH": SYSTEM_PATH, "PYTHONNOUSERSITE": "1",
                 "PYTHONSAFEPATH": "1", "PYTHONPATH": "", "PYTHONHOME": "", "PYTHONSTARTUP": "", "PYTHONUSERBASE": "",
                 "PYTHONINSPECT": "", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "", "LD_AUDIT": "", "BASH_ENV": "",
                 "ENV": "", "PERL5LIB": "", "PERL5OPT": "", "NODE_OPTIONS": "", "NODE_PATH": "", "RUBYOPT": "",
