@@ -13,8 +13,12 @@ An environment that serves the engine to outside programs (the gateway of :mod:`
 ``attach(rollout)`` method, called before each of its episodes: it generates through :meth:`Rollout.generate`
 while holding :attr:`Rollout.lock`, which ``sync`` holds too, so a weight sync waits for a running engine
 call to drain and every record carries the version of the weights that sampled it. Such an environment
-sets each sample's ``policy_version`` from its records; ``run`` fills in the engine's version only where
-an environment left it unknown (-1).
+sets each sample's ``policy_version`` from its records; ``run`` fills in the version of the run's first
+engine call where an environment left it unknown (-1), and each sampled token's (``token_versions``) where
+every call of the run had one version. A weight push between two calls of a multi-turn episode
+(``rollout.mode=async``) lets the episode continue under the new weights: an environment that stamps
+``token_versions`` itself (the tool environment does, from each call's ``policy_version``) records it.
+Every engine call runs under :attr:`Rollout.lock` too, so a push never lands inside a call.
 """
 from __future__ import annotations
 
@@ -56,7 +60,21 @@ class Rollout:
         self.backend = backend if backend is not None else build_backend(cfg, infer, drafter)
         self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
-        self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
+        self.lock = threading.RLock()  # held by sync, by every engine call and a gateway's (module docstring)
+        self.step_of: dict[int, int] = {}  # backend policy version -> the trainer step of those weights
+        self.versions: list[int] = []  # the backend version of each of this step's generate calls
+
+    def push(self, learner, step: int) -> None:
+        """The ``weight_sync`` stage through ``learner`` (:meth:`Learner.push_weights`); the backend's new
+        version stands for the policy after ``step`` updates (:attr:`step_of`), atomically for a generating
+        thread (``rollout.mode=async``: :mod:`trajkit.rl.producer`)."""
+        with self.lock:
+            learner.push_weights(self)
+            self.step_of[self.backend.policy_version] = step
+
+    def trained_steps(self, version: int) -> int:
+        """The trainer step of the weights a backend ``version`` sampled with (-1: pushed outside :meth:`push`)."""
+        return self.step_of.get(version, -1)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy (a LoRA policy's adapters only, merged there:
@@ -92,22 +110,35 @@ class Rollout:
             attach(self)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
-        out = self.backend.generate(prompt_ids, params)
+        """The backend's ``generate`` under :attr:`lock` (a weight push waits for it), counted in this step's
+        ``gen/*`` metrics."""
+        with self.lock:
+            out = self.backend.generate(prompt_ids, params)
         self.calls.append(out.stats)
+        self.versions.append(out.policy_version)
         return out
+
+    def generate_uncounted(self, prompt_ids: list[list[int]], params: SamplingParams):
+        """:meth:`generate` left out of the step's metrics (evaluation)."""
+        with self.lock:
+            return self.backend.generate(prompt_ids, params)
 
     def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams,
             keep_calls: bool = False) -> list[Sample]:
         """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``.
         ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
         if not keep_calls:
-            self.calls = []
+            self.calls, self.versions = [], []
+        first = len(self.versions)
         self.attach(task.env)
         samples = task.env.rollout(self.generate, rows, params)
+        versions = self.versions[first:] or [self.backend.policy_version]
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:
-                s.policy_version = self.backend.policy_version
+                s.policy_version = min(versions)
+            if s.token_versions is None and len(set(versions)) == 1:  # one version sampled every call
+                s.token_versions = [versions[0] if m else -1 for m in s.loss_mask]
         return samples
 
     def close(self) -> None:

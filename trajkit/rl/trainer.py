@@ -42,6 +42,7 @@ from trajkit.rl.evalitems import append_eval_items
 from trajkit.rl.learner import build_policy_side
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
+from trajkit.rl.producer import Producer, async_step
 from trajkit.rl.registry import make_task
 from trajkit.rl.rewards import RewardSet, resolve
 from trajkit.rl.rollout import Rollout
@@ -159,6 +160,7 @@ class Trainer:
         self.state = self.build(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
                                 backend=backend, reward_weights=reward_weights)
         self.logger = RunLogger(cfg.log, to_dict(cfg)) if logger else None
+        self.producer: Producer | None = None  # rollout.mode=async: started by the first step
 
     def build(self, cfg: TrainConfig, **given) -> TrainState:
         """The run's :class:`TrainState` (:func:`build_state`); :class:`trajkit.cluster.ClusterTrainer` builds
@@ -175,9 +177,19 @@ class Trainer:
     def step(self) -> int:
         return self.state.step
 
+    def _next(self) -> StepResult:
+        """``rl_step``, or with ``rollout.mode=async`` the producer's next batch (started on first use, after
+        pushing the current policy; :mod:`trajkit.rl.producer`)."""
+        if self.cfg.rollout.mode == "sync":
+            return rl_step(self.state)
+        if self.producer is None:
+            self.state.rollout.push(self.state.learner, self.state.step)
+            self.producer = Producer(self.state, self.state.step)
+        return async_step(self.state, self.producer)
+
     def step_once(self) -> StepResult:
         """One RL step, logged (metrics, samples) and checkpointed on schedule."""
-        result = rl_step(self.state)
+        result = self._next()
         if self.cfg.eval.every and result.step % self.cfg.eval.every == 0:
             result.metrics.update(self.evaluate())
         if self.logger is not None:
@@ -194,7 +206,7 @@ class Trainer:
         dataset task evaluates on at most its eval split's rows. A logged run also appends each item's
         scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
-        s.learner.push_weights(s.rollout)
+        s.rollout.push(s.learner, s.step)
         s.rollout.attach(s.task.env)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
@@ -202,7 +214,7 @@ class Trainer:
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.backend.generate, prompts, params)
+        samples = s.task.env.rollout(s.rollout.generate_uncounted, prompts, params)
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)
@@ -216,6 +228,9 @@ class Trainer:
         return save_checkpoint(self.state, path)
 
     def close(self) -> None:
+        if self.producer is not None:
+            self.producer.close()
+            self.producer = None
         if self.logger is not None:
             self.logger.close()
         self.state.rollout.close()
