@@ -171,7 +171,7 @@ def async_step(t: TrainState, producer: Producer) -> StepResult:
     with timer.stage(GENERATION):
         samples, admitted = admit(t, got)
         metrics.update(got.metrics, **admitted, **{"async/buffered": float(buffered)})
-    metrics.update(learn(t, samples, timer))
+    metrics.update(learn(t, samples, timer, alarm=admitted["async/staleness_max"] == 0))
     t.step += 1
     t.stream.committed = got.cursor  # every prompt before it is trained: what a checkpoint saves
     with timer.stage(WEIGHT_SYNC):

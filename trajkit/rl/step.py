@@ -116,15 +116,17 @@ def generate_batch(t: TrainState, prompts, timer: StageTimer, step: int) -> tupl
     return got.samples, {**scores, **got.metrics, **t.rollout.metrics()}
 
 
-def learn(t: TrainState, samples: list[Sample], timer: StageTimer) -> dict:
-    """The ``logprob`` and ``policy_update`` stages on ``samples`` (advantages set) -> their metrics."""
+def learn(t: TrainState, samples: list[Sample], timer: StageTimer, alarm: bool = True) -> dict:
+    """The ``logprob`` and ``policy_update`` stages on ``samples`` (advantages set) -> their metrics;
+    ``alarm``: check the mismatch alarm (an asynchronous step's stale samples differ from the policy by
+    design, so it checks only a batch sampled by the current weights)."""
     metrics = {}
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
     with timer.stage(LOGPROB):
         batch = collate(samples, advantages, t.tokenizer.pad_token_id)
         gap = t.learner.logprobs(batch, t.step)
         metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
-        metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1))
+        metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1)) if alarm else 0.0
     with timer.stage(POLICY_UPDATE):
         metrics.update(t.learner.update(t.step))
     return metrics
