@@ -148,6 +148,7 @@ def admit(t: TrainState, got: Produced) -> tuple[list[Sample], dict]:
                "async/version_span_max": float(max(spans, default=0)),
                "async/version_span_tokens": float(newer),
                "async/dropped_stale": float(len(got.samples) - len(kept)),
+               "async/max_staleness": float(k),
                "async/unknown_version": float(len(ages) - len(known)),
                "async/started_version": float(got.started_version),
                "async/generate_s": got.timer.seconds[GENERATION]}
