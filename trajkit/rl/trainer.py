@@ -39,6 +39,7 @@ from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
 from trajkit.rl.config import TrainConfig, load_config, to_dict
 from trajkit.rl.data import DatasetTask
 from trajkit.rl.evalitems import append_eval_items
+from trajkit.rl.latency import with_latency
 from trajkit.rl.learner import build_policy_side
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
@@ -85,7 +86,7 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     if policy.config.vocab_size < len(tokenizer):
         raise ConfigError(f"policy: its vocabulary ({policy.config.vocab_size}) is smaller than the "
                           f"tokenizer's ({len(tokenizer)})")
-    task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
+    task = with_latency(task if task is not None else make_task(cfg.task, cfg.seed, tokenizer), cfg.task, cfg.seed)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
         stream=PromptStream(task), policy=policy, optimizer=side.optimizer,
@@ -227,10 +228,16 @@ class Trainer:
         path = path or os.path.join(self.cfg.log.out_dir, "checkpoints", f"step_{self.step:06d}")
         return save_checkpoint(self.state, path)
 
-    def close(self) -> None:
+    def stop_rollouts(self) -> None:
+        """Stop an asynchronous run's producer (its unfinished batches are dropped; the next step starts it
+        again from the first prompt not yet trained)."""
         if self.producer is not None:
             self.producer.close()
             self.producer = None
+            self.state.stream.cursor = self.state.stream.committed
+
+    def close(self) -> None:
+        self.stop_rollouts()
         if self.logger is not None:
             self.logger.close()
         self.state.rollout.close()
