@@ -43,14 +43,33 @@ def test_staleness_zero_equals_sync_bitwise(tiny):
     assert moved  # the equality is of trained weights, not of two untouched copies
 
 
+def hold_updates_until_the_next_batch_is_made(trainer, steps: int) -> None:
+    """A scripted interleaving: update ``s`` starts only once the producer has made batch ``s + 1`` (which
+    K >= 1 admits at version ``s``), so every batch after the first is exactly one version stale."""
+    learner = trainer.state.learner
+    real_update = learner.update
+
+    def held_update(step):
+        if step + 1 < steps:
+            wait_for(lambda: trainer.producer.next_step > step + 1 or trainer.producer.error is not None)
+        return real_update(step)
+    learner.update = held_update
+
+
 def test_staleness_one_trains_on_older_weights(tiny):
-    """Guards the test above: with K=1 the producer runs ahead, so batch 2 is sampled by older weights
-    and the samples differ from the synchronous run's."""
+    """Guards the test above: with K=1 the producer runs ahead, so batches 1 and 2 are sampled by weights
+    one update old, and their log-probs differ from the synchronous run's."""
     _, expected = _run(tiny(*SIGNAL), 3)
-    _, got = _run(tiny(*SIGNAL, "rollout.mode=async", "rollout.max_staleness=1"), 3)
+    t = Trainer(tiny(*SIGNAL, "rollout.mode=async", "rollout.max_staleness=1"), logger=False)
+    hold_updates_until_the_next_batch_is_made(t, 3)
+    try:
+        got = [t.step_once() for _ in range(3)]
+    finally:
+        t.close()
+    assert [s.metrics["async/staleness_max"] for s in got] == [0, 1, 1]
     assert [s.completion_ids for s in expected[0].samples] == [s.completion_ids for s in got[0].samples]
-    assert any([s.completion_ids for s in a.samples] != [s.completion_ids for s in b.samples]
-               for a, b in zip(expected[1:], got[1:]))
+    for a, b in zip(expected[1:], got[1:]):  # the engine's log-probs: other weights, other numbers
+        assert [s.logprobs for s in a.samples] != [s.logprobs for s in b.samples]
 
 
 class TwoCallTask:
