@@ -8,8 +8,8 @@ import torch
 
 from trajkit.errors import ConfigError
 from trajkit.rl.config import load_config
-from trajkit.rl.registry import make_task
-from trajkit.rl.sample import validate_sample
+from trajkit.envs.registry import make_task
+from trajkit.envs.sample import validate_sample
 from trajkit.rl.trainer import Trainer
 
 from .conftest import TINY

@@ -24,7 +24,7 @@ def _train(tmp_path: Path, out: str, *extra: str) -> subprocess.Popen:
         data.write_text("".join(json.dumps({"prompt": f"w{i}x", "answer": f"w{i}x"}) + "\n" for i in range(ROWS)))
     args = [a for a in TINY if not a.startswith(("task.", "log.dump"))]
     cmd = [sys.executable, "-m", "trajkit.cli.main", "train", "rep", *args, "task.name=dataset",
-           f"task.path={data}", "rewards=[trajkit.rl.tasks:exact_match]", "eval.every=0", f"steps={STEPS}",
+           f"task.path={data}", "rewards=[trajkit.envs.single_turn:exact_match]", "eval.every=0", f"steps={STEPS}",
            "rollout.mode=async", "rollout.max_staleness=2", "checkpoint.every=4", "draft.kind=none",
            "draft.distill=false", "shaping.overlong_buffer=3", f"log.out_dir={tmp_path / out}", *extra]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

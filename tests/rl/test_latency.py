@@ -4,9 +4,9 @@ import math
 import random
 import statistics
 
-from trajkit.rl.latency import LatencyEnv, episode_latency
-from trajkit.rl.sample import Sample
-from trajkit.rl.tasks import Prompt
+from trajkit.envs.latency import LatencyEnv, episode_latency
+from trajkit.envs.sample import Sample
+from trajkit.envs.single_turn import Prompt
 
 
 def test_lognormal_median_and_spread():

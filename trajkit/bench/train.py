@@ -17,7 +17,7 @@ evaluated by the same evaluator (:mod:`trajkit.bench.trl_peer`). An arm may chan
 Ray: ``--arm vllm=rollout.backend=vllm --arm ray2="cluster.ray=true cluster.rollout_workers=2"`` gives the
 step time of each beside the in-process trajkit engine's (one local Ray, started first, serves them all).
 ``--arm sync= --arm async="rollout.mode=async rollout.max_staleness=1"`` compares synchronous and
-asynchronous rollouts (with ``task.latency_median_s`` for long-tailed episodes, :mod:`trajkit.rl.latency`);
+asynchronous rollouts (with ``task.latency_median_s`` for long-tailed episodes, :mod:`trajkit.envs.latency`);
 an asynchronous arm makes the arms run one after another, not in lockstep (its producer would use the
 other arms' time), so run it on a quiet machine.
 
@@ -345,13 +345,13 @@ def run(args) -> int:
         with progress_bar(total=steps, desc=f"seed {seed}", unit="step") as bar:
             seeds.append(run_seed(args, seed, steps, progress=lambda _seed, i, _steps: bar.update(i - bar.n)))
         if args.out and seed + 1 < args.seeds:  # a long run leaves its finished seeds behind
-            from trajkit.traces.atomic import write_atomic
+            from trajkit.atomic import write_atomic
 
             write_atomic(args.out, json.dumps({"partial": True, "runs": seeds}, indent=1))
     summary = summarize(seeds)
     summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
                    wall_seconds=time.perf_counter() - start)
-    from trajkit.traces.atomic import AtomicFile, write_atomic
+    from trajkit.atomic import AtomicFile, write_atomic
 
     print(json.dumps(summary, indent=1) if args.json else table(summary))
     if args.out:

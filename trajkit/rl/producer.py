@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.stages import DATA, GENERATION, WEIGHT_SYNC, StageTimer
 from trajkit.rl.state import TrainState
 from trajkit.rl.step import StepResult, data_rows, generate_batch, learn
