@@ -15,7 +15,8 @@ policy in this process, or a Ray policy worker under :mod:`trajkit.cluster`, wit
 the controller's step.
 
 This is GRPO's outer loop (Shao et al. 2024) as NeMo RL runs it synchronously; the loss is pluggable
-(:mod:`trajkit.rl.losses`).
+(:mod:`trajkit.rl.losses`). ``rollout.mode=async`` runs the generation stage's work
+(:func:`generate_batch`) in a producer thread instead and the rest here (:mod:`trajkit.rl.producer`).
 """
 from __future__ import annotations
 
