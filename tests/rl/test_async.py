@@ -167,3 +167,5 @@ def test_async_config_is_checked(tiny):
         tiny("rollout.mode=async", "rollout.max_staleness=-1")
     with pytest.raises(ConfigError, match="mode"):
         load_config(None, TINY + ["rollout.mode=fast"])
+    with pytest.raises(ConfigError, match="torchrun"):
+        tiny("rollout.mode=async", "policy.fsdp=true")
