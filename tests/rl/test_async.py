@@ -26,10 +26,13 @@ def _run(cfg, steps):
 
 
 def test_staleness_zero_equals_sync_bitwise(tiny):
-    sync, expected = _run(tiny(*SIGNAL), 3)
+    """Evaluation after every step too: it pushes the weights and samples beside the producer's thread."""
+    sync, expected = _run(tiny(*SIGNAL, "eval.every=1", "eval.num_prompts=4"), 3)
     initial = Trainer(tiny(*SIGNAL), logger=False).state.policy.state_dict()
-    asyn, got = _run(tiny(*SIGNAL, "rollout.mode=async", "rollout.max_staleness=0"), 3)
+    asyn, got = _run(tiny(*SIGNAL, "eval.every=1", "eval.num_prompts=4", "rollout.mode=async",
+                          "rollout.max_staleness=0"), 3)
     for a, b in zip(expected, got):
+        assert a.metrics["eval/reward"] == b.metrics["eval/reward"]
         assert [s.completion_ids for s in a.samples] == [s.completion_ids for s in b.samples]
         assert [s.logprobs for s in a.samples] == [s.logprobs for s in b.samples]
         for key in ("reward/shaped", "loss/pg", "loss/grad_norm", "mismatch/mean_abs"):
