@@ -19,7 +19,7 @@ Nothing else of the trainer is visible: no rollout, no config.
 ...         return Completions([Completion([p[-1]], [0.0], "length") for p in prompt_ids], GenerationStats())
 >>> seen = []
 >>> client = GenerationClient(Echo(), record=seen.append)
->>> client([[1, 2], [3]], None).token_ids, len(seen)
+>>> [c.token_ids for c in client([[1, 2], [3]], None)], len(seen)
 ([[2], [3]], 1)
 """
 from __future__ import annotations
