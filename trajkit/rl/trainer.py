@@ -208,14 +208,13 @@ class Trainer:
         scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
         s.rollout.push(s.learner, s.step)
-        s.rollout.attach(s.task.env)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
             count = min(count, s.task.num_prompts("eval"))
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.generate_uncounted, prompts, params)
+        samples = s.task.env.rollout(s.rollout.eval_client, prompts, params)  # not in the step's gen/* counters
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)
