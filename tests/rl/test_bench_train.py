@@ -74,7 +74,7 @@ def test_sync_and_async_arms_with_long_tailed_episodes(tmp_path):
 
     out = tmp_path / "train.json"
     args = build_parser().parse_args(["bench", "train", "--steps", "3", "--seeds", "1", "--out", str(out),
-                                      "--arm", "sync=", "--arm", "async=rollout.mode=async rollout.max_staleness=1",
+                                      "--plot", str(tmp_path / "train.png"), "--arm", "sync=", "--arm", "async=rollout.mode=async rollout.max_staleness=1",
                                       *TINY, "task.latency_median_s=0.02", "task.latency_sigma=1.0",
                                       "draft.kind=none", "draft.distill=false", "eval.every=0"])
     assert args.handler(args) == 0
