@@ -168,6 +168,11 @@ class TaskConfig(Checked):
     ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
     (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
     OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
+    ``openenv`` plays episodes of an OpenEnv environment, ``env`` (``pkg.module:Class``, in process) or ``url``
+    (a local server's ``ws://127.0.0.1:PORT``), the observations as user turns (after ``system_prompt``), the
+    replies made actions by ``adapter`` (``pkg.module:obj``; default: the action's one text field), at most
+    ``max_turns`` replies (:mod:`trajkit.envs.openenv`). ``verifiers`` runs the verifiers environment ``env``
+    (:mod:`trajkit.envs.verifiers`).
     ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
     (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
 
@@ -187,6 +192,10 @@ class TaskConfig(Checked):
     sandbox: Literal["namespace", "docker"] = "namespace"
     judge_url: str | None = None
     judge_model: str = "judge"
+    env: str | None = None
+    url: str | None = None
+    adapter: str | None = None
+    system_prompt: str | None = None
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
@@ -207,6 +216,12 @@ class TaskConfig(Checked):
         if self.name == "agent" and not self.command:
             raise ConfigError("task.name=agent needs task.command: the harness's shell command, with {base_url}, "
                               "{api_key}, {model} and {task} filled in per run")
+        if self.name == "openenv" and (self.env is None) == (self.url is None):
+            raise ConfigError("task.name=openenv needs exactly one of task.env=pkg.module:Class (the environment in "
+                              "process) or task.url=ws://127.0.0.1:PORT (a local OpenEnv server)")
+        if self.name == "verifiers" and not self.env:
+            raise ConfigError("task.name=verifiers needs task.env: the verifiers environment (an installed "
+                              "package's id, or pkg.module:load_environment)")
         if self.min_len > self.max_len:
             raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
 

@@ -33,6 +33,7 @@ TASKS: dict[str, TaskFactory | str] = {
                                                 strict=c.strict, shuffle=c.shuffle),
     "agent": lambda c, seed, tok: _agent(c, seed, tok),
     "harbor": "trajkit.envs.rltask:make_task",  # trajkit.envs sits above trajkit.rl: named, not imported
+    "openenv": "trajkit.envs.openenv.rltask:make_task",
 }
 
 
