@@ -34,7 +34,7 @@ def cmd_check(args) -> int:
         return _check_openenv(args)
     if not args.dir:
         raise SystemExit("trajkit envs check: give DIR (Harbor tasks) or --openenv ENV (see --help)")
-    from trajkit.envs.check import check_tasks, table, to_json
+    from trajkit.envs.harbor.check import check_tasks, table, to_json
 
     rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs,
                        adversarial=args.adversarial)
@@ -47,7 +47,7 @@ def _check_openenv(args) -> int:
     from trajkit.envs.openenv.connect import opener
     from trajkit.envs.openenv.rltask import default_adapter
     from trajkit.errors import ConfigError
-    from trajkit.rl.imports import import_object
+    from trajkit.envs.imports import import_object
 
     if not args.reference:
         raise ConfigError("--openenv needs --reference pkg.module:policy (a scripted solver: messages -> reply)")
@@ -62,7 +62,7 @@ def _check_openenv(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from trajkit.envs.slots import clean_stale
+    from trajkit.envs.harbor.slots import clean_stale
 
     removed = clean_stale()
     for path in removed:
@@ -81,8 +81,8 @@ the others under OUT/rejected/ with the reason in OUT/compile.json). Exit 0 when
 
 
 def cmd_compile(args) -> int:
-    from trajkit.envs.compile import compile_skill
-    from trajkit.envs.rubric import ChatModel
+    from trajkit.envs.harbor.compile import compile_skill
+    from trajkit.envs.harbor.rubric import ChatModel
 
     rows = compile_skill(args.skill, ChatModel(args.model, args.model_name, args.api_key), args.out, args.tasks,
                          args.sandbox)

@@ -67,7 +67,7 @@ class Scheduler:
     def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None, continuous: bool = True):
         self.engine, self.max_batch, self.batch_wait_s = engine, max_batch, batch_wait_s
         # held for every engine call and every weight update; an RL trainer passes the lock its own weight
-        # sync holds, so a sync waits for the running call (trajkit.rl.agent)
+        # sync holds, so a sync waits for the running call (trajkit.envs.agent)
         self.lock = lock if lock is not None else threading.Lock()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         # continuous batching needs the engine's step-wise session (plain or speculative); an engine

@@ -9,7 +9,7 @@ so a step's rollouts are a pure function of (weights, prompts, seed). The engine
 is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
 casts the float32 master weights into it.
 
-An environment that serves the engine to outside programs (the gateway of :mod:`trajkit.rl.agent`) has an
+An environment that serves the engine to outside programs (the gateway of :mod:`trajkit.envs.agent`) has an
 ``attach(rollout)`` method, called before each of its episodes: it generates through :meth:`Rollout.generate`
 while holding :attr:`Rollout.lock`, which ``sync`` holds too, so a weight sync waits for a running engine
 call to drain and every record carries the version of the weights that sampled it. Such an environment
@@ -30,8 +30,8 @@ from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.lora import adapter_of, inference_copy, is_lora
 from trajkit.rl.precision import DTYPES
-from trajkit.rl.sample import Sample
-from trajkit.rl.tasks import Prompt, Task
+from trajkit.envs.sample import Sample
+from trajkit.envs.single_turn import Prompt, Task
 
 
 class Rollout:

@@ -17,7 +17,7 @@ from trajkit.envs.openenv.episode import TextAdapter, adapter_for, nop, run_epis
 from trajkit.envs.openenv.server import serving  # noqa: E402
 from trajkit.errors import ConfigError  # noqa: E402
 from trajkit.rl.config import load_config  # noqa: E402
-from trajkit.rl.sample import validate_sample  # noqa: E402
+from trajkit.envs.sample import validate_sample  # noqa: E402
 from trajkit.rl.trainer import Trainer  # noqa: E402
 
 SUM = "trajkit.envs.openenv.examples:SumEnv"

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from trajkit.errors import ConfigError
-from trajkit.rl.imports import import_object
+from trajkit.envs.imports import import_object
 
 
 class EnvError(RuntimeError):

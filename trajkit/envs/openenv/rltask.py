@@ -4,7 +4,7 @@ Prompt ``i`` is the episode seed drawn from ``(seed, i)``; the trainer repeats i
 same seed, so the same first observation). An episode (:func:`~trajkit.envs.openenv.episode.run_episode`) is
 ``reset(seed)`` on a fresh environment (``task.env=pkg.module:Class`` in this process, or a connection to the
 local server ``task.url=ws://127.0.0.1:PORT``), then each observation rendered by the adapter as the user turn,
-the policy's reply sampled by the gateway over the trainer's engine (:class:`trajkit.rl.agent.GatewayEnv`: at
+the policy's reply sampled by the gateway over the trainer's engine (:class:`trajkit.envs.agent.GatewayEnv`: at
 the trainer's temperature, seeded from the step's seed, one session per episode), parsed into the action and
 stepped, until ``done`` or ``task.max_turns`` replies. So:
 
@@ -27,9 +27,9 @@ from trajkit.envs.openenv.connect import opener
 from trajkit.envs.openenv.episode import Policy, adapter_for, run_episode
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
-from trajkit.rl.agent import GatewayEnv, HarnessRun
-from trajkit.rl.imports import import_object
-from trajkit.rl.tasks import Prompt, encode, rng_for
+from trajkit.envs.agent import GatewayEnv, HarnessRun
+from trajkit.envs.imports import import_object
+from trajkit.envs.single_turn import Prompt, encode, rng_for
 
 EVAL_SEEDS = 64
 
@@ -121,7 +121,7 @@ def _action_schema(conn) -> dict:
 
 
 def make_task(cfg, seed: int, tokenizer) -> OpenEnvTask:
-    """The ``openenv`` entry of :data:`trajkit.rl.registry.TASKS`."""
+    """The ``openenv`` entry of :data:`trajkit.envs.registry.TASKS`."""
     adapter = import_object(cfg.adapter, "task.adapter") if cfg.adapter else None
     if isinstance(adapter, type):
         adapter = adapter()

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from trajkit.rl.imports import import_object
+from trajkit.envs.imports import import_object
 
 
 def app_for(env_cls, max_concurrent_envs: int = 64):
