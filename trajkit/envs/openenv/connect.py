@@ -51,7 +51,7 @@ class InProcess:
     def __init__(self, factory, action_cls=None):
         self.env = factory()
         self.action_cls = action_cls or action_class(self.env)
-        self._last = None
+        self._last = self._observation = None  # the last step's action and observation (for the rubric)
 
     def reset(self, seed: int) -> dict[str, Any]:
         try:

@@ -32,6 +32,8 @@ from trajkit.envs.imports import import_object
 from trajkit.envs.single_turn import Prompt, encode, rng_for
 
 EVAL_SEEDS = 64
+CALL_TIMEOUT_S = 600.0  # one gateway call (a batch on a loaded CPU can take minutes)
+FIRST_TURNS_KEPT = 4096  # first observations remembered (one reset per new seed, not per group member)
 
 
 def episode_reward(completions, harness_output, **kwargs) -> list[float | None]:
@@ -43,14 +45,13 @@ def episode_reward(completions, harness_output, **kwargs) -> list[float | None]:
     return out
 
 
-def chat_policy(base_url: str, api_key: str, model: str, timeout_s: float = 600.0) -> Policy:
-    """A policy that asks an OpenAI-compatible ``/chat/completions`` (the gateway; ``api_key`` = the session)."""
-    client = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout_s)
-
+def chat_policy(client: httpx.Client, model: str) -> Policy:
+    """A policy that asks an OpenAI-compatible ``/chat/completions`` through ``client`` (its base URL the
+    gateway's, its bearer key the episode's session)."""
     def reply(messages: list[dict[str, str]]) -> str:
-        r = client.post("/chat/completions", json={"model": model, "messages": messages})
+        r = client.post("chat/completions", json={"model": model, "messages": messages})
         if r.status_code != 200:
-            raise RuntimeError(f"{base_url}/chat/completions answered {r.status_code}: {r.text[:500]}")
+            raise RuntimeError(f"{client.base_url}chat/completions answered {r.status_code}: {r.text[:500]}")
         return r.json()["choices"][0]["message"].get("content") or ""
     return reply
 
@@ -76,6 +77,8 @@ class OpenEnvTask:
         """The episode's first turn (the environment is reset once here to read its first observation)."""
         seed = self.episode_seed(index, split)
         if seed not in self._first:
+            if len(self._first) >= FIRST_TURNS_KEPT:
+                self._first.clear()
             conn = self.connect()
             try:
                 self._first[seed] = self.adapter.render(conn.reset(seed)["observation"])
@@ -91,8 +94,10 @@ class OpenEnvTask:
 
     def episode(self, run: HarnessRun) -> str:
         """One episode with the gateway as the policy -> its record (JSON)."""
-        policy = chat_policy(run.base_url, run.api_key, run.model)
-        ep = run_episode(self.connect, self.adapter, policy, run.columns["openenv_seed"], self.max_turns, self.system)
+        with httpx.Client(base_url=run.base_url.rstrip("/") + "/", timeout=CALL_TIMEOUT_S,
+                          headers={"Authorization": f"Bearer {run.api_key}"}) as client:
+            ep = run_episode(self.connect, self.adapter, chat_policy(client, run.model), run.columns["openenv_seed"],
+                             self.max_turns, self.system)
         return ep.to_json()
 
 
