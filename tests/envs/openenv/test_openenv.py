@@ -48,6 +48,9 @@ def test_sum_episodes_pay_the_right_sum_only():
         wrong = run_episode(connect, TextAdapter(), lambda m, s=a + b: str(s + 1), seed, 3)
         assert (wrong.rewards, wrong.done, wrong.turns) == ([0.0], True, 1)
         assert run_episode(connect, TextAdapter(), lambda m, s=a + b: f" {s}.\n", seed, 3).reward == 1.0
+        # the last integer is the answer: the working may precede it, a second candidate may not follow it
+        assert run_episode(connect, TextAdapter(), lambda m, s=a + b: f"{a} + {b} = {s}", seed, 3).reward == 1.0
+        assert run_episode(connect, TextAdapter(), lambda m, s=a + b: f"{s} or {s + 1}", seed, 3).reward == 0.0
 
 
 def test_guess_over_the_socket_equals_in_process_and_the_hand_count(guess_server):

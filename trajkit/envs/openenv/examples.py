@@ -1,14 +1,14 @@
 """Two small OpenEnv environments (real ``openenv.core`` classes), offline, with their reference policies.
 
-- :class:`SumEnv` (single step): "What is A + B?" with ``A, B`` drawn from the seed; reward 1 when the reply
-  is exactly the number (optionally with a final period), else 0; done after one step.
+- :class:`SumEnv` (single step): "What is A + B?" with ``A, B`` drawn from the seed; reward 1 when the last
+  integer in the reply is the sum (``4 + 2 = 6`` earns it, ``6 or 7`` does not), else 0; done after one step.
 - :class:`GuessEnv` (multi-step): a secret number from 1 to 8 drawn from the seed; each reply is one guess,
   answered "higher"/"lower"; reward 1 on the step that guesses it, done then or after ``MAX_GUESSES`` guesses.
   A reply that is not exactly one number is a wasted guess (feedback says so).
 
 ``sum_solver`` and ``guess_solver`` (a binary search over the feedback) are their scripted reference
-policies for ``trajkit envs check``; ``nop`` replies nothing. Both environments grade the whole reply, so
-a reply listing many numbers earns nothing (the ``shotgun`` probe).
+policies for ``trajkit envs check``; ``nop`` replies nothing. Neither pays for the answer merely appearing
+in the reply, so a reply listing many numbers earns nothing (the ``shotgun`` probe).
 
     trajkit train grpo_smollm2 task.name=openenv task.env=trajkit.envs.openenv.examples:SumEnv
     trajkit envs check --openenv trajkit.envs.openenv.examples:GuessEnv \\
@@ -26,6 +26,7 @@ from openenv.core.env_server.types import Action, Observation, State
 from trajkit.envs.openenv.episode import nop  # noqa: F401 - the NOP policy beside the reference ones
 
 NUMBER = re.compile(r"\s*(-?\d+)\s*\.?\s*")
+INTEGER = re.compile(r"-?\d+")
 MAX_GUESSES = 4
 HIGH = 8
 
@@ -66,7 +67,8 @@ class SumEnv(Environment):
 
     def step(self, action: TextAction, timeout_s: Optional[float] = None, **kwargs: Any) -> TextObservation:
         self._state.step_count += 1
-        right = _number(action.message) == self.answer
+        found = INTEGER.findall(action.message)
+        right = bool(found) and int(found[-1]) == self.answer
         return TextObservation(prompt="Correct." if right else "Wrong.", done=True, reward=1.0 if right else 0.0)
 
     @property
