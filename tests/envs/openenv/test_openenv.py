@@ -177,3 +177,17 @@ def test_an_action_that_does_not_validate_is_an_action_error():
     conn.reset(0)
     with pytest.raises(ActionError, match="TextAction"):
         conn.step({"message": 3})
+
+
+def test_the_cli_checks_an_openenv_environment(capsys):
+    from trajkit.cli.main import main
+
+    assert main(["envs", "check", "--openenv", SUM, "--reference", "trajkit.envs.openenv.examples:sum_solver",
+                 "--episodes", "2", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["verdict"], row["reference"], row["nop"], row["episodes"]) == ("ok", 1.0, 0.0, 2)
+    assert main(["envs", "check", "--openenv", "tests.envs.openenv.envs:FreeEnv", "--reference",
+                 "trajkit.envs.openenv.examples:sum_solver", "--episodes", "2"]) == 1
+    assert "vacuous" in capsys.readouterr().out
+    assert main(["envs", "check", "--openenv", SUM]) == 2
+    assert "--reference" in capsys.readouterr().err
