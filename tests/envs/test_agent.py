@@ -13,7 +13,8 @@ import pytest
 from trajkit.errors import ConfigError
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl import Trainer
-from trajkit.envs.agent import AgentTask, HarnessError, HarnessRun, command_harness
+from trajkit.envs.agent import AgentTask, EnvironmentDied, HarnessError, HarnessRun, command_harness
+from trajkit.envs.client import GenerationClient
 from trajkit.envs.sample import validate_sample
 
 HARNESS = Path(__file__).with_name("agent_harness.py")
@@ -92,7 +93,7 @@ def test_a_weight_sync_waits_for_the_running_engine_call(tiny):
     trainer = Trainer(tiny(), task=task, logger=False)
     rollout = trainer.state.rollout
     try:
-        rollout.attach(task.env)
+        task.env.serve(rollout.client)  # what the first round does with the client it is handed
         assert task.env.gateway.scheduler.lock is rollout.lock
         before = rollout.engine.policy_version
         with rollout.lock:  # what the gateway's scheduler holds for an engine call
@@ -166,3 +167,74 @@ def test_bad_agent_settings_name_what_to_set(tiny, tmp_path):
         command_harness("my-agent --url {base_url}")
     with pytest.raises(ConfigError, match="unknown placeholder 'url'"):
         command_harness("my-agent {url} {task}")(HarnessRun("http://x/v1", "k", "policy", "t"))
+
+
+class NoSessions:
+    """A backend without step-wise sessions (as vLLM's): the trajkit engine's backend with ``session`` hidden
+    and its own prefix cache not offered."""
+
+    def __init__(self, backend):
+        self.inner, self.name = backend, "no-sessions"
+
+    def __getattr__(self, name):
+        if name in ("session", "set_prefix_cache", "guarantees"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _step_on(tiny, wrap):
+    """One agent step with the rollout's client rebuilt over ``wrap(backend)`` (the same lock and counters)."""
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+    trainer = Trainer(tiny(), task=task, logger=False)
+    rollout = trainer.state.rollout
+    rollout.client = GenerationClient(wrap(rollout.backend), rollout.lock, rollout._record)
+    try:
+        return task, trainer.step_once()
+    finally:
+        trainer.close()
+
+
+def test_the_gateway_serves_a_backend_without_sessions_with_the_same_samples(tiny):
+    """No sessions: the gateway batches whole generate calls and says so (``degraded``); the engine's rows are
+    seeded per row, so the samples are the very ones continuous batching gives; the round never rewrites the
+    shared gateway config (its sampling is the sessions')."""
+    task, plain = _step_on(tiny, lambda b: b)
+    degraded_task, degraded = _step_on(tiny, NoSessions)
+    assert task.env.gateway.degraded == [] and task.env.gateway.scheduler.continuous
+    assert not degraded_task.env.gateway.scheduler.continuous
+    assert [n.split(":")[0] for n in degraded_task.env.gateway.degraded] == \
+        ["continuous batching off", "trajkit's exact prefix cache off"]
+    assert [s.completion_ids for s in degraded.samples] == [s.completion_ids for s in plain.samples]
+    assert max(abs(a - b) for d, p in zip(degraded.samples, plain.samples)
+               for a, b in zip(d.logprobs, p.logprobs)) < 1e-5  # other batch shapes: float rounding only
+    assert degraded.metrics["gen/calls"] >= 2 and degraded.metrics["gen/tokens"] == plain.metrics["gen/tokens"]
+    for t in (task, degraded_task):
+        assert t.env.config.force_temperature is None and t.env.config.force_seed is None
+        session = t.env.gateway.sessions.find(plain.samples[0].metadata["session"])
+        assert session.forced.temperature == 1.0 and session.forced.max_tokens == 6
+
+
+class DeadSessions(NoSessions):
+    """A backend on which the gateway's scheduler thread dies as it opens its batch: the error the vLLM path
+    once raised there (an AttributeError on None, the rollout's missing engine), outside any engine call."""
+
+    def __getattr__(self, name):
+        if name == "session":
+            return lambda: None.session()
+        return super().__getattr__(name)
+
+
+def test_a_dying_gateway_thread_fails_the_step_with_its_traceback_and_the_task_named(tiny):
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length], timeout_s=60)
+    trainer = Trainer(tiny(), task=task, logger=False)
+    rollout = trainer.state.rollout
+    rollout.client = GenerationClient(DeadSessions(rollout.backend), rollout.lock, rollout._record)
+    try:
+        with pytest.raises(EnvironmentDied) as info:
+            trainer.step_once()
+    finally:
+        trainer.close()
+    message = str(info.value)
+    assert message.startswith("task agent: the gateway's scheduler thread died")
+    assert "Traceback" in message and "AttributeError: 'NoneType' object has no attribute 'session'" in message
+    assert not task.env.gateway.scheduler.alive()

@@ -9,15 +9,18 @@ rollout engine, one session per harness run, and the exact token ids recorded on
 One generation round of :class:`GatewayEnv`, for prompts ``p_0 .. p_{B-1}`` (each task repeated ``G``
 times, a group, by the trainer):
 
-1. ``attach(rollout)``: on first use a :class:`~trajkit.gateway.Gateway` is started on a loopback port over
-   the trainer's engine. It generates through ``Rollout.generate`` (the step's ``gen/*`` counters include its
-   calls) while holding ``Rollout.lock``, the lock the ``weight_sync`` stage holds: a sync waits for the
-   running engine call to drain, and each record carries the ``policy_version`` that sampled it;
-2. every request is sampled at the trainer's rollout temperature with top-k/top-p off and
-   ``max_new_tokens`` as the default budget (``GatewayConfig.force_temperature``): the loss assumes that
-   distribution, whatever the harness asks for; a request without a seed is seeded from the round's seed,
-   its session and its index there (``GatewayConfig.force_seed``), so the step's rollouts are a function
-   of the step's seed as in the plain rollout path;
+1. the round's ``generate`` is a :class:`~trajkit.envs.client.GenerationClient` (the trainer's: its backend,
+   the lock its ``weight_sync`` stage holds, and its ``gen/*`` counters), given as an argument; on first use
+   a :class:`~trajkit.gateway.Gateway` is started on a loopback port over that backend, holding the lock for
+   every engine call: a sync waits for the running call to drain, and each record carries the
+   ``policy_version`` that sampled it. Any backend serves: trajkit's engine (continuous batching of the
+   sessions, exact prefix reuse) or vLLM (whole generate calls, its own prefix cache; ``Gateway.degraded``
+   says what is off);
+2. each run's session is opened for the round (:class:`trajkit.gateway.sessions.Forced`): every request is
+   sampled at the round's temperature with top-k/top-p off and ``max_new_tokens`` as the default budget (the
+   loss assumes that distribution, whatever the harness asks for); a request without a seed is seeded from
+   the round's seed, its session and its index there, so the step's rollouts are a function of the step's
+   seed as in the plain rollout path. The shared :class:`~trajkit.gateway.GatewayConfig` is never rewritten;
 3. the harness runs once per prompt, all concurrently (the gateway batches their requests), each with its
    own API key = session id: a Python callable given a :class:`HarnessRun`, or a shell command
    (:func:`command_harness`);
@@ -28,6 +31,10 @@ times, a group, by the trainer):
 5. the rewards (a verifier: TRL-style reward functions) read ``metadata["prompt"]`` (the messages up to the
    task), ``metadata["completion"]`` (every message after: assistant turns, tool results, and the final
    reply) and the row's columns, plus ``harness_output`` (what the harness returned or printed).
+
+Nothing hangs: a run still going ``timeout_s`` after the round started is abandoned and counted failed, and a
+dead gateway thread (its scheduler) fails the round with :class:`EnvironmentDied`, its traceback and the task's
+name, as soon as the runs return (they get errors from the gateway at once).
 
 A run that fails (the harness raised, exited non-zero or timed out, or made no call) becomes an empty sample
 (no tokens, ``metadata["harness_error"]``); its reward is what the reward functions give an empty completion.
@@ -46,14 +53,16 @@ import shlex
 import subprocess
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajkit.engine import SamplingParams
 from trajkit.errors import ConfigError
+from trajkit.envs.client import GenerationClient, as_client
 from trajkit.gateway import Gateway, GatewayConfig, running
+from trajkit.gateway.sessions import Forced
 from trajkit.gateway.stitch import Chain, stitch
 from trajkit.envs.data import DatasetTask
 from trajkit.envs.rewards import RewardFunc
@@ -114,78 +123,83 @@ def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
     return run
 
 
-class _RolloutEngine:
-    """The engine as the gateway sees it: generation goes through ``Rollout.generate`` (counted in the step's
-    ``gen/*`` metrics); everything else is the rollout's engine."""
-
-    def __init__(self, rollout):
-        self.rollout = rollout
-
-    def generate(self, prompt_ids, params):
-        return self.rollout.generate(prompt_ids, params)
-
-    def session(self):
-        """A continuous-batching session whose counters join the step's (``rollout.calls``)."""
-        session = self.rollout.engine.session()
-        self.rollout.calls.append(session.stats)
-        return session
-
-    def __getattr__(self, name: str):
-        return getattr(self.rollout.engine, name)
+class EnvironmentDied(RuntimeError):
+    """A thread an environment relies on (its gateway's scheduler, its server) died; the message names the
+    task and holds the thread's traceback."""
 
 
 class GatewayEnv:
-    """Episodes made by ``harness`` runs against a gateway over the trainer's engine (module docstring)."""
+    """Episodes made by ``harness`` runs against a gateway over the round's generation client (module
+    docstring). ``name``: the task's name in errors; ``timeout_s``: the longest a round waits for its runs."""
 
     def __init__(self, tokenizer, harness: Harness, model_name: str = "policy", max_parallel: int = 64,
-                 config: GatewayConfig | None = None, raise_when_all_fail: bool = True):
+                 config: GatewayConfig | None = None, raise_when_all_fail: bool = True, name: str = "agent",
+                 timeout_s: float = 3600.0):
         self.tokenizer, self.harness, self.max_parallel = tokenizer, harness, max_parallel
         self.raise_when_all_fail = raise_when_all_fail  # False: a round of failed runs is a round of empty samples
         self.config = config or GatewayConfig(model_name=model_name)
         self.model = self.config.model_name.split(",")[0].strip()
+        self.name, self.timeout_s = name, timeout_s
         self.gateway: Gateway | None = None
         self.base_url = ""
-        self._rollout = None
+        self._client: GenerationClient | None = None
         self._stack = ExitStack()
         self._prefix = "run"  # session ids (and so their calls' seeds) are the same on every run
         self._round = 0
 
-    def attach(self, rollout) -> None:
-        """Serve ``rollout``'s engine (started once; see the module docstring)."""
-        if self._rollout is rollout:
-            return
+    def serve(self, client: GenerationClient) -> Gateway:
+        """The gateway over ``client``'s backend (started on first use, restarted for another client)."""
+        if self._client is client and self.gateway is not None:
+            return self.gateway
         self.close()
-        self._rollout = rollout
-        self.gateway = Gateway(_RolloutEngine(rollout), self.tokenizer, self.config, lock=rollout.lock)
+        self._client = client
+        self.gateway = Gateway(client.engine(), self.tokenizer, self.config, lock=client.lock)
         self.base_url = self._stack.enter_context(running(self.gateway))
+        return self.gateway
 
     def close(self) -> None:
         """Stop the server (the records stay in ``self.gateway``)."""
         self._stack.close()
         if self.gateway is not None:
             self.gateway.close()
-        self._rollout = None
+        self._client = None
 
     def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
-        if self.gateway is None:
-            raise ConfigError("GatewayEnv serves the trainer's engine: run it through trajkit.rl.Rollout.run, "
-                              "which attaches it first")
-        self.config.force_temperature = params.temperature
-        self.config.force_seed = params.seed  # the round's seed: each run's calls are seeded from it
-        self.config.default_max_tokens = params.max_new_tokens
+        gateway = self.serve(as_client(generate))
         self._round += 1
+        forced = Forced(params.temperature, params.seed, params.max_new_tokens)
         runs = [HarnessRun(self.base_url, f"{self._prefix}-{self._round}-{i}", self.model, _task_text(p),
                            dict(p.columns)) for i, p in enumerate(prompts)]
-        with ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(runs)))) as pool:
-            outcomes = list(pool.map(self._run, runs))
-        self.gateway.scheduler.drain()
+        for r in runs:
+            gateway.sessions.open(r.api_key, self.model, forced)
+        outcomes = self._run_all(runs)
+        self._check_alive()
+        gateway.scheduler.drain(self.timeout_s)
         samples = [self._sample(p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
         errors = [s.metadata["harness_error"] for s in samples if "harness_error" in s.metadata]
         if errors and len(errors) == len(samples) and self.raise_when_all_fail:
-            raise HarnessError(f"every harness run of this round failed; first: {errors[0]}")
+            raise HarnessError(f"task {self.name}: every harness run of this round failed; first: {errors[0]}")
         if errors:
-            warnings.warn(f"{len(errors)} of {len(samples)} harness runs failed; first: {errors[0]}", stacklevel=2)
+            warnings.warn(f"task {self.name}: {len(errors)} of {len(samples)} harness runs failed; first: "
+                          f"{errors[0]}", stacklevel=2)
         return samples
+
+    def _run_all(self, runs: list[HarnessRun]) -> list[tuple[Any, str | None]]:
+        """Every run, concurrently; a run still going after ``timeout_s`` is abandoned (its thread is left to
+        end on its own) and reported as failed."""
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(runs))),
+                                  thread_name_prefix=f"trajkit-{self.name}-run")
+        futures = [pool.submit(self._run, r) for r in runs]
+        done, _ = wait(futures, timeout=self.timeout_s)
+        pool.shutdown(wait=False, cancel_futures=True)
+        return [f.result() if f in done else (None, f"run {r.api_key}: still running after {self.timeout_s:g} s "
+                                                     "(abandoned)") for f, r in zip(futures, runs)]
+
+    def _check_alive(self) -> None:
+        error = self.gateway.scheduler.error
+        if error is not None:
+            raise EnvironmentDied(f"task {self.name}: the gateway's scheduler thread died during the round; its "
+                                  f"traceback:\n{error}")
 
     def _run(self, run: HarnessRun) -> tuple[Any, str | None]:
         try:
@@ -245,7 +259,8 @@ class AgentTask:
         self.rows = DatasetTask(train, tokenizer, eval, seed=seed, eval_fraction=eval_fraction, strict=strict)
         if isinstance(harness, str):
             harness = command_harness(harness, timeout_s)
-        self.env = GatewayEnv(tokenizer, harness, config=gateway)  # gateway: e.g. the window /v1/models reports
+        # gateway: e.g. the window /v1/models reports; a round waits at most a run's timeout and a margin
+        self.env = GatewayEnv(tokenizer, harness, config=gateway, name=self.name, timeout_s=timeout_s + 30.0)
         self.reward_funcs = list(reward_funcs)
 
     def prompt(self, index: int, split: str = "train") -> Prompt:

@@ -24,22 +24,10 @@ def overlong_buffer_within_completions(cfg: TrainConfig) -> None:
         raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
 
 
-def agent_task_on_trajkit_engine(cfg: TrainConfig) -> None:
-    if cfg.rollout.backend != "trajkit" and cfg.task.name == "agent":
-        raise ConfigError(f"task.name=agent with rollout.backend={cfg.rollout.backend}: the agent task's "
-                          "gateway runs on trajkit's engine only for now; set rollout.backend=trajkit")
-
-
 def nccl_transfer_is_vllms(cfg: TrainConfig) -> None:
     if cfg.cluster.weight_transfer == "nccl" and cfg.rollout.backend != "vllm":
         raise ConfigError("cluster.weight_transfer=nccl is vLLM's transfer: set rollout.backend=vllm, or use "
                           "cluster.weight_transfer=object_store")
-
-
-def gateway_tasks_in_process(cfg: TrainConfig) -> None:
-    if cfg.cluster.ray and cfg.task.name in ("agent", "harbor"):
-        raise ConfigError(f"task.name={cfg.task.name} with cluster.ray=true: its gateway serves trajkit's engine "
-                          "in this process; set cluster.ray=false")
 
 
 def lora_combinations(cfg: TrainConfig) -> None:
@@ -81,5 +69,5 @@ def sharding_settings(cfg: TrainConfig) -> None:
 
 
 RULES: tuple[Callable[[TrainConfig], None], ...] = (
-    rewards_are_import_paths, overlong_buffer_within_completions, agent_task_on_trajkit_engine, nccl_transfer_is_vllms,
-    gateway_tasks_in_process, lora_combinations, logra_not_in_float16, sharding_settings)
+    rewards_are_import_paths, overlong_buffer_within_completions, nccl_transfer_is_vllms, lora_combinations,
+    logra_not_in_float16, sharding_settings)

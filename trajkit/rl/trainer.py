@@ -195,14 +195,13 @@ class Trainer:
         scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
         s.learner.push_weights(s.rollout)
-        s.rollout.attach(s.task.env)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
             count = min(count, s.task.num_prompts("eval"))
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.backend.generate, prompts, params)
+        samples = s.task.env.rollout(s.rollout.client, prompts, params)  # counted: the next step starts anew
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)

@@ -60,7 +60,7 @@ class HarborRLTask:
         self.names = sorted(self.tasks)
         self.seed, self.tokenizer, self.max_turns, self.sandbox = seed, tokenizer, max_turns, sandbox
         self.judge = judge
-        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False)
+        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
         self.reward_funcs = [trial_reward]
 
     def prompt(self, index: int, split: str = "train") -> Prompt:

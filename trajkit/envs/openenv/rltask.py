@@ -66,7 +66,7 @@ class OpenEnvTask:
         self.connect = opener(env, url)
         self.adapter = adapter if adapter is not None else default_adapter(self.connect)
         self.tokenizer, self.seed, self.max_turns, self.system = tokenizer, seed, max_turns, system
-        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False)
+        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
         self.reward_funcs = [episode_reward]
         self._first: dict[int, str] = {}
 
