@@ -60,7 +60,9 @@ class TaskConfig(Checked):
     (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.harbor.rltask`); with ``judge_url`` (an
     OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
     ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
-    (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
+    (TRL's ``shuffle_dataset``). ``latency_median_s`` > 0 adds a lognormal wait (that median, ``latency_sigma``)
+    to every episode, the batch waiting for its slowest (:mod:`trajkit.envs.latency`: long-tailed tool
+    calls for benchmarks). The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
     path: str | None = None
@@ -78,10 +80,13 @@ class TaskConfig(Checked):
     sandbox: Literal["namespace", "docker"] = "namespace"
     judge_url: str | None = None
     judge_model: str = "judge"
+    latency_median_s: float = 0.0
+    latency_sigma: float = 1.0
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
-                  "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)"}
+                  "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)", "latency_median_s": "[0, inf)",
+                  "latency_sigma": "[0, inf)"}
 
     def validate(self) -> None:
         if self.name not in TASKS and not is_import_path(self.name):
