@@ -61,6 +61,31 @@ def cmd_compile(args) -> int:
     return 0 if kept else 1
 
 
+GENERATE_EPILOG = """Examples:
+  trajkit envs generate --families all --split train --n 20 --seed 0 --out tasks/train
+  trajkit envs generate --families all --split heldout --n 5 --seed 0 --out tasks/heldout
+  trajkit envs check tasks/heldout --adversarial                 # Oracle 1, NOP 0, no hack pays
+  trajkit audit data --train tasks/train/tasks.jsonl --eval tasks/heldout/tasks.jsonl
+
+Families: write-file, count-matches, rename-ext, sort-lines, json-sum, csv-to-json, greet-script, env-value,
+and the held-out-only count-lines, upper-case (never in --split train; in 'all' for --split heldout). A held-out
+instance has parameters no train instance can have (a hash split) and its family's held-out wording. Each
+instance is a Harbor task folder OUT/FAMILY-HASH; OUT/tasks.jsonl lists them (id, family, split, prompt,
+answer) for trajkit audit data. The same flags write the same folder (docs/envs.md)."""
+
+
+def cmd_generate(args) -> int:
+    from collections import Counter
+
+    from trajkit.envs.harbor.families import generate
+
+    rows = generate(args.families, args.split, args.n, args.seed, args.out)
+    counts = Counter(r["family"] for r in rows)
+    print("\n".join(f"{family:<16} {n}" for family, n in counts.items()))
+    print(f"{len(rows)} {args.split} tasks of {len(counts)} families in {args.out} (manifest: {args.out}/tasks.jsonl)")
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("envs", help=COMMANDS["envs"],
                        description="Harbor-format environments: load, sandbox, check (Oracle = 1, NOP = 0).",
@@ -102,3 +127,13 @@ def register(sub) -> None:
     comp.add_argument("--tasks", type=int, default=4, help="how many tasks to plan (default 4)")
     comp.add_argument("--sandbox", choices=("namespace", "docker"), default="namespace")
     comp.set_defaults(handler=cmd_compile)
+    gen = esub.add_parser("generate", help="write instances of parametric task families, train or held-out split",
+                          description="Instances of trajkit's task families as Harbor task folders, split by "
+                                      "parameters, instruction wording and family.",
+                          epilog=GENERATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    gen.add_argument("--families", default="all", help="'all' or a comma-separated list of family names")
+    gen.add_argument("--split", choices=("train", "heldout"), required=True, help="which split to draw from")
+    gen.add_argument("--n", type=int, default=10, help="instances per family (default 10)")
+    gen.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    gen.add_argument("--out", required=True, help="a new (or empty) folder for the tasks")
+    gen.set_defaults(handler=cmd_generate)
