@@ -86,6 +86,35 @@ def cmd_generate(args) -> int:
     return 0
 
 
+EVAL_EPILOG = """Examples:
+  trajkit envs eval tasks/heldout --model ~/.cache/trajkit/models/SmolLM2-135M-Instruct --json
+  trajkit envs eval tasks/heldout --model runs/sft/final --samples 4 --temperature 1.0 --save-dir runs/eval
+
+The model (a Hugging Face folder) is served by trajkit's gateway on a loopback port; every trial runs the
+shell agent in a fresh sandbox against it, as task.name=harbor training does. A failed trial scores 0 and is
+counted in errors. Pass rates: per task the mean of its samples (± sd/sqrt(K)); per family and overall the mean
+of the tasks' pass rates (± sd over tasks / sqrt(n_tasks): tasks are the sampled unit). --json prints
+{"pass_rate": ..., "stderr": ..., "families": {...}, "tasks": [...]}. --save-dir keeps every conversation as
+the gateway's samples.jsonl and hermes.jsonl (trajkit traces stats DIR/hermes.jsonl)."""
+
+
+def cmd_eval(args) -> int:
+    from trajkit.config import from_args
+    from trajkit.envs.harbor.evaluate import ModelEval, evaluate_model, table
+    from trajkit.envs.task import load_tasks
+    from trajkit.errors import InputError
+    from trajkit.progress import progress_bar
+
+    report = load_tasks(args.tasks, strict=True)
+    if not report.tasks:
+        raise InputError(f"{args.tasks}: no Harbor task folder here (instruction.md + task.toml + tests/test.sh)")
+    how = from_args(ModelEval, args)
+    with progress_bar(len(report.tasks) * how.samples, "trials", unit="trial") as bar:
+        result = evaluate_model(report.tasks, args.model, how, args.save_dir, lambda _r: bar.update())
+    print(json.dumps(result.to_json(), indent=1) if args.json else table(result))
+    return 0
+
+
 def register(sub) -> None:
     p = sub.add_parser("envs", help=COMMANDS["envs"],
                        description="Harbor-format environments: load, sandbox, check (Oracle = 1, NOP = 0).",
@@ -137,3 +166,16 @@ def register(sub) -> None:
     gen.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
     gen.add_argument("--out", required=True, help="a new (or empty) folder for the tasks")
     gen.set_defaults(handler=cmd_generate)
+    from trajkit.config import add_arguments
+    from trajkit.envs.harbor.evaluate import ModelEval
+
+    ev = esub.add_parser("eval", help="pass rate of a model with the shell agent on a folder of tasks (± stderr)",
+                         description="Serve a model with trajkit's gateway and run the shell agent on every task "
+                                     "in fresh sandboxes: pass rate per task, per family and overall.",
+                         epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev.add_argument("tasks", help="a Harbor task folder or a folder of them")
+    ev.add_argument("--model", required=True, help="a Hugging Face model folder (tokenizer beside it)")
+    ev.add_argument("--json", action="store_true", help='print {"pass_rate": ..., "tasks": [...]} instead of the table')
+    ev.add_argument("--save-dir", default=None, help="save every trial's conversation here (samples, Hermes rows)")
+    add_arguments(ev, ModelEval)
+    ev.set_defaults(handler=cmd_eval)
