@@ -115,6 +115,29 @@ def cmd_eval(args) -> int:
     return 0
 
 
+ORACLE_EPILOG = """Example:
+  trajkit envs oracle-traces tasks/train --out sft/oracle.jsonl
+  trajkit traces stats sft/oracle.jsonl
+  trajkit traces export sft/oracle.jsonl --format tokens --tokenizer MODEL_DIR --out sft/tokens.jsonl
+
+Each task's solution/solve.sh is replayed as the shell agent's reply (one bash block), its exit code and output
+as the next user turn, then a closing reply, in a real trial; rows whose verifier pays 1 are kept as OpenAI chat
+rows (id, messages, category = family, task, reward). Dropped runs are counted: error, exit code, wrong, no
+command. Exit 1 when no row was kept."""
+
+
+def cmd_oracle_traces(args) -> int:
+    from trajkit.envs.harbor.trajectories import oracle_traces, write_rows
+    from trajkit.envs.task import load_tasks
+
+    rows, counts = oracle_traces(load_tasks(args.tasks, strict=True).tasks, args.jobs)
+    write_rows(rows, args.out)
+    dropped = {k: v for k, v in sorted(counts.items()) if k != "kept"}
+    print(f"{len(rows)} trajectories kept in {args.out}; dropped: "
+          + (", ".join(f"{k} {v}" for k, v in dropped.items()) or "none"))
+    return 0 if rows else 1
+
+
 def register(sub) -> None:
     p = sub.add_parser("envs", help=COMMANDS["envs"],
                        description="Harbor-format environments: load, sandbox, check (Oracle = 1, NOP = 0).",
@@ -166,6 +189,14 @@ def register(sub) -> None:
     gen.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
     gen.add_argument("--out", required=True, help="a new (or empty) folder for the tasks")
     gen.set_defaults(handler=cmd_generate)
+    orc = esub.add_parser("oracle-traces", help="each task's Oracle replayed as a shell-agent conversation: SFT traces",
+                          description="Replay every task's solution through the shell agent's protocol in a real "
+                                      "trial; keep the runs the verifier pays as OpenAI chat rows.",
+                          epilog=ORACLE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    orc.add_argument("tasks", help="a Harbor task folder or a folder of them")
+    orc.add_argument("--out", required=True, help="the JSONL file to write")
+    orc.add_argument("--jobs", type=int, default=4, help="trials at once (default 4)")
+    orc.set_defaults(handler=cmd_oracle_traces)
     from trajkit.config import add_arguments
     from trajkit.envs.harbor.evaluate import ModelEval
 

@@ -133,5 +133,5 @@ def write_task(spec: TaskSpec, name: str, split: str, out: Path) -> Path:
     (folder / "tests").mkdir()
     (folder / "tests" / "test.sh").write_text(verifier_script(spec.checks), encoding="utf-8")
     (folder / "solution").mkdir()
-    (folder / "solution" / "solve.sh").write_text(f"#!/bin/bash\nset -e\ncd /app\n{spec.solution}\n", encoding="utf-8")
+    (folder / "solution" / "solve.sh").write_text(f"#!/bin/bash\nset -e\n{spec.solution}\n", encoding="utf-8")
     return folder
