@@ -97,7 +97,7 @@ def _answering(command):
     ("json-sum", lambda s: f"echo '{json.dumps(s.checks[0].want)}' > {s.checks[0].path}", 1.0),
     ("json-sum", lambda s: f"echo '{{\"total\": {s.checks[0].want['total']}, \"x\": 1}}' > {s.checks[0].path}", 0.0),
     # a script that prints the right greeting but is not executable; one that writes the reward as root would
-    ("greet-script", lambda s: f"printf '#!/bin/sh\\necho \"{s.params['greeting']}, $1!\"\\n' > {s.checks[0].path}",
+    ("greet-script", lambda s: f"printf '#!/bin/sh\\necho \"{s.params['greeting']}, $1{s.params['end']}\"\\n' > {s.checks[0].path}",
      0.0),
     ("greet-script", lambda s: f"printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > {s.checks[0].path}"
                                f" && chmod +x {s.checks[0].path}", 0.0),

@@ -8,8 +8,9 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
 3. **export**: those traces rendered with the policy's own chat template and checked token by token against
    their source (:func:`trajkit.traces.token_export.export_trace_tokens`, what ``trajkit traces export --format
    tokens`` runs) -> ``OUT/tokens.jsonl``: ``input_ids`` and ``labels`` (-100 off the assistant turns);
-4. **fine-tune**: next-token cross-entropy on the labelled (assistant) tokens only, AdamW with warmup and cosine
-   decay (:func:`trajkit.models.fit.fit`, :func:`~trajkit.models.fit.next_token_loss`), ``steps`` batches of
+4. **fine-tune**: next-token cross-entropy on the labelled (assistant) tokens only, the output head applied at
+   those positions only (:func:`trajkit.recipes.scripted.reply_loss`: the value of the full-logits loss without
+   ``[B, L, V]`` logits), AdamW with warmup and cosine decay (:func:`trajkit.models.fit.fit`), ``steps`` batches of
    ``batch_size`` examples drawn with replacement from a generator seeded by ``seed``;
 5. **save**: ``OUT/final`` with ``save_pretrained`` (model and tokenizer);
 6. **eval**: the held-out pass rate of the base model (``eval_before``) and of ``OUT/final`` with
@@ -45,11 +46,11 @@ class SFTConfig(Checked):
     model: str = "smollm2-135m-instruct"
     families: str = "all"
     train_n: int = 40
-    heldout_n: int = 3
-    steps: int = 150
-    lr: float = 5.0e-5
+    heldout_n: int = 2
+    steps: int = 40
+    lr: float = 1.0e-4
     batch_size: int = 8
-    warmup: int = 10
+    warmup: int = 4
     max_length: int = 768
     eval_before: bool = True
     eval_max_turns: int = 3
@@ -160,8 +161,9 @@ def label_batches(rows: list[dict], batch_size: int, seed: int, pad: int):
 def fine_tune(cfg: SFTConfig, out: Path, folder: str, log) -> list[float]:
     import torch
 
-    from trajkit.models.fit import Schedule, fit, next_token_loss
+    from trajkit.models.fit import Schedule, fit
     from trajkit.models.load import load_model, load_tokenizer
+    from trajkit.recipes.scripted import reply_loss
 
     torch.manual_seed(cfg.seed)
     rows = [json.loads(line) for line in (out / "tokens.jsonl").read_text().splitlines()]
@@ -169,8 +171,7 @@ def fine_tune(cfg: SFTConfig, out: Path, folder: str, log) -> list[float]:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def loss(batch):  # right padding: a causal model's real positions never see the pads after them
-        ids, mask = batch
-        return next_token_loss(model(input_ids=ids).logits, ids, mask)
+        return reply_loss(model, *batch)  # the output head only where a token is trained
 
     schedule = Schedule(steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, batch_size=cfg.batch_size,
                         seq_len=cfg.max_length, weight_decay=0.0)

@@ -102,12 +102,14 @@ def csv_to_json(rng: random.Random, wording: int) -> TaskSpec:
 
 
 def greet_script(rng: random.Random, wording: int) -> TaskSpec:
-    script, greeting = f"{_pick(rng, ['greet', 'hello', 'welcome', 'salute'])}.sh", _pick(rng, GREETINGS)
+    script = f"{_pick(rng, ['greet', 'hello', 'welcome', 'salute', 'hi', 'say-hello', 'greeter', 'wave'])}.sh"
+    greeting, end = _pick(rng, GREETINGS), _pick(rng, ["!", ".", "?"])
     names = _pick(rng, NAMES, 3)
-    instruction = WORDINGS["greet-script"][wording].format(path=f"/app/{script}", greeting=greeting, example=names[0])
-    solution = f"printf '#!/bin/sh\\necho \"{greeting}, $1!\"\\n' > /app/{script} && chmod +x /app/{script}"
-    return TaskSpec("greet-script", {"script": script, "greeting": greeting}, instruction, {}, solution,
-                    [Check("run", f"/app/{script}", [[[n], f"{greeting}, {n}!"] for n in names])], wording=wording)
+    instruction = WORDINGS["greet-script"][wording].format(path=f"/app/{script}", greeting=greeting, end=end,
+                                                           example=names[0])
+    solution = f"printf '#!/bin/sh\\necho \"{greeting}, $1{end}\"\\n' > /app/{script} && chmod +x /app/{script}"
+    return TaskSpec("greet-script", {"script": script, "greeting": greeting, "end": end}, instruction, {}, solution,
+                    [Check("run", f"/app/{script}", [[[n], f"{greeting}, {n}{end}"] for n in names])], wording=wording)
 
 
 def env_value(rng: random.Random, wording: int) -> TaskSpec:
@@ -175,13 +177,14 @@ WORDINGS: dict[str, list[str]] = {
                     "Please translate the table in {src} into {out}. Each data row should become a JSON object "
                     "named by the columns, where {number} holds an integer rather than text."],
     "greet-script": ["Write an executable shell script `{path}` that takes one argument NAME and prints "
-                     "`{greeting}, NAME!` on one line. For example `{path} {example}` prints `{greeting}, {example}!`.",
+                     "`{greeting}, NAME{end}` on one line. For example `{path} {example}` prints "
+                     "`{greeting}, {example}{end}`.",
                      "Create `{path}`, an executable script: given a name as its argument it prints `{greeting}, "
-                     "<name>!`. So `{path} {example}` outputs `{greeting}, {example}!`.",
-                     "Make an executable `{path}` that greets its first argument with `{greeting}, ARG!`.",
+                     "<name>{end}`. So `{path} {example}` outputs `{greeting}, {example}{end}`.",
+                     "Make an executable `{path}` that greets its first argument with `{greeting}, ARG{end}`.",
                      "We want a small program at {path} that people can run with a name after it; it should "
-                     "answer with the greeting {greeting} followed by a comma, the name and an exclamation mark, "
-                     "as in {greeting}, {example}! for {example}. Remember to make it runnable."],
+                     "answer with the greeting {greeting} followed by a comma, the name and the mark {end} "
+                     "as in {greeting}, {example}{end} for {example}. Remember to make it runnable."],
     "env-value": ["Write the value of the environment variable `{var}` (set in this environment) followed by a "
                   "newline to `{out}`.",
                   "Save the value of `${var}` to `{out}`.",
