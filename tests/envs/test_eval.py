@@ -33,16 +33,6 @@ def test_bad_flags_are_refused_before_any_model_loads(tmp_path):
     assert main(["envs", "eval", str(tmp_path), "--model", str(tmp_path)]) == 2  # no task here
 
 
-@pytest.fixture
-def policy_folder(scripted_folder, tmp_path):
-    """The scripted policy as one Hugging Face folder (model and tokenizer files side by side)."""
-    folder = tmp_path / "policy"
-    shutil.copytree(scripted_folder / "model", folder)
-    for f in (scripted_folder / "tokenizer").iterdir():
-        shutil.copy(f, folder / f.name)
-    return folder
-
-
 def test_the_scripted_policy_passes_the_task_it_solves_and_no_other(needs_sandbox, policy_folder, tmp_path, capsys):
     tasks = tmp_path / "tasks"
     for name in ("hello-file", "count-errors"):
