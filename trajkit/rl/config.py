@@ -165,8 +165,8 @@ class TaskConfig(Checked):
     Parquet with a ``prompt`` column; held-out ``eval_path`` or the last ``eval_fraction`` of the rows).
     ``agent`` reads its tasks the same way and runs the harness ``command`` once per group member against a
     gateway over the policy's engine (:mod:`trajkit.rl.agent`), each run limited to ``harness_timeout_s``.
-    ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
-    (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
+    ``harbor`` runs Harbor tasks from the folder ``path`` (held-out eval tasks from ``eval_path``) as trials in
+    a ``sandbox`` with trajkit's shell agent (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
     OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
     ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
     (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
