@@ -7,7 +7,7 @@ import pytest
 
 from trajkit.cli.main import main
 from trajkit.envs.task import load_task
-from trajkit.recipes.sft_harbor import SFTConfig, run_sft
+from trajkit.envs.harbor.sft import SFTConfig, run_sft
 
 
 def test_sft_trains_only_the_oracle_replies_and_saves_a_loadable_policy(needs_sandbox, policy_folder, tmp_path):
