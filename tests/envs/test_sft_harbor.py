@@ -32,6 +32,11 @@ def test_sft_trains_only_the_oracle_replies_and_saves_a_loadable_policy(needs_sa
         want = [m["content"] for m in source["messages"] if m["role"] == "assistant"]
         assert trained.replace(tokenizer.eos_token, "").split("\n", 1)[0] in want[0]
         assert all(w in trained for w in want)
+    lines = []  # the same config again: every stage is taken from stages.json, nothing reruns
+    again = run_sft(cfg, log=lines.append)
+    assert lines == [f"sft: {n} already done ({out / 'stages.json'})" for n in ("tasks", "traces", "export", "losses",
+                                                                                "eval_sft")]
+    assert again["losses"] == report["losses"] and again["traces"] == report["traces"]
     tuned, base = load_model(out / "final"), load_model(policy_folder)
     assert load_tokenizer(out / "final").get_vocab() == tokenizer.get_vocab()
     assert any(not torch.equal(a, b) for a, b in zip(tuned.state_dict().values(), base.state_dict().values()))

@@ -17,6 +17,10 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
    :func:`trajkit.envs.harbor.evaluate.evaluate_model` (greedy, ``eval_max_turns``), written to
    ``OUT/report.json`` with the counts of every stage and the wall time of each.
 
+Each finished stage is recorded in ``OUT/stages.json`` with the config it ran under; a rerun with the same
+``out_dir`` and the same config takes those results instead of running the stage again (a killed run resumes
+after its last finished stage).
+
 Why trajkit's own loop and not TRL's ``SFTTrainer``: the export is already token ids with labels checked
 against the source; ``SFTTrainer`` would either re-tokenize the conversations with its own template handling
 (a second tokenization path, the thing the export's checks exist to rule out) or take the ids as they are and
@@ -47,20 +51,22 @@ class SFTConfig(Checked):
     families: str = "all"
     train_n: int = 40
     heldout_n: int = 2
-    steps: int = 40
+    steps: int = 16
     lr: float = 1.0e-4
-    batch_size: int = 8
-    warmup: int = 4
+    batch_size: int = 4
+    warmup: int = 2
     max_length: int = 768
     eval_before: bool = True
     eval_max_turns: int = 3
+    eval_max_tokens: int = 128
     eval_jobs: int = 4
     out_dir: str = "runs/sft_harbor_smollm2"
 
     __ranges__: ClassVar[dict[str, str]] = {"seed": "[0, inf)", "threads": "[0, inf)", "train_n": "[1, inf)",
                                             "heldout_n": "[0, inf)", "steps": "[1, inf)", "lr": "(0, inf)",
                                             "batch_size": "[1, inf)", "warmup": "[0, inf)", "max_length": "[16, inf)",
-                                            "eval_max_turns": "[1, inf)", "eval_jobs": "[1, inf)"}
+                                            "eval_max_turns": "[1, inf)", "eval_max_tokens": "[1, inf)",
+                                            "eval_jobs": "[1, inf)"}
 
 
 def load_sft_config(path: str, overrides: list[str] = ()) -> SFTConfig:
@@ -189,7 +195,8 @@ def held_out(cfg: SFTConfig, out: Path, folder: str) -> dict | None:
     if not cfg.heldout_n:
         return None
     tasks = load_tasks(out / "tasks" / "heldout", strict=True).tasks
-    return evaluate_model(tasks, folder, ModelEval(max_turns=cfg.eval_max_turns, jobs=cfg.eval_jobs)).to_json()
+    how = ModelEval(max_turns=cfg.eval_max_turns, max_tokens=cfg.eval_max_tokens, jobs=cfg.eval_jobs)
+    return evaluate_model(tasks, folder, how).to_json()
 
 
 def run_sft(cfg: SFTConfig, log=print) -> dict:
@@ -202,11 +209,20 @@ def run_sft(cfg: SFTConfig, log=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     report, seconds = {"config": asdict(cfg)}, {}
 
+    done = out / "stages.json"  # each finished stage's result: a rerun of the same out_dir resumes after it
+    finished = json.loads(done.read_text()) if done.exists() else {}
+
     def stage(name, fn, *args):
+        if name in finished and finished[name]["config"] == report["config"]:
+            report[name], seconds[name] = finished[name]["result"], finished[name]["seconds"]
+            log(f"sft: {name} already done ({done})")
+            return
         t0 = time.perf_counter()
         log(f"sft: {name} ...")
         report[name] = fn(*args)
         seconds[name] = round(time.perf_counter() - t0, 1)
+        finished[name] = {"config": report["config"], "result": report[name], "seconds": seconds[name]}
+        done.write_text(json.dumps(finished), encoding="utf-8")
         log(f"sft: {name} done in {seconds[name]} s")
 
     folder = model_folder(cfg)
