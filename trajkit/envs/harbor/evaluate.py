@@ -24,7 +24,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 from trajkit.config import Checked
@@ -151,9 +151,11 @@ class ModelEval(Checked):
     max_tokens: int = 256
     jobs: int = 4
     sandbox: Literal["namespace", "docker"] = "namespace"
+    timeout_multiplier: float = 1.0
 
     __ranges__: ClassVar[dict[str, str]] = {"samples": "[1, inf)", "temperature": "[0, 2]", "seed": "[0, inf)",
-                                            "max_turns": "[1, inf)", "max_tokens": "[1, inf)", "jobs": "[1, inf)"}
+                                            "max_turns": "[1, inf)", "max_tokens": "[1, inf)", "jobs": "[1, inf)",
+                                            "timeout_multiplier": "(0, inf)"}
     __field_docs__: ClassVar[dict[str, str]] = {
         "samples": "trials per task (K); with K > 1 use --temperature above 0",
         "temperature": "sampling temperature of every reply (0 = greedy)",
@@ -162,6 +164,8 @@ class ModelEval(Checked):
         "max_tokens": "tokens per reply",
         "jobs": "trials at once (the gateway batches their requests)",
         "sandbox": "where trials run",
+        "timeout_multiplier": "scales every task's [agent] timeout_sec (Harbor's --timeout-multiplier): a slow or "
+                              "shared CPU must not turn a model's answers into agent timeouts",
     }
 
 
@@ -177,6 +181,9 @@ def evaluate_model(tasks: Sequence[HarborTask], model: str, how: ModelEval, save
 
     config = GatewayConfig(model_name="policy", force_temperature=how.temperature, force_seed=how.seed,
                            default_max_tokens=how.max_tokens)
+    if how.timeout_multiplier != 1.0:
+        tasks = [replace(t, agent=replace(t.agent, timeout_sec=t.agent.timeout_sec * how.timeout_multiplier))
+                 for t in tasks]
     gateway = load_gateway(model, config)
     try:
         with running(gateway) as url:
@@ -186,5 +193,6 @@ def evaluate_model(tasks: Sequence[HarborTask], model: str, how: ModelEval, save
             save_sessions(gateway.sessions.all(), save_dir)
     finally:
         gateway.close()
-    report.extra = {"model": model, "temperature": how.temperature, "seed": how.seed, "max_turns": how.max_turns}
+    report.extra = {"model": model, "temperature": how.temperature, "seed": how.seed, "max_turns": how.max_turns,
+                    "max_tokens": how.max_tokens, "timeout_multiplier": how.timeout_multiplier}
     return report

@@ -59,13 +59,14 @@ class SFTConfig(Checked):
     eval_before: bool = True
     eval_max_turns: int = 3
     eval_max_tokens: int = 128
+    eval_timeout_multiplier: float = 4.0
     eval_jobs: int = 4
     out_dir: str = "runs/sft_harbor_smollm2"
 
     __ranges__: ClassVar[dict[str, str]] = {"seed": "[0, inf)", "threads": "[0, inf)", "train_n": "[1, inf)",
                                             "heldout_n": "[0, inf)", "steps": "[1, inf)", "lr": "(0, inf)",
                                             "batch_size": "[1, inf)", "warmup": "[0, inf)", "max_length": "[16, inf)",
-                                            "eval_max_turns": "[1, inf)", "eval_max_tokens": "[1, inf)",
+                                            "eval_max_turns": "[1, inf)", "eval_max_tokens": "[1, inf)", "eval_timeout_multiplier": "(0, inf)",
                                             "eval_jobs": "[1, inf)"}
 
 
@@ -195,7 +196,8 @@ def held_out(cfg: SFTConfig, out: Path, folder: str) -> dict | None:
     if not cfg.heldout_n:
         return None
     tasks = load_tasks(out / "tasks" / "heldout", strict=True).tasks
-    how = ModelEval(max_turns=cfg.eval_max_turns, max_tokens=cfg.eval_max_tokens, jobs=cfg.eval_jobs)
+    how = ModelEval(max_turns=cfg.eval_max_turns, max_tokens=cfg.eval_max_tokens, jobs=cfg.eval_jobs,
+                    timeout_multiplier=cfg.eval_timeout_multiplier)
     return evaluate_model(tasks, folder, how).to_json()
 
 
