@@ -1,7 +1,7 @@
 """Reward hacking: rewards that pay for nothing, and a train reward that rises while held-out falls.
 
 ``rewards.null_probes``
-    The task's reward functions (TRL-style callables, :mod:`trajkit.rl.rewards`) scored on completions
+    The task's reward functions (TRL-style callables, :mod:`trajkit.envs.rewards`) scored on completions
     that carry no answer: the empty string, an echo of the prompt's text, and format-only skeletons
     (an empty think block, ``\\boxed{}``, an empty ``<answer>`` tag, an empty tool call). Any function that
     pays any of them more than 0 is a FAIL, naming the function, the probe and the prompt — a reward an
@@ -46,7 +46,7 @@ class ProbePrompt:
 
 
 def probe_prompt(where: str, prompt) -> ProbePrompt:
-    """A :class:`ProbePrompt` from a task prompt (``trajkit.rl.tasks.Prompt``: ``text``, ``source``,
+    """A :class:`ProbePrompt` from a task prompt (``trajkit.envs.single_turn.Prompt``: ``text``, ``source``,
     ``columns``); the echo text is the last user message of a conversation, else the prompt text."""
     source = prompt.source if prompt.source is not None else prompt.text
     text = prompt.text
@@ -64,7 +64,7 @@ def probe_completions(prompt: ProbePrompt) -> dict[str, str]:
 def null_probe_check(reward_set, prompts: list[ProbePrompt], encode: Callable[[str], list[int]]) -> Check:
     """Score every null completion of every prompt with ``reward_set`` (an object with ``names`` and
     ``compute(prompts, completions, completion_ids, columns) -> (totals, {name: values}, extras)``, as
-    :class:`trajkit.rl.rewards.RewardSet`)."""
+    :class:`trajkit.envs.rewards.RewardSet`)."""
     rows = [(p, kind, text) for p in prompts for kind, text in probe_completions(p).items()]
     completions = [[{"role": "assistant", "content": t}] if isinstance(p.source, list) else t for p, _, t in rows]
     totals, per, _ = reward_set.compute([p.source for p, _, _ in rows], completions,
@@ -118,8 +118,11 @@ def reward_divergence_check(name: str, rows: list[dict], metric: str = "eval/rew
 
 
 def mismatch_check(name: str, rows: list[dict]) -> Check | None:
-    """``run.mismatch`` of one run, or None when the run logs no ``mismatch/mean_abs``."""
-    series = [(r["step"], r["mismatch/mean_abs"]) for r in rows if isinstance(r.get("mismatch/mean_abs"), (int, float))]
+    """``run.mismatch`` of one run, or None when the run logs no ``mismatch/mean_abs``. An asynchronous step
+    that trained stale samples (``async/staleness_max`` > 0) is left out: its gap includes the policy's own
+    updates (``run.staleness`` checks it)."""
+    series = [(r["step"], r["mismatch/mean_abs"]) for r in rows if isinstance(r.get("mismatch/mean_abs"), (int, float))
+              and not r.get("async/staleness_max")]
     if not series:
         return None
     alarms = [r["step"] for r in rows if r.get("mismatch/alarm")]
@@ -141,10 +144,12 @@ def run_checks(specs: list[str], metric: str = "eval/reward", window: int = 5) -
     or each seed of a bench result ``FILE.json:ARM``."""
     from trajkit.audit.loader import rows_check
     from trajkit.audit.runs import metric_rows
+    from trajkit.audit.staleness import staleness_check
 
     checks = []
     for spec in specs:
         for name, rows in metric_rows(spec):
             checks.append(reward_divergence_check(name, rows, metric, window=window))
-            checks += [c for c in (mismatch_check(name, rows), rows_check(name, rows)) if c is not None]
+            checks += [c for c in (mismatch_check(name, rows), rows_check(name, rows), staleness_check(name, rows))
+                       if c is not None]
     return checks

@@ -9,12 +9,16 @@ so a step's rollouts are a pure function of (weights, prompts, seed). The engine
 is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
 casts the float32 master weights into it.
 
-An environment that serves the engine to outside programs (the gateway of :mod:`trajkit.rl.agent`) has an
-``attach(rollout)`` method, called before each of its episodes: it generates through :meth:`Rollout.generate`
-while holding :attr:`Rollout.lock`, which ``sync`` holds too, so a weight sync waits for a running engine
-call to drain and every record carries the version of the weights that sampled it. Such an environment
-sets each sample's ``policy_version`` from its records; ``run`` fills in the engine's version only where
-an environment left it unknown (-1).
+Every environment gets the rollout's :class:`~trajkit.envs.client.GenerationClient` as its ``generate``: the
+backend, :attr:`Rollout.lock` (which ``sync`` holds too) and the step's counters, explicitly. Every call
+through the client holds the lock, and one that serves the backend to outside programs (the gateway of
+:mod:`trajkit.envs.agent`) holds it around its engine calls too (it is reentrant), so a weight sync waits
+for a running call to drain and every record carries the version of the weights that sampled it; such an
+environment sets each sample's ``policy_version`` from its records. ``run`` fills in the version of the
+run's first call where an environment left it unknown (-1), and each sampled token's (``token_versions``)
+where every call of the run had one version. A weight push between two calls of a multi-turn episode
+(``rollout.mode=async``) lets the episode continue under the new weights: an environment that stamps
+``token_versions`` itself (the tool environment does, from each call's ``policy_version``) records it.
 """
 from __future__ import annotations
 
@@ -30,8 +34,9 @@ from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.lora import adapter_of, inference_copy, is_lora
 from trajkit.rl.precision import DTYPES
-from trajkit.rl.sample import Sample
-from trajkit.rl.tasks import Prompt, Task
+from trajkit.envs.client import GenerationClient
+from trajkit.envs.sample import Sample
+from trajkit.envs.single_turn import Prompt, Task
 
 
 class Rollout:
@@ -56,7 +61,23 @@ class Rollout:
         self.backend = backend if backend is not None else build_backend(cfg, infer, drafter)
         self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
-        self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
+        self.lock = threading.RLock()  # held by sync, by every client call and a gateway's (module docstring)
+        # what every environment generates with (module docstring); the same object every round
+        self.client = GenerationClient(self.backend, self.lock, self._record)
+        self.eval_client = GenerationClient(self.backend, self.lock)  # evaluation: not in the step's counters
+        self.step_of: dict[int, int] = {}  # backend policy version -> the trainer step of those weights
+
+    def push(self, learner, step: int) -> None:
+        """The ``weight_sync`` stage through ``learner`` (:meth:`Learner.push_weights`); the backend's new
+        version stands for the policy after ``step`` updates (:attr:`step_of`), atomically for a generating
+        thread (``rollout.mode=async``: :mod:`trajkit.rl.producer`)."""
+        with self.lock:
+            learner.push_weights(self)
+            self.step_of[self.backend.policy_version] = step
+
+    def trained_steps(self, version: int) -> int:
+        """The trainer step of the weights a backend ``version`` sampled with (-1: pushed outside :meth:`push`)."""
+        return self.step_of.get(version, -1)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy (a LoRA policy's adapters only, merged there:
@@ -85,29 +106,28 @@ class Rollout:
         with torch.no_grad():
             self.draft_infer.load_state_dict(draft_state)
 
-    def attach(self, env) -> None:
-        """Let an environment that serves the engine itself (``env.attach``) bind to this rollout."""
-        attach = getattr(env, "attach", None)
-        if attach is not None:
-            attach(self)
+    def _record(self, stats: GenerationStats) -> None:
+        self.calls.append(stats)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
-        out = self.backend.generate(prompt_ids, params)
-        self.calls.append(out.stats)
-        return out
+        """One counted backend call (:attr:`client` as a method)."""
+        return self.client(prompt_ids, params)
 
     def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams,
             keep_calls: bool = False) -> list[Sample]:
         """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``.
         ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
         if not keep_calls:
-            self.calls = []
-        self.attach(task.env)
-        samples = task.env.rollout(self.generate, rows, params)
+            self.calls, self.client.versions = [], []
+        first = len(self.client.versions)
+        samples = task.env.rollout(self.client, rows, params)
+        versions = self.client.versions[first:] or [self.backend.policy_version]
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:
-                s.policy_version = self.backend.policy_version
+                s.policy_version = min(versions)
+            if s.token_versions is None and len(set(versions)) == 1:  # one version sampled every call
+                s.token_versions = [versions[0] if m else -1 for m in s.loss_mask]
         return samples
 
     def close(self) -> None:

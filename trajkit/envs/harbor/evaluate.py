@@ -1,8 +1,8 @@
 """``trajkit envs eval``: the pass rate of a model with the shell agent on a folder of Harbor tasks, through the
 same gateway and sandbox as training (``task.name=harbor``).
 
-Every task runs ``samples`` trials (:func:`trajkit.envs.trial.run_trial` with
-:func:`trajkit.envs.agents.shell_agent`); a trial's score is its reward (``reward`` of the verifier's file); a
+Every task runs ``samples`` trials (:func:`trajkit.envs.harbor.trial.run_trial` with
+:func:`trajkit.envs.harbor.agents.shell_agent`); a trial's score is its reward (``reward`` of the verifier's file); a
 failed trial (sandbox error, agent or verifier timeout, no reward) scores 0, as in Harbor, and is counted in
 ``errors``. Then, with tasks as the sampled unit (Miller 2024, "Adding error bars to evals": the samples of one
 task are correlated, so the standard error is clustered by task):
@@ -29,8 +29,8 @@ from typing import ClassVar, Literal
 
 from trajkit.config import Checked
 
-from trajkit.envs.task import HarborTask
-from trajkit.envs.trial import Agent, TrialResult, run_trial
+from trajkit.envs.harbor.task import HarborTask
+from trajkit.envs.harbor.trial import Agent, TrialResult, run_trial
 
 
 @dataclass
@@ -174,7 +174,7 @@ def evaluate_model(tasks: Sequence[HarborTask], model: str, how: ModelEval, save
     """The model folder ``model`` behind trajkit's gateway on a loopback port, the shell agent of every trial
     talking to it through the sandbox's relay; with ``save_dir`` every trial's conversation is saved there as
     the gateway's stitched samples and Hermes rows (``trajkit traces stats SAVE_DIR/hermes.jsonl``)."""
-    from trajkit.envs.agents import shell_agent
+    from trajkit.envs.harbor.agents import shell_agent
     from trajkit.gateway import GatewayConfig, running
     from trajkit.gateway.export import save_sessions
     from trajkit.gateway.server import load_gateway

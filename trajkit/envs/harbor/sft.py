@@ -126,7 +126,7 @@ def make_tasks(cfg: SFTConfig, out: Path) -> dict:
 
 def make_traces(out: Path, jobs: int) -> dict:
     from trajkit.envs.harbor.trajectories import oracle_traces, write_rows
-    from trajkit.envs.task import load_tasks
+    from trajkit.envs.harbor.task import load_tasks
 
     rows, counts = oracle_traces(load_tasks(out / "tasks" / "train", strict=True).tasks, jobs)
     if not rows:
@@ -191,7 +191,7 @@ def fine_tune(cfg: SFTConfig, out: Path, folder: str, log) -> list[float]:
 
 def held_out(cfg: SFTConfig, out: Path, folder: str) -> dict | None:
     from trajkit.envs.harbor.evaluate import ModelEval, evaluate_model
-    from trajkit.envs.task import load_tasks
+    from trajkit.envs.harbor.task import load_tasks
 
     if not cfg.heldout_n:
         return None

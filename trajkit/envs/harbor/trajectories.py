@@ -1,10 +1,10 @@
 """Trajectories from solutions: each task's Oracle command replayed through the shell agent's protocol in a real
 trial, recorded as an ordinary trace (an OpenAI chat row that ``trajkit traces stats/report/export`` read).
 
-The conversation is exactly what :mod:`trajkit.envs.shell_agent` would have seen had the model written the
+The conversation is exactly what :mod:`trajkit.envs.harbor.shell_agent` would have seen had the model written the
 Oracle's command:
 
-1. ``system``: the shell agent's :data:`~trajkit.envs.shell_agent.SYSTEM` prompt; ``user``: the instruction;
+1. ``system``: the shell agent's :data:`~trajkit.envs.harbor.shell_agent.SYSTEM` prompt; ``user``: the instruction;
 2. ``assistant``: the command as one fenced ``bash`` block;
 3. ``user``: ``exit code: N`` and the command's output (its last ``MAX_OUTPUT`` characters), as the agent
    writes it; the command runs with ``sh -c`` in the task's workdir of a fresh sandbox, as the agent runs it;
@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from trajkit.envs.harbor.evaluate import family_of
-from trajkit.envs.sandbox import Sandbox
-from trajkit.envs.shell_agent import SYSTEM
-from trajkit.envs.task import HarborTask, read_text
-from trajkit.envs.trial import AgentResult, run_trial
+from trajkit.envs.harbor.sandbox import Sandbox
+from trajkit.envs.harbor.shell_agent import SYSTEM
+from trajkit.envs.harbor.task import HarborTask, read_text
+from trajkit.envs.harbor.trial import AgentResult, run_trial
 
 CLOSING = "Done."
 MAX_OUTPUT = 2000  # the shell agent's default --max-output
