@@ -75,7 +75,7 @@ def load_sft_config(path: str, overrides: list[str] = ()) -> SFTConfig:
     import yaml
 
     from trajkit.config import from_dict, parse_override
-    from trajkit.rl.config import config_path
+    from trajkit.config import config_path
 
     with open(config_path(path), encoding="utf-8") as fh:
         tree = yaml.safe_load(fh) or {}
@@ -93,7 +93,7 @@ def is_sft_config(path: str | None) -> bool:
         return False
     import yaml
 
-    from trajkit.rl.config import config_path
+    from trajkit.config import config_path
 
     try:
         with open(config_path(path), encoding="utf-8") as fh:
