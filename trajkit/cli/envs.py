@@ -93,6 +93,83 @@ def cmd_compile(args) -> int:
     return 0 if kept else 1
 
 
+GENERATE_EPILOG = """Examples:
+  trajkit envs generate --families all --split train --n 20 --seed 0 --out tasks/train
+  trajkit envs generate --families all --split heldout --n 5 --seed 0 --out tasks/heldout
+  trajkit envs check tasks/heldout --adversarial                 # Oracle 1, NOP 0, no hack pays
+  trajkit audit data --train tasks/train/tasks.jsonl --eval tasks/heldout/tasks.jsonl
+
+Families: write-file, count-matches, rename-ext, sort-lines, json-sum, csv-to-json, greet-script, env-value,
+and the held-out-only count-lines, upper-case (never in --split train; in 'all' for --split heldout). A held-out
+instance has parameters no train instance can have (a hash split) and its family's held-out wording. Each
+instance is a Harbor task folder OUT/FAMILY-HASH; OUT/tasks.jsonl lists them (id, family, split, prompt,
+answer) for trajkit audit data. The same flags write the same folder (docs/envs.md)."""
+
+
+def cmd_generate(args) -> int:
+    from collections import Counter
+
+    from trajkit.envs.harbor.families import generate
+
+    rows = generate(args.families, args.split, args.n, args.seed, args.out)
+    counts = Counter(r["family"] for r in rows)
+    print("\n".join(f"{family:<16} {n}" for family, n in counts.items()))
+    print(f"{len(rows)} {args.split} tasks of {len(counts)} families in {args.out} (manifest: {args.out}/tasks.jsonl)")
+    return 0
+
+
+EVAL_EPILOG = """Examples:
+  trajkit envs eval tasks/heldout --model ~/.cache/trajkit/models/SmolLM2-135M-Instruct --json
+  trajkit envs eval tasks/heldout --model runs/sft/final --samples 4 --temperature 1.0 --save-dir runs/eval
+
+The model (a Hugging Face folder) is served by trajkit's gateway on a loopback port; every trial runs the
+shell agent in a fresh sandbox against it, as task.name=harbor training does. A failed trial scores 0 and is
+counted in errors. Pass rates: per task the mean of its samples (± sd/sqrt(K)); per family and overall the mean
+of the tasks' pass rates (± sd over tasks / sqrt(n_tasks): tasks are the sampled unit). --json prints
+{"pass_rate": ..., "stderr": ..., "families": {...}, "tasks": [...]}. --save-dir keeps every conversation as
+the gateway's samples.jsonl and hermes.jsonl (trajkit traces stats DIR/hermes.jsonl)."""
+
+
+def cmd_eval(args) -> int:
+    from trajkit.config import from_args
+    from trajkit.envs.harbor.evaluate import ModelEval, evaluate_model, table
+    from trajkit.envs.harbor.task import load_tasks
+    from trajkit.errors import InputError
+    from trajkit.progress import progress_bar
+
+    report = load_tasks(args.tasks, strict=True)
+    if not report.tasks:
+        raise InputError(f"{args.tasks}: no Harbor task folder here (instruction.md + task.toml + tests/test.sh)")
+    how = from_args(ModelEval, args)
+    with progress_bar(len(report.tasks) * how.samples, "trials", unit="trial") as bar:
+        result = evaluate_model(report.tasks, args.model, how, args.save_dir, lambda _r: bar.update())
+    print(json.dumps(result.to_json(), indent=1) if args.json else table(result))
+    return 0
+
+
+ORACLE_EPILOG = """Example:
+  trajkit envs oracle-traces tasks/train --out sft/oracle.jsonl
+  trajkit traces stats sft/oracle.jsonl
+  trajkit traces export sft/oracle.jsonl --format tokens --tokenizer MODEL_DIR --out sft/tokens.jsonl
+
+Each task's solution/solve.sh is replayed as the shell agent's reply (one bash block), its exit code and output
+as the next user turn, then a closing reply, in a real trial; rows whose verifier pays 1 are kept as OpenAI chat
+rows (id, messages, category = family, task, reward). Dropped runs are counted: error, exit code, wrong, no
+command. Exit 1 when no row was kept."""
+
+
+def cmd_oracle_traces(args) -> int:
+    from trajkit.envs.harbor.trajectories import oracle_traces, write_rows
+    from trajkit.envs.harbor.task import load_tasks
+
+    rows, counts = oracle_traces(load_tasks(args.tasks, strict=True).tasks, args.jobs)
+    write_rows(rows, args.out)
+    dropped = {k: v for k, v in sorted(counts.items()) if k != "kept"}
+    print(f"{len(rows)} trajectories kept in {args.out}; dropped: "
+          + (", ".join(f"{k} {v}" for k, v in dropped.items()) or "none"))
+    return 0 if rows else 1
+
+
 def register(sub) -> None:
     p = sub.add_parser("envs", help=COMMANDS["envs"],
                        description="Harbor-format environments: load, sandbox, check (Oracle = 1, NOP = 0).",
@@ -143,3 +220,34 @@ def register(sub) -> None:
     comp.add_argument("--tasks", type=int, default=4, help="how many tasks to plan (default 4)")
     comp.add_argument("--sandbox", choices=("namespace", "docker"), default="namespace")
     comp.set_defaults(handler=cmd_compile)
+    gen = esub.add_parser("generate", help="write instances of parametric task families, train or held-out split",
+                          description="Instances of trajkit's task families as Harbor task folders, split by "
+                                      "parameters, instruction wording and family.",
+                          epilog=GENERATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    gen.add_argument("--families", default="all", help="'all' or a comma-separated list of family names")
+    gen.add_argument("--split", choices=("train", "heldout"), required=True, help="which split to draw from")
+    gen.add_argument("--n", type=int, default=10, help="instances per family (default 10)")
+    gen.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    gen.add_argument("--out", required=True, help="a new (or empty) folder for the tasks")
+    gen.set_defaults(handler=cmd_generate)
+    orc = esub.add_parser("oracle-traces", help="each task's Oracle replayed as a shell-agent conversation: SFT traces",
+                          description="Replay every task's solution through the shell agent's protocol in a real "
+                                      "trial; keep the runs the verifier pays as OpenAI chat rows.",
+                          epilog=ORACLE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    orc.add_argument("tasks", help="a Harbor task folder or a folder of them")
+    orc.add_argument("--out", required=True, help="the JSONL file to write")
+    orc.add_argument("--jobs", type=int, default=4, help="trials at once (default 4)")
+    orc.set_defaults(handler=cmd_oracle_traces)
+    from trajkit.config import add_arguments
+    from trajkit.envs.harbor.evaluate import ModelEval
+
+    ev = esub.add_parser("eval", help="pass rate of a model with the shell agent on a folder of tasks (± stderr)",
+                         description="Serve a model with trajkit's gateway and run the shell agent on every task "
+                                     "in fresh sandboxes: pass rate per task, per family and overall.",
+                         epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev.add_argument("tasks", help="a Harbor task folder or a folder of them")
+    ev.add_argument("--model", required=True, help="a Hugging Face model folder (tokenizer beside it)")
+    ev.add_argument("--json", action="store_true", help='print {"pass_rate": ..., "tasks": [...]} instead of the table')
+    ev.add_argument("--save-dir", default=None, help="save every trial's conversation here (samples, Hermes rows)")
+    add_arguments(ev, ModelEval)
+    ev.set_defaults(handler=cmd_eval)

@@ -9,6 +9,7 @@ from trajkit.cli.commands import COMMANDS
 EXAMPLE = """examples:
   trajkit train rep                                   # a packaged config (trajkit/configs/rep.yaml)
   trajkit train grpo_smollm2                          # GRPO on SmolLM2-135M-Instruct (real model, offline)
+  trajkit train sft_harbor_smollm2 steps=100          # SFT warm start on Harbor task families (trainer: sft)
   trajkit train grpo_smollm2 cluster.ray=true cluster.rollout_workers=2   # on Ray: 2 rollout + 1 policy worker
   trajkit train examples/rl_rep.yaml seed=1 draft.kind=none draft.distill=false steps=50 log.out_dir=runs/plain
   trajkit train rep checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050
@@ -37,6 +38,24 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_train)
 
 
+def _train_sft(config: str, overrides: list[str], print_config: bool) -> int:
+    import dataclasses
+    import json
+
+    from trajkit.envs.harbor.sft import load_sft_config, run_sft
+
+    cfg = load_sft_config(config, overrides)
+    if print_config:
+        print(json.dumps(dataclasses.asdict(cfg), indent=1))
+        return 0
+    report = run_sft(cfg, log=lambda line: print(line, flush=True))
+    base, sft = report.get("eval_base"), report.get("eval_sft")
+    rate = lambda r: "-" if r is None else f"{r['pass_rate']:.3f} ± {r['stderr'] or 0:.3f}"  # noqa: E731
+    print(f"held-out pass rate: base {rate(base)} -> sft {rate(sft)}; policy in {cfg.out_dir}/final; "
+          f"report {cfg.out_dir}/report.json")
+    return 0
+
+
 def cmd_train(args) -> int:
     from trajkit.progress import progress_bar, quiet_transformers
     from trajkit.rl.config import load_config, packaged_configs
@@ -45,6 +64,10 @@ def cmd_train(args) -> int:
     config, overrides = args.config, list(args.overrides)
     if config is not None and "=" in config:  # `--print-config key=value` without a config file
         config, overrides = None, [config, *overrides]
+    from trajkit.envs.harbor.sft import is_sft_config
+
+    if is_sft_config(config):  # `trainer: sft`: the supervised warm start (trajkit.envs.harbor.sft)
+        return _train_sft(config, overrides, args.print_config)
     cfg = load_config(config, overrides)
     if args.print_config:
         from trajkit.rl.config import describe

@@ -4,7 +4,8 @@
 Layout under ``log.out_dir``: ``config.yaml``, ``metrics.jsonl``, ``tensorboard/``, ``wandb/``,
 ``eval_items.jsonl`` (each eval item's scores per evaluation, :mod:`trajkit.rl.evalitems`),
 ``samples/step_000001.jsonl`` (decoded prompt/completion, raw and shaped reward, advantage, lengths;
-for tool-use episodes also ``samples/step_000001.hermes.jsonl``, Hermes rows ``trajkit traces`` reads),
+for tool-use episodes also ``samples/step_000001.hermes.jsonl``, Hermes rows ``trajkit traces`` reads; for
+gateway episodes (agent harnesses, Harbor trials) ``step_000001.openai.jsonl`` and ``.atif.jsonl``),
 ``checkpoints/step_000010/`` (:mod:`trajkit.rl.checkpoint`).
 """
 from __future__ import annotations
@@ -51,7 +52,31 @@ class RunLogger:
             from trajkit.envs.toolenv import save_episodes
 
             save_episodes(samples[:self.dump_samples], path.replace(".jsonl", ".hermes.jsonl"), f"step{step}")
+        if any(isinstance(s.metadata.get("completion"), list) for s in samples):
+            save_chat_episodes(samples[:self.dump_samples], path, step)
 
     def close(self) -> None:
         for reporter in self.reporters:
             reporter.close()
+
+
+def save_chat_episodes(samples: list[Sample], path: str, step: int) -> None:
+    """Gateway episodes (an agent harness's chat calls: ``metadata["prompt"]`` and ``["completion"]`` message
+    lists) as OpenAI chat rows (``PATH.openai.jsonl``) and Harbor ATIF trajectories (``PATH.atif.jsonl``), one
+    per sample, with the reward and the task; ``trajkit traces stats`` reads both."""
+    from trajkit.traces.atif import to_atif
+
+    openai, atif = [], []
+    for i, s in enumerate(samples):
+        prompt, completion = s.metadata.get("prompt"), s.metadata.get("completion")
+        if not (isinstance(prompt, list) and isinstance(completion, list)):
+            continue
+        columns = s.metadata.get("columns") or {}
+        task = columns.get("harbor_task") or columns.get("task")
+        meta = {"task": task, "step": step, "group": s.group, "reward": s.raw_reward, "advantage": s.advantage}
+        openai.append({"id": f"step{step}-{i}", "messages": prompt + completion, "task": task,
+                       "metadata": meta})
+        atif.append(to_atif(prompt + completion, f"step{step}-{i}", {"name": "trajkit-shell-agent", "version": "1"},
+                            extra=meta))
+    write_atomic(path.replace(".jsonl", ".openai.jsonl"), "".join(json.dumps(r) + "\n" for r in openai))
+    write_atomic(path.replace(".jsonl", ".atif.jsonl"), "".join(json.dumps(r) + "\n" for r in atif))

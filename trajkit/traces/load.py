@@ -1,7 +1,8 @@
 """Read traces from JSONL / JSON / Parquet files (optionally gzipped) or Hugging Face ``datasets``.
 
 Everything streams: rows are parsed one at a time, so memory does not grow with the corpus.
-Each row is detected as Hermes ShareGPT (``conversations``) or OpenAI chat (``messages``).
+Each row is detected as Hermes ShareGPT (``conversations``), OpenAI chat (``messages``) or Harbor's ATIF
+(``schema_version: ATIF-v…`` and ``steps``: :mod:`trajkit.traces.atif`).
 
 Bad input never loses the valid rows around it: in lenient mode (default) a row that cannot be read is
 reported through ``on_error`` (an :class:`~trajkit.errors.InputError` naming ``FILE:ROW`` and the field)
@@ -26,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from trajkit.errors import InputError
 from trajkit.traces import jsonvalue
+from trajkit.traces.atif import from_atif, is_atif
 from trajkit.traces.hermes import parse_row
 from trajkit.traces.model import Trace
 from trajkit.traces.openai import from_openai
@@ -216,11 +218,15 @@ def _iter_hf(spec: str) -> Iterator[RawRow]:
 
 
 def parse_raw(raw: RawRow, source: str | None = None) -> Trace:
-    """Parse one decoded row (Hermes or OpenAI); raises :class:`InputError` naming file and row."""
+    """Parse one decoded row (Hermes, OpenAI or ATIF); raises :class:`InputError` naming file and row."""
     if raw.error is not None:
         raise InputError(raw.error, path=raw.path, row=raw.row, hint="fix or remove this line")
     value = raw.value
     try:
+        if is_atif(value):  # Harbor's trajectory format: one trajectory per row (or the file's one object)
+            extra = value.get("extra") if isinstance(value.get("extra"), dict) else {}
+            return from_openai(from_atif(value), id=str(value.get("session_id", "")), source=source,
+                               category=extra.get("category"), task=extra.get("task"))
         if isinstance(value, dict) and "messages" in value and "conversations" not in value:
             return from_openai(value["messages"], value.get("tools"), id=str(value.get("id", "")),
                                source=source, category=value.get("category"),

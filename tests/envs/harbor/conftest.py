@@ -68,3 +68,16 @@ def scripted_policy(scripted_folder):
     from trajkit.models.load import load_model, load_tokenizer
 
     return load_model(scripted_folder / "model"), load_tokenizer(scripted_folder / "tokenizer")
+
+
+@pytest.fixture
+def policy_folder(scripted_folder, tmp_path):
+    """The scripted policy as one Hugging Face folder (model and tokenizer files side by side), as
+    ``--model`` and ``policy.path`` take it."""
+    import shutil
+
+    folder = tmp_path / "policy"
+    shutil.copytree(scripted_folder / "model", folder)
+    for f in (scripted_folder / "tokenizer").iterdir():
+        shutil.copy(f, folder / f.name)
+    return folder

@@ -1,7 +1,9 @@
 """``task.name=harbor``: RL on Harbor tasks, each episode one trial whose agent runs through the gateway.
 
 Prompt ``i`` draws one task of the folder (``task.path``) from ``(seed, i)``; the trainer repeats it ``G`` times
-(a group). An episode is :func:`trajkit.envs.harbor.trial.run_trial` with the built-in shell agent
+(a group). Eval prompt ``i`` is task ``i`` (sorted by name) of ``task.eval_path`` (held-out tasks, e.g.
+``trajkit envs generate --split heldout``), else of ``task.path``. An episode is
+:func:`trajkit.envs.harbor.trial.run_trial` with the built-in shell agent
 (:mod:`trajkit.envs.harbor.shell_agent`, ``task.max_turns`` replies) inside a fresh sandbox, its model endpoint the
 gateway over the trainer's engine (:class:`trajkit.envs.agent.GatewayEnv`: every request sampled at the trainer's
 temperature and seeded from the step's seed), reached through the sandbox's relay. So:
@@ -50,28 +52,29 @@ class HarborRLTask:
     name = "harbor"
 
     def __init__(self, path: str, tokenizer, seed: int = 0, max_turns: int = 4, sandbox: str = "namespace",
-                 strict: bool = False, gateway=None, judge: ChatModel | None = None):
-        report = load_tasks(path, strict=strict)
-        if report.errors:
-            warnings.warn(f"{len(report.errors)} task(s) under {path} skipped; first: {report.errors[0]}", stacklevel=2)
-        if not report.tasks:
-            raise ConfigError(f"task.path: no usable Harbor task under {path}")
-        self.tasks = {t.name: t for t in report.tasks}
-        self.names = sorted(self.tasks)
+                 strict: bool = False, gateway=None, judge: ChatModel | None = None, eval_path: str | None = None):
+        train = _load(path, strict, "task.path")
+        held = _load(eval_path, strict, "task.eval_path") if eval_path else {}
+        if clash := sorted(set(train) & set(held)):
+            raise ConfigError(f"task.eval_path: {len(clash)} task name(s) also in task.path (first {clash[0]!r}); "
+                              "held-out tasks must be other tasks")
+        self.tasks = {**train, **held}
+        self.names = sorted(train)
+        self.eval_names = sorted(held) or self.names
         self.seed, self.tokenizer, self.max_turns, self.sandbox = seed, tokenizer, max_turns, sandbox
         self.judge = judge
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
         self.reward_funcs = [trial_reward]
 
     def prompt(self, index: int, split: str = "train") -> Prompt:
-        name = self.names[index % len(self.names)] if split == "eval" else \
+        name = self.eval_names[index % len(self.eval_names)] if split == "eval" else \
             rng_for(self.seed, index, split).choice(self.names)
         messages = [{"role": "user", "content": self.tasks[name].instruction}]
         text = render(self.tokenizer, messages, add_generation_prompt=True)
         return Prompt(text, encode(self.tokenizer, text), index, {"harbor_task": name}, source=messages)
 
     def num_prompts(self, split: str) -> int:
-        return len(self.names) if split == "eval" else 10 ** 9
+        return len(self.eval_names) if split == "eval" else 10 ** 9
 
     def episode(self, run: HarnessRun) -> str:
         """One trial of the run's task with the shell agent on the run's gateway session -> its record (JSON)."""
@@ -86,7 +89,17 @@ class HarborRLTask:
         return json.dumps(record)
 
 
+def _load(path: str, strict: bool, key: str) -> dict:
+    report = load_tasks(path, strict=strict)
+    if report.errors:
+        warnings.warn(f"{len(report.errors)} task(s) under {path} skipped; first: {report.errors[0]}", stacklevel=3)
+    if not report.tasks:
+        raise ConfigError(f"{key}: no usable Harbor task under {path}")
+    return {t.name: t for t in report.tasks}
+
+
 def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
     """The ``harbor`` entry of :data:`trajkit.envs.registry.TASKS`."""
     judge = ChatModel(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
-    return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge)
+    return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge,
+                        eval_path=cfg.eval_path)

@@ -1,0 +1,113 @@
+"""``trajkit envs generate``: instances of the task families as Harbor task folders, in a train or held-out split.
+
+A held-out instance is a new problem, not a new seed of the same text. Three things separate the splits:
+
+- **parameters**: an instance's parameters (its canonical JSON, :attr:`TaskSpec.key`) belong to the held-out
+  split when ``sha1(family + key) mod 4 == 0`` (a quarter of the parameter space), else to train; an instance is
+  drawn again until its parameters fall in the asked split, so no parameter set is in both;
+- **wording**: each family's last instruction template is held-out only; train instances use the others;
+- **families**: :data:`HELDOUT_FAMILIES` are never generated for train; ``--split heldout`` includes them, so
+  an evaluation can report the pass rate on families never trained on.
+
+Instance ``i`` of a family draws from ``random.Random(f"{seed}:{split}:{family}:{i}")``, so a folder is a pure
+function of (families, split, n, seed). Each instance is written as ``OUT/FAMILY-HASH`` (``HASH``: the first 8
+hex digits of its parameters' digest) and listed in ``OUT/tasks.jsonl`` (``id``, ``family``, ``split``,
+``prompt``: the instruction, ``answer``: the Oracle's command) — the rows ``trajkit audit data`` reads.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from trajkit.envs.harbor.families import kinds
+from trajkit.envs.harbor.families.spec import TaskSpec, write_task
+from trajkit.errors import ConfigError, InputError
+
+Split = Literal["train", "heldout"]
+Generator = Callable[[random.Random, int], TaskSpec]
+
+FAMILIES: dict[str, Generator] = {
+    "write-file": kinds.write_file, "count-matches": kinds.count_matches, "rename-ext": kinds.rename_ext,
+    "sort-lines": kinds.sort_lines, "json-sum": kinds.json_sum, "csv-to-json": kinds.csv_to_json,
+    "greet-script": kinds.greet_script, "env-value": kinds.env_value, "count-lines": kinds.count_lines,
+    "upper-case": kinds.upper_case,
+}
+HELDOUT_FAMILIES = ("count-lines", "upper-case")  # never in a train split
+MAX_DRAWS = 200  # draws per instance before a family's parameter space is called exhausted
+
+
+def split_of(family: str, key: str) -> Split:
+    """The split a parameter set belongs to (module docstring).
+
+    >>> split_of("write-file", '{"file": "memo.txt", "text": "Hi, Ada!"}') in ("train", "heldout")
+    True
+    """
+    digest = hashlib.sha1(f"{family}\0{key}".encode()).digest()
+    return "heldout" if digest[0] % 4 == 0 else "train"
+
+
+def wordings_for(family: str, split: Split) -> list[int]:
+    n = len(kinds.WORDINGS[family])
+    return [n - 1] if split == "heldout" else list(range(n - 1))
+
+
+def resolve_families(names: str, split: Split) -> list[str]:
+    """``all`` or a comma-separated list -> family names; a held-out family in a train split is an error."""
+    if names == "all":
+        return [f for f in FAMILIES if split == "heldout" or f not in HELDOUT_FAMILIES]
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in FAMILIES]
+    if unknown or not chosen:
+        raise ConfigError(f"--families: unknown {unknown or names!r}; choose 'all' or some of {', '.join(FAMILIES)}")
+    if split == "train" and (bad := [n for n in chosen if n in HELDOUT_FAMILIES]):
+        raise ConfigError(f"--families: {', '.join(bad)} are held-out families (never trained on); "
+                          "generate them with --split heldout")
+    return chosen
+
+
+def instance(family: str, split: Split, seed: int, index: int) -> TaskSpec:
+    """Instance ``index`` of ``family`` in ``split``: parameters drawn until they fall in the split."""
+    rng = random.Random(f"{seed}:{split}:{family}:{index}")
+    wordings = wordings_for(family, split)
+    for _ in range(MAX_DRAWS):
+        spec = FAMILIES[family](rng, rng.choice(wordings))
+        if split_of(family, spec.key) == split:
+            return spec
+    raise ConfigError(f"family {family}: no {split} parameters in {MAX_DRAWS} draws")
+
+
+def task_name(spec: TaskSpec) -> str:
+    return f"{spec.family}-{hashlib.sha1(spec.key.encode()).hexdigest()[:8]}"
+
+
+def generate(families: str, split: Split, n: int, seed: int, out: str | Path) -> list[dict]:
+    """``n`` distinct instances of each family in ``split`` as task folders under ``out`` (which must not hold
+    tasks already); returns the manifest rows, also written to ``out/tasks.jsonl``."""
+    if n < 1:
+        raise ConfigError(f"--n must be at least 1, got {n}")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"{out}: not empty; generate into a new folder (tasks of two runs would mix)")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for family in resolve_families(families, split):
+        seen: set[str] = set()
+        index = 0
+        while len(seen) < n:
+            if index >= n * 20:
+                raise ConfigError(f"family {family}: only {len(seen)} distinct {split} instances; ask for fewer")
+            spec = instance(family, split, seed, index)
+            index += 1
+            if spec.key in seen:
+                continue
+            seen.add(spec.key)
+            name = task_name(spec)
+            write_task(spec, name, split, out)
+            rows.append({"id": name, "family": family, "split": split, "wording": spec.wording,
+                         "prompt": spec.instruction, "answer": spec.solution})
+    (out / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return rows
