@@ -15,3 +15,22 @@ def test_the_two_ray_worker_arm_beside_the_in_process_engine(ray_cluster, smollm
     assert [a["arm"] for a in results["arms"]] == ["trajkit", "trajkit-ray2"]
     assert [a["tokens"] for a in results["arms"]] == [12, 12]  # 3 rows x 4 tokens, no stop ids
     assert ray_cluster.is_initialized()  # the arm joined the session's Ray and left it running
+
+
+def test_harbor_episodes_per_arm_run_the_same_trials(ray_cluster, smollm2_folder, tmp_path, capsys, request):
+    """``--task harbor``: each arm runs the same Harbor episodes through a gateway over its backend; the
+    in-process engine (continuous batching) and 2 Ray workers (whole calls, said so) sample the same tokens."""
+    from tests.conftest import skip_or_fail
+    from trajkit.envs.harbor import nsbox
+
+    why = nsbox.available()
+    if why:
+        skip_or_fail(request, f"the namespace sandbox cannot run here: {why}")
+    out = tmp_path / "harbor.json"
+    assert main(["bench", "rollout", "--task", "harbor", "--arms", "trajkit,trajkit-ray2", "--episodes", "2",
+                 "--max-turns", "1", "--tokens", "8", "--out", str(out)]) == 0
+    assert "eps/s" in capsys.readouterr().out
+    arms = json.loads(out.read_text())["arms"]
+    assert [a["arm"] for a in arms] == ["trajkit", "trajkit-ray2"] and [a["episodes"] for a in arms] == [2, 2]
+    assert arms[0]["tokens"] == arms[1]["tokens"] > 0  # the same seeded rows, whichever backend served them
+    assert arms[0]["degraded"] == [] and arms[1]["degraded"][0] == "continuous batching off"

@@ -1,14 +1,15 @@
 """Import structure of the ``trajkit`` package: no import cycles, and the packages are layered one way.
 
 Layers (a package may import only those listed for it, besides the shared base modules ``trajkit.errors``,
-``trajkit.config``, ``trajkit._lazy`` and ``trajkit.progress``): ``models`` at the bottom, ``traces`` on
-models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models
-and synth, ``gateway`` on engine, models and traces, ``backends`` (the generation-backend seam) on engine and models,
-``rl`` on engine, backends, models, traces, recipes, gateway and optim; ``cluster`` (Ray) and ``envs`` (Harbor tasks,
-sandboxes, trials, the RL task over them) and ``tinker`` (the Tinker-compatible training server) on rl and what rl
-reaches; ``audit`` (checks over the files the others
-write) on traces and models only; ``cli``, ``bench`` and
-``demo`` on anything.
+``trajkit.config``, ``trajkit._lazy``, ``trajkit.progress`` and ``trajkit.atomic``): ``models`` at the bottom,
+``traces`` on models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on
+models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models and synth, ``gateway`` on
+engine, models and traces, ``backends`` (the generation-backend seam) on engine and models, ``envs`` (every
+environment: single-turn tasks, datasets, rewards, the tool and agent envs, the registry, Harbor) on gateway,
+backends, engine, models, traces and recipes (its cache folder) — never on the trainer; ``rl`` (the trainer) on envs
+and the layers below it, and optim; ``cluster`` (Ray) and ``tinker`` (the Tinker-compatible training server) on rl
+and what rl reaches; ``audit`` (checks over the files the others write) on traces and models only; ``cli``,
+``bench`` and ``demo`` on anything.
 
 The graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` statement counts,
 at module level or inside a function. ``from P import name`` is an edge to ``P.name`` when that is a module,
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = ("trajkit", "trajkit.errors", "trajkit.config", "trajkit._lazy", "trajkit.progress")
+BASE = ("trajkit", "trajkit.errors", "trajkit.config", "trajkit._lazy", "trajkit.progress", "trajkit.atomic")
 LAYERS = {  # package -> the packages it may reach (directly or through other modules)
     "trajkit.models": (),
     "trajkit.traces": ("trajkit.models",),
@@ -34,16 +35,17 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
     "trajkit.recipes": ("trajkit.engine", "trajkit.models", "trajkit.synth", "trajkit.traces"),
     "trajkit.gateway": ("trajkit.engine", "trajkit.models", "trajkit.traces"),
     "trajkit.backends": ("trajkit.engine", "trajkit.models"),
-    "trajkit.rl": ("trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces", "trajkit.recipes",
-                   "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
-    "trajkit.cluster": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
-                        "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
+    # every environment, below the trainer: it gets a generation client and locks as arguments, never the trainer
+    "trajkit.envs": ("trajkit.gateway", "trajkit.backends", "trajkit.engine", "trajkit.models", "trajkit.traces",
+                     "trajkit.recipes", "trajkit.synth"),
+    "trajkit.rl": ("trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
+                   "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
+    "trajkit.cluster": ("trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models",
+                        "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     # the Tinker-compatible training server: LoRA clients from rl.lora, sampling on the engine, the gateway's uvicorn
-    "trajkit.tinker": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
-                       "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
+    "trajkit.tinker": ("trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models",
+                       "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     "trajkit.audit": ("trajkit.traces", "trajkit.models"),  # reads files the others write, never their objects
-    "trajkit.envs": ("trajkit.rl", "trajkit.engine", "trajkit.backends", "trajkit.models", "trajkit.traces",
-                     "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),  # Harbor tasks, sandboxes, the RL task
 }
 
 
@@ -149,11 +151,12 @@ def test_the_vllm_worker_imports_nothing_of_trajkit():
 
 def test_the_ray_actors_and_the_nccl_path_reach_no_command_line_or_server_code():
     """The actor classes run in another process (maybe another venv: ``cluster.rollout_python``); what they
-    import must be the trainer's own layers, and ``trajkit.rl`` never reaches back into ``trajkit.cluster``."""
+    import must be the trainer's own layers (the environments its rollouts run, below it, included), and
+    ``trajkit.rl`` never reaches back into ``trajkit.cluster``."""
     graph = import_graph()
     for actor_module in ("trajkit.cluster.workers", "trajkit.cluster.nccl"):
         assert not {t for t in reachable(graph, actor_module)
-                    if _in(t, ("trajkit.cli", "trajkit.bench", "trajkit.envs", "trajkit.cluster.trainer"))}
+                    if _in(t, ("trajkit.cli", "trajkit.bench", "trajkit.cluster.trainer"))}
     assert not any(_in(t, ("trajkit.cluster",)) for m in graph if _in(m, ("trajkit.rl",)) for t in graph[m])
 
 

@@ -4,7 +4,8 @@
 of a config dataclass after construction (floats must be finite), checks the intervals its ``__ranges__``
 declare (``{"beta1": "[0, 1)", "lr": "(0, inf)"}``) and runs its ``validate``; ``add_arguments`` derives argparse
 flags from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads
-them back.
+them back. ``load_tree`` reads a YAML file (or a config shipped in ``trajkit/configs``) plus dotted ``key=value``
+overrides into the nested dict ``from_dict`` builds from; ``describe`` writes any config back as commented YAML.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import argparse
 import dataclasses
 import difflib
 import math
+import os
 import types
 import typing
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -220,3 +222,98 @@ class Checked:
 
     def validate(self) -> None:
         """Cross-field checks; subclasses override."""
+
+
+def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:
+    node = tree
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {text!r}: {key!r} is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def packaged_configs() -> dict[str, str]:
+    """Example configs shipped inside the package (``trajkit/configs/NAME.yaml``): name -> file."""
+    from importlib import resources
+
+    folder = resources.files("trajkit") / "configs"
+    return {p.name[:-5]: str(p) for p in folder.iterdir() if p.name.endswith(".yaml")}
+
+
+def config_path(name: str) -> str:
+    """A YAML path as given, or the file of the packaged config ``name`` (``trajkit train rep`` works from
+    a pip install, without a checkout)."""
+    if os.path.exists(name) or name.endswith((".yaml", ".yml")) or os.sep in name:
+        return name
+    shipped = packaged_configs()
+    if name not in shipped:
+        raise ConfigError(f"config {name!r}: no such file, and not a packaged config (those are: "
+                          f"{', '.join(sorted(shipped))})")
+    return shipped[name]
+
+
+def read_yaml(path: str) -> dict:
+    """The mapping in the YAML file ``path``; a :class:`ConfigError` naming the file (and line) otherwise."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = yaml.safe_load(fh) or {}
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path}:{where}: not valid YAML "
+                          f"({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of sections")
+    return tree
+
+
+def load_tree(path: str | None, overrides=(), replaced: dict[tuple[str, str], str] | None = None) -> dict:
+    """YAML file or packaged config name (None: empty) + ``key=value`` overrides -> the nested dict of
+    sections. ``replaced``: ``{(section, key): what replaced it}`` for keys of older configs, refused naming
+    the new key instead of as unknown."""
+    tree: dict = read_yaml(config_path(path)) if path else {}
+    for text in overrides:
+        keys, value = parse_override(text)
+        _set(tree, keys, value, text)
+    for (section, key), instead in (replaced or {}).items():
+        if isinstance(tree.get(section), dict) and key in tree[section]:
+            raise ConfigError(f"{section}.{key} was replaced by {instead}")
+    return tree
+
+
+def describe(cfg: Any) -> str:
+    """Every key of the config dataclass ``cfg`` as YAML, each section headed by its description and every
+    value that differs from the default marked ``# default: ...`` (``trajkit train --print-config``)."""
+    import textwrap
+
+    import yaml
+
+    lines: list[str] = []
+
+    def wrap(text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width) or [""]
+
+    def scalar(value) -> str:
+        return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+
+    def emit(obj, ref, indent: str) -> None:
+        for f in dataclasses.fields(obj):
+            value, base = getattr(obj, f.name), getattr(ref, f.name)
+            if dataclasses.is_dataclass(value):
+                lines.append("")
+                lines.extend(f"{indent}# {line}" for line in wrap(type(value).__doc__ or "", 100 - len(indent)))
+                lines.append(f"{indent}{f.name}:")
+                emit(value, base, indent + "  ")
+                continue
+            note = "" if value == base else f"  # default: {scalar(base)}"
+            lines.append(f"{indent}{f.name}: {scalar(value)}{note}")
+
+    lines.extend(f"# {line}" for line in wrap(type(cfg).__doc__ or "", 100))
+    emit(cfg, type(cfg)(), "")
+    return "\n".join(lines) + "\n"

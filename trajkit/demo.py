@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from trajkit.traces.atomic import write_atomic
+from trajkit.atomic import write_atomic
 
 
 def _banner(text: str) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from trajkit.audit.loader import epoch_problems, rows_check
 from trajkit.audit.runs import read_metrics
-from trajkit.rl.data import DatasetTask
+from trajkit.envs.data import DatasetTask
 from trajkit.rl.trainer import Trainer
 
 ROWS = [{"prompt": f"say {i}", "answer": str(i)} for i in range(6)]

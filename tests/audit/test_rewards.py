@@ -12,8 +12,8 @@ from trajkit.audit.rewards import (kendall, mismatch_check, null_probe_check, pr
 from trajkit.cli.main import main
 from trajkit.errors import InputError
 from trajkit.models.tokenizer import byte_tokenizer
-from trajkit.rl.rewards import RewardSet
-from trajkit.rl.tasks import StringTask, exact_match
+from trajkit.envs.rewards import RewardSet
+from trajkit.envs.single_turn import StringTask, exact_match
 
 
 def contains_answer(completions, answer, **kwargs):

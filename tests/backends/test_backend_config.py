@@ -44,8 +44,9 @@ def test_a_training_run_does_not_speculate_on_vllm_whose_speculated_log_probs_ar
         with pytest.raises(ConfigError, match=f"draft.kind={kind} with rollout.backend=vllm: vLLM 0.32 returns "
                                               "wrong log-probs.*rollout.backend=trajkit"):
             vllm_speculative_config(cfg, "/d")
-    with pytest.raises(ConfigError, match="task.name=agent with rollout.backend=vllm"):
-        load_config(None, ["rollout.backend=vllm", "task.name=agent", "task.path=tasks.jsonl", "task.command=run-agent"])
+    # the agent task's gateway serves any backend (vLLM: whole generate calls, its own prefix cache)
+    cfg = load_config(None, ["rollout.backend=vllm", "task.name=agent", "task.path=tasks.jsonl", "task.command=run-agent"])
+    assert (cfg.task.name, cfg.rollout.backend) == ("agent", "vllm")
 
 
 def test_missing_model_folder_and_missing_venv_say_what_to_do(tmp_path):

@@ -14,7 +14,7 @@ from trajkit.cluster import ClusterError, ClusterTrainer
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model
 from trajkit.rl.config import load_config
-from trajkit.rl.tasks import Prompt
+from trajkit.envs.single_turn import Prompt
 from trajkit.rl.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -145,7 +145,7 @@ class OutOfVocabulary:
 
 def test_an_actor_that_raises_fails_the_step_with_its_message(tmp_path):
     from trajkit.models.tokenizer import byte_tokenizer
-    from trajkit.rl.registry import make_task
+    from trajkit.envs.registry import make_task
 
     cfg = config(tmp_path, "bad", "cluster.ray=true", "cluster.rollout_workers=2", "cluster.timeout_s=60")
     tok = byte_tokenizer()

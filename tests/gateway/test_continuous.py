@@ -154,3 +154,28 @@ def test_live_text_sends_only_what_the_final_content_starts_with():
     assert _live().push(list(b" lead")) == ""  # leading whitespace: stripped if a block follows, so wait
     with pytest.raises(AssertionError):
         rest("other", "Hi")
+
+
+class _BrokenSessions:
+    """An engine whose scheduler thread dies opening its batch (not an engine call's error: the thread's)."""
+
+    policy_version = 0
+
+    def session(self):
+        raise KeyError("no session here")
+
+    def generate(self, prompt_ids, params):
+        raise AssertionError("never reached")
+
+
+def test_a_dead_scheduler_fails_every_waiting_and_later_job_with_its_traceback():
+    scheduler = Scheduler(_BrokenSessions())
+    first = scheduler.submit(SHORT, [SamplingParams(max_new_tokens=2)])
+    with pytest.raises(Exception) as waited:
+        first.result(timeout=60)
+    assert scheduler.drain(timeout=60) and not scheduler.alive()
+    later = scheduler.submit(SHORT, [SamplingParams(max_new_tokens=2)])
+    assert later.done()  # refused at once, not queued behind a dead thread
+    for exc in (waited.value, later.exception()):
+        assert type(exc).__name__ == "SchedulerDied" and "KeyError: 'no session here'" in str(exc)
+        assert "Traceback (most recent call last)" in str(exc)

@@ -197,13 +197,13 @@ def test_an_rl_step_with_the_hermes_agent_as_the_harness(calling_model, tmp_path
     samples train exactly the tokens the engine sampled in those sessions, at the policy version that
     sampled them; the step's update runs on them. (The scripted model solves the task in both runs, so the
     group's advantages are 0 and the update leaves the weights as they are: checked as such. A step with a
-    spread of rewards through a scripted harness is tests/rl/test_agent.py.)"""
+    spread of rewards through a scripted harness is tests/envs/test_agent.py.)"""
     import copy
 
     from trajkit.rl import Trainer
-    from trajkit.rl.agent import AgentTask
+    from trajkit.envs.agent import AgentTask
     from trajkit.rl.config import load_config
-    from trajkit.rl.sample import validate_sample
+    from trajkit.envs.sample import validate_sample
 
     _need_agent()
     model, tok = calling_model

@@ -6,7 +6,7 @@ import torch
 
 from trajkit.rl.advantages import group_advantages
 from trajkit.rl.config import load_config
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.scoring import score
 from trajkit.rl.shaping import group_length_penalty, overlong_penalty
 

@@ -4,7 +4,7 @@ import pytest
 
 from trajkit.errors import ConfigError
 from trajkit.rl.config import TrainConfig, load_config
-from trajkit.rl.registry import TASKS
+from trajkit.envs.registry import TASKS
 
 WARM = ["policy.source=task_warmstart", "policy.warmstart_steps=2", "draft.model.warmstart_steps=2"]
 

@@ -7,7 +7,7 @@ import pytest
 from trajkit.cli.main import main
 from trajkit.errors import ConfigError, InputError
 from trajkit.rl.config import load_config
-from trajkit.rl.sample import Sample, validate_sample
+from trajkit.envs.sample import Sample, validate_sample
 
 from .conftest import TINY
 

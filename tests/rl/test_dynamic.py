@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from trajkit.rl.dynamic import ROUND_STRIDE, constant_groups, round_seed
-from trajkit.rl.rewards import RewardSet
+from trajkit.envs.rewards import RewardSet
 from trajkit.rl.trainer import Trainer
 
 G = 4

@@ -7,7 +7,7 @@ from trajkit.errors import ConfigError
 from trajkit.optim import LoGRA, exact_kl
 from trajkit.rl.batching import batch_logprobs, collate, forward_logits
 from trajkit.rl.build import random_model
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.trainer import Trainer
 from trajkit.rl.update import make_optimizer, update_policy
 

@@ -13,7 +13,7 @@ from trajkit.rl.build import random_model
 from trajkit.rl.learner import build_policy_side
 from trajkit.rl.lora import adapter_of, peft_config, wrap
 from trajkit.rl.rollout import Rollout
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.trainer import Trainer
 from trajkit.rl.update import make_optimizer, update_policy
 

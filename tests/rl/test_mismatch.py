@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from trajkit.rl.mismatch import MismatchAlarm, MismatchWarning, mismatch_metrics
-from trajkit.rl.rewards import RewardSet
+from trajkit.envs.rewards import RewardSet
 from trajkit.rl.trainer import Trainer
 
 

@@ -13,8 +13,8 @@ from trajkit.errors import ConfigError
 from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import build_models, enable_activation_checkpointing, random_model
 from trajkit.rl.config import load_config
-from trajkit.rl.rewards import RewardSet
-from trajkit.rl.sample import Sample
+from trajkit.envs.rewards import RewardSet
+from trajkit.envs.sample import Sample
 from trajkit.rl.trainer import Trainer
 from trajkit.rl.update import update_policy
 

@@ -9,8 +9,8 @@ import torch
 from trajkit.engine import Completion, SamplingParams
 from trajkit.models.load import load_tokenizer
 from trajkit.rl.config import load_config
-from trajkit.rl.sample import validate_sample
-from trajkit.rl.toolenv import (
+from trajkit.envs.sample import validate_sample
+from trajkit.envs.toolenv import (
     CALCULATOR,
     CalculatorTask,
     hermes_tools_system,

@@ -10,7 +10,7 @@ from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import random_model
 from trajkit.rl.config import load_config
 from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.update import update_policy
 
 from .conftest import TINY

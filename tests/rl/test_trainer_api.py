@@ -74,7 +74,7 @@ def test_chat_prompts_are_rendered_with_the_template_and_stop_at_end_of_turn(tmp
 
 def test_tasks_and_rewards_by_import_path(tmp_path, monkeypatch):
     (tmp_path / "mytasks.py").write_text(textwrap.dedent('''
-        from trajkit.rl.tasks import StringTask
+        from trajkit.envs.single_turn import StringTask
 
         def make_task(cfg, seed, tokenizer):
             task = StringTask("rev", seed, tokenizer, 2, 3)

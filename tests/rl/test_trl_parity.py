@@ -29,7 +29,7 @@ import torch
 from tests.traces.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
 from trajkit.rl.batching import collate
 from trajkit.rl.config import load_config
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.scoring import score
 from trajkit.rl.update import update_policy
 

@@ -12,7 +12,7 @@ from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import random_model
 from trajkit.rl.checkpoint import read_trainer_state
 from trajkit.rl.config import load_config
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.trainer import Trainer
 from trajkit.rl.update import lr_factor, update_policy
 
@@ -122,7 +122,7 @@ def test_a_hub_name_is_read_from_the_local_cache(tok, tmp_path, monkeypatch):  #
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_task_shuffle(tmp_path, shuffle):
     from trajkit.models.tokenizer import byte_tokenizer
-    from trajkit.rl.registry import make_task
+    from trajkit.envs.registry import make_task
 
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(10)))

@@ -5,7 +5,7 @@ import torch
 from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import random_model
 from trajkit.rl.config import load_config
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.update import update_policy
 
 from .conftest import TINY

@@ -6,7 +6,7 @@ import pytest
 
 from trajkit.cli.main import main
 from trajkit.errors import ConfigError
-from trajkit.traces.atomic import AtomicFile, refuse_same_file, write_atomic
+from trajkit.atomic import AtomicFile, refuse_same_file, write_atomic
 
 from .conftest import call, resp
 

@@ -1,7 +1,7 @@
 """Reward hacking: rewards that pay for nothing, and a train reward that rises while held-out falls.
 
 ``rewards.null_probes``
-    The task's reward functions (TRL-style callables, :mod:`trajkit.rl.rewards`) scored on completions
+    The task's reward functions (TRL-style callables, :mod:`trajkit.envs.rewards`) scored on completions
     that carry no answer: the empty string, an echo of the prompt's text, and format-only skeletons
     (an empty think block, ``\\boxed{}``, an empty ``<answer>`` tag, an empty tool call). Any function that
     pays any of them more than 0 is a FAIL, naming the function, the probe and the prompt — a reward an
@@ -46,7 +46,7 @@ class ProbePrompt:
 
 
 def probe_prompt(where: str, prompt) -> ProbePrompt:
-    """A :class:`ProbePrompt` from a task prompt (``trajkit.rl.tasks.Prompt``: ``text``, ``source``,
+    """A :class:`ProbePrompt` from a task prompt (``trajkit.envs.single_turn.Prompt``: ``text``, ``source``,
     ``columns``); the echo text is the last user message of a conversation, else the prompt text."""
     source = prompt.source if prompt.source is not None else prompt.text
     text = prompt.text
@@ -64,7 +64,7 @@ def probe_completions(prompt: ProbePrompt) -> dict[str, str]:
 def null_probe_check(reward_set, prompts: list[ProbePrompt], encode: Callable[[str], list[int]]) -> Check:
     """Score every null completion of every prompt with ``reward_set`` (an object with ``names`` and
     ``compute(prompts, completions, completion_ids, columns) -> (totals, {name: values}, extras)``, as
-    :class:`trajkit.rl.rewards.RewardSet`)."""
+    :class:`trajkit.envs.rewards.RewardSet`)."""
     rows = [(p, kind, text) for p in prompts for kind, text in probe_completions(p).items()]
     completions = [[{"role": "assistant", "content": t}] if isinstance(p.source, list) else t for p, _, t in rows]
     totals, per, _ = reward_set.compute([p.source for p, _, _ in rows], completions,

@@ -29,11 +29,19 @@ class Guarantees:
     ``exact_logprobs``: log-probs equal an independent float32 forward at the sampling temperature to
     ``logprob_atol`` (float rounding only) on the tokens it sampled. ``deterministic``: the same weights,
     prompts and seeded params give the same tokens, whatever else shares the batch. ``logprob_atol``: the
-    largest |backend logp - fp32 forward logp| the conformance suite accepts on any token."""
+    largest |backend logp - fp32 forward logp| the conformance suite accepts on any token.
+    ``sessions``: the backend has ``session()``, a step-wise batch that rows join and leave between decode
+    steps (the gateway's continuous batching of its sessions' requests, :mod:`trajkit.gateway.scheduler`).
+    Without it the gateway batches whole ``generate`` calls instead (a request that arrives during a call
+    waits for it) and says so (``Gateway.degraded``). ``prefix_reuse``: how repeated prompt prefixes are
+    served: ``exact`` (trajkit's prefix cache: the same KV states, the same tokens), ``backend`` (the
+    backend's own cache, e.g. vLLM's automatic prefix caching) or ``none``."""
 
     exact_logprobs: bool
     deterministic: bool
     logprob_atol: float
+    sessions: bool = False
+    prefix_reuse: str = "none"
 
 
 @runtime_checkable

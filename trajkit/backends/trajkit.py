@@ -20,7 +20,8 @@ class TrajkitBackend:
     """``Engine`` as a :class:`~trajkit.backends.base.Backend` (build it from an engine or a model)."""
 
     name = "trajkit"
-    guarantees = Guarantees(exact_logprobs=True, deterministic=True, logprob_atol=1e-4)
+    guarantees = Guarantees(exact_logprobs=True, deterministic=True, logprob_atol=1e-4, sessions=True,
+                            prefix_reuse="exact")
 
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -53,6 +54,10 @@ class TrajkitBackend:
 
     def session(self):
         return self.engine.session()
+
+    def set_prefix_cache(self, budget_tokens: int):
+        """The engine's exact prefix cache (what a gateway over this backend reuses); see ``Engine``."""
+        return self.engine.set_prefix_cache(budget_tokens)
 
     def check_request(self, prompt_ids, params):
         return self.engine.check_request(prompt_ids, params)

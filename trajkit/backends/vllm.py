@@ -41,7 +41,7 @@ class VllmBackend:
     """vLLM's ``LLM`` over the HF folder ``model_dir`` in an actor running ``python`` (the vLLM venv's)."""
 
     name = "vllm"
-    guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=LOGPROB_ATOL)
+    guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=LOGPROB_ATOL, prefix_reuse="backend")
 
     def __init__(self, model_dir: str, *, python: str, max_model_len: int = 2048, seed: int = 0,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
@@ -64,7 +64,8 @@ class VllmBackend:
         self.num_params = folder_num_params(model_dir)
         self.speculative = speculative_config is not None
         if self.speculative:  # vLLM 0.32's log-probs of speculated tokens are wrong (trajkit.rl.backend)
-            self.guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=math.inf)
+            self.guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=math.inf,
+                                         prefix_reuse="backend")
         self.generation_config = _generation_config(model_dir)  # its EOS ids: the gateway's stop plan
         self._version = 0
         self._calls, self._tokens, self._seconds, self._sync_seconds = 0, 0, 0.0, 0.0

@@ -61,7 +61,7 @@ def run(args) -> int:
 
     from trajkit.bench.generate_methods import build_methods, load_smollm2_pair
     from trajkit.recipes.tiny_pair import load_tiny_pair
-    from trajkit.traces.atomic import AtomicFile, write_atomic
+    from trajkit.atomic import AtomicFile, write_atomic
 
     ks, batch_sizes = _ints(args.ks, "--ks"), _ints(args.batch_sizes, "--batch-sizes")
     drafters = _drafters(args.drafters, args.pair)

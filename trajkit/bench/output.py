@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 
 def emit(args, results: dict[str, Any], print_table: Callable[[dict[str, Any]], None]) -> None:
-    from trajkit.traces.atomic import write_atomic
+    from trajkit.atomic import write_atomic
 
     write_atomic(args.out, json.dumps(results, indent=2))
     if args.json:

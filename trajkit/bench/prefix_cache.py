@@ -96,7 +96,7 @@ def _session_arm(args, cache: bool) -> list[dict]:
 def _group_arm(args, share: bool) -> dict:
     from trajkit.engine import Engine, EngineConfig, SamplingParams
     from trajkit.models.load import load_model, load_tokenizer
-    from trajkit.rl.tasks import ChatArithmeticTask
+    from trajkit.envs.single_turn import ChatArithmeticTask
 
     folder = _model_dir(args)
     task = ChatArithmeticTask(0, load_tokenizer(folder))

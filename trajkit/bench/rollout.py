@@ -9,13 +9,16 @@ float32 on the CPU (vLLM eager). ``trajkit-ray2``/``vllm-ray2``: the same backen
 workers (:class:`trajkit.cluster.split.RayRollouts`, the rows split 4/4), as a ``cluster.ray=true`` run
 generates; their start time includes the workers'. The ``vs trajkit`` column is the arm's tokens/s over
 trajkit's. The machine's load average at the start and the end is recorded beside the numbers.
+``--task harbor``: the same arms time Harbor episodes through the gateway instead (episodes/s;
+:mod:`trajkit.bench.rollout_agent`).
 """
 from __future__ import annotations
 
 import time
 
 DESCRIPTION = "rollout tokens/s: trajkit's engine vs the vLLM backend on SmolLM2-135M-Instruct"
-EXAMPLE = "trajkit bench rollout --batch 8 --tokens 128 --out bench-out/rollout.json"
+EXAMPLE = ("trajkit bench rollout --batch 8 --tokens 128 --out bench-out/rollout.json; Harbor episodes/s: "
+           "trajkit bench rollout --task harbor --episodes 4 --tokens 48 --out bench-out/rollout-harbor.json")
 ARMS = ("trajkit", "vllm", "trajkit-ray2", "vllm-ray2")
 RAY_WORKERS = 2  # rollout workers of the "-ray2" arms
 QUESTIONS = ["What is 3 + 4?", "Name a color.", "Write one word.", "Say hello.", "What is 9 - 2?",
@@ -30,6 +33,9 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads for the trajkit arm (0: torch's default)")
     p.add_argument("--out", default="bench-out/rollout.json", help="JSON results file")
     p.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    from trajkit.bench.rollout_agent import add_arguments as agent_arguments
+
+    agent_arguments(p)
 
 
 def _prompts(folder: str, batch: int) -> list[list[int]]:
@@ -141,6 +147,15 @@ def run(args) -> int:
     import os
 
     load_start = os.getloadavg()[0]
+    if args.task == "harbor":
+        from trajkit.bench.rollout_agent import measure_episodes, table
+
+        measured = [measure_episodes(a, folder, args, _backend) for a in arms]
+        results = {"task": "harbor", "episodes": args.episodes, "max_turns": args.max_turns, "tokens": args.tokens,
+                   "threads": args.threads, "load_start": load_start, "load_end": os.getloadavg()[0],
+                   "arms": measured}
+        emit(args, results, table)
+        return 0
     measured = [_measure(a, folder, prompts, args) for a in arms]
     results = {"batch": args.batch, "tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
                "load_start": load_start, "load_end": os.getloadavg()[0], "arms": measured}

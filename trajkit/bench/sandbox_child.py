@@ -13,8 +13,8 @@ from pathlib import Path
 
 
 def one_round(task, spec_for) -> dict:
-    from trajkit.envs.nsbox import NamespaceSandbox
-    from trajkit.envs.trial import AGENTS, run_trial
+    from trajkit.envs.harbor.nsbox import NamespaceSandbox
+    from trajkit.envs.harbor.trial import AGENTS, run_trial
 
     box = NamespaceSandbox(spec_for(task))
     t0 = time.perf_counter()
@@ -34,8 +34,8 @@ def one_round(task, spec_for) -> dict:
 
 def main() -> None:
     tasks, rounds = Path(sys.argv[1]), int(sys.argv[2])
-    from trajkit.envs.task import load_task
-    from trajkit.envs.trial import sandbox_spec
+    from trajkit.envs.harbor.task import load_task
+    from trajkit.envs.harbor.trial import sandbox_spec
 
     task = load_task(tasks / "hello-file")
     out = [one_round(task, sandbox_spec) for _ in range(rounds)]

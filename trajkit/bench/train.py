@@ -303,13 +303,13 @@ def run(args) -> int:
         with progress_bar(total=steps, desc=f"seed {seed}", unit="step") as bar:
             seeds.append(run_seed(args, seed, steps, progress=lambda _seed, i, _steps: bar.update(i - bar.n)))
         if args.out and seed + 1 < args.seeds:  # a long run leaves its finished seeds behind
-            from trajkit.traces.atomic import write_atomic
+            from trajkit.atomic import write_atomic
 
             write_atomic(args.out, json.dumps({"partial": True, "runs": seeds}, indent=1))
     summary = summarize(seeds)
     summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
                    wall_seconds=time.perf_counter() - start)
-    from trajkit.traces.atomic import AtomicFile, write_atomic
+    from trajkit.atomic import AtomicFile, write_atomic
 
     print(json.dumps(summary, indent=1) if args.json else table(summary))
     if args.out:

@@ -109,7 +109,7 @@ def cmd_rewards(args) -> int:
     from trajkit.audit.rewards import null_probe_check, probe_prompt
     from trajkit.rl.build import build_tokenizer
     from trajkit.rl.config import load_config
-    from trajkit.rl.registry import make_task
+    from trajkit.envs.registry import make_task
     from trajkit.rl.trainer import make_rewards
 
     cfg = load_config(args.config, list(args.overrides))

@@ -21,7 +21,7 @@ daemon (namespaces + overlayfs + chroot); --sandbox docker needs a running Docke
 
 
 def cmd_check(args) -> int:
-    from trajkit.envs.check import check_tasks, table, to_json
+    from trajkit.envs.harbor.check import check_tasks, table, to_json
 
     rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs,
                        adversarial=args.adversarial)
@@ -30,7 +30,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from trajkit.envs.slots import clean_stale
+    from trajkit.envs.harbor.slots import clean_stale
 
     removed = clean_stale()
     for path in removed:
@@ -49,8 +49,8 @@ the others under OUT/rejected/ with the reason in OUT/compile.json). Exit 0 when
 
 
 def cmd_compile(args) -> int:
-    from trajkit.envs.compile import compile_skill
-    from trajkit.envs.rubric import ChatModel
+    from trajkit.envs.harbor.compile import compile_skill
+    from trajkit.envs.harbor.rubric import ChatModel
 
     rows = compile_skill(args.skill, ChatModel(args.model, args.model_name, args.api_key), args.out, args.tasks,
                          args.sandbox)

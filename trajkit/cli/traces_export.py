@@ -88,7 +88,7 @@ def _check_window(folder: str, max_length: int, args) -> None:
 
 def cmd_export(args) -> int:
     from trajkit.cli.traces import summary_stream
-    from trajkit.traces.atomic import refuse_same_file
+    from trajkit.atomic import refuse_same_file
 
     refuse_same_file([args.out], args.paths)
     counter = {"skipped_rows": 0}

@@ -62,6 +62,9 @@ class RayRollouts:
         self.guarantees = first["guarantees"]
         self.vocab_size = first["vocab_size"]
         self.num_params = first["num_params"]
+        # a gateway over the workers (the agent and Harbor tasks) reads the window and the stop ids here
+        self.max_model_len = first.get("max_model_len")
+        self.generation_config = first.get("generation_config")
         self._version = 0
         self._calls, self._tokens, self._seconds = 0, 0, 0.0
 

@@ -32,7 +32,7 @@ from trajkit.cluster.workers import PolicyWorker, RolloutWorker
 from trajkit.errors import ConfigError
 from trajkit.rl.build import build_tokenizer
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.registry import make_task
+from trajkit.envs.registry import make_task
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
 from trajkit.rl.trainer import Trainer, make_alarm, make_rewards

@@ -120,8 +120,12 @@ class RolloutWorker:
 
     def info(self) -> dict:
         b = self.rollout.backend
+        model = getattr(b, "model", None)  # what a gateway over the workers needs: the window, the stop ids
+        window = model.config.max_position_embeddings if model is not None else getattr(b, "max_model_len", None)
+        generation = getattr(model if model is not None else b, "generation_config", None)
         return {"pid": os.getpid(), "index": self.index, "backend": b.name, "guarantees": b.guarantees,
-                "vocab_size": b.vocab_size, "num_params": getattr(b, "num_params", None)}
+                "vocab_size": b.vocab_size, "num_params": getattr(b, "num_params", None),
+                "max_model_len": window, "generation_config": generation}
 
     def load(self, weights: dict) -> int:
         """``weights``: :meth:`PolicyWorker.weights` (Ray resolves the ref it was passed as); -> the version."""

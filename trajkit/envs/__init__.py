@@ -1,4 +1,13 @@
-"""trajkit.envs: Harbor-format environments. Task folders (:mod:`~trajkit.envs.task`), sandboxes behind one
-interface (:mod:`~trajkit.envs.sandbox`; the daemon-less :mod:`~trajkit.envs.nsbox`, :mod:`~trajkit.envs.docker`),
-trials (:mod:`~trajkit.envs.trial`), ``trajkit envs check`` (:mod:`~trajkit.envs.check`), the rubric reward
-(:mod:`~trajkit.envs.rubric`), ``trajkit envs compile`` (:mod:`~trajkit.envs.compile`) and ``task.name=harbor`` (:mod:`~trajkit.envs.rltask`). See docs/envs.md."""
+"""trajkit.envs: every environment, below the trainer (``rl`` imports ``envs``, never the reverse).
+
+- the :class:`~trajkit.envs.single_turn.Environment` protocol and the single-turn tasks
+  (:mod:`~trajkit.envs.single_turn`), datasets of prompts (:mod:`~trajkit.envs.data`), reward functions
+  (:mod:`~trajkit.envs.rewards`) and the rollout record :class:`~trajkit.envs.sample.Sample`;
+- the Hermes tool-use env (:mod:`~trajkit.envs.toolenv`) and its calculator (:mod:`~trajkit.envs.calculator`);
+- the agent env: a harness run against a gateway (:mod:`~trajkit.envs.agent`);
+- ``task.name`` -> task factory (:mod:`~trajkit.envs.registry`);
+- Harbor-format environments in :mod:`trajkit.envs.harbor` (task folders, sandboxes, trials, ``trajkit envs
+  check``/``compile``, ``task.name=harbor``); the shipped Harbor task folders are ``trajkit/envs/tasks/``.
+
+See docs/envs.md and docs/rl.md.
+"""

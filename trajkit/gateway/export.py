@@ -1,7 +1,7 @@
 """A session's records as training data: stitched samples and Hermes ShareGPT rows.
 
 - :func:`session_samples`: one dict per stitched chain (:mod:`~trajkit.gateway.stitch`) with the fields of
-  :class:`trajkit.rl.sample.Sample` (``trajkit.rl.gateway_task.sample_from_dict`` builds the object), written as
+  :class:`trajkit.envs.sample.Sample` (``trajkit.rl.gateway_task.sample_from_dict`` builds the object), written as
   JSONL or Parquet by :func:`write_samples`.
 - :func:`session_hermes_rows`: one Hermes ShareGPT row per chain (``trajkit traces stats`` reads them), in the
   layout the Hermes Agent itself saves (``trajectory_samples.jsonl``, the format of the
@@ -118,7 +118,7 @@ def _tool_block(m: dict, calls: list[dict], index: int) -> str:
 
 def write_samples(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
     """Stitched samples to ``path``: Parquet when it ends in ``.parquet``, else JSONL; returns the count."""
-    from trajkit.traces.atomic import write_atomic
+    from trajkit.atomic import write_atomic
 
     rows = list(rows)
     if str(path).endswith(".parquet"):
@@ -134,7 +134,7 @@ def write_samples(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
 
 
 def write_hermes(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
-    from trajkit.traces.atomic import write_atomic
+    from trajkit.atomic import write_atomic
 
     rows = list(rows)
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
@@ -143,7 +143,7 @@ def write_hermes(rows: Iterable[dict[str, Any]], path: str | Path) -> int:
 
 def save_sessions(sessions: Iterable[Session], out_dir: str | Path) -> int:
     """Every session's records, stitched samples and Hermes rows under ``out_dir``; returns the session count."""
-    from trajkit.traces.atomic import write_atomic
+    from trajkit.atomic import write_atomic
 
     sessions = list(sessions)
     out = Path(out_dir)

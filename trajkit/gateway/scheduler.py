@@ -15,6 +15,10 @@ each step gives a row 1 to k + 1 tokens), so requests join and leave a speculati
 With ``continuous=False``, or an engine stand-in with only ``generate``, the scheduler collects and
 batches whole ``Engine.generate`` calls instead (a request that arrives during a call waits for it to end).
 
+If the scheduler thread dies (an error outside a single engine call: the engine cannot open a session, a
+bug), every queued, held and running job fails with :class:`SchedulerDied` holding the thread's traceback,
+and so does every later :meth:`Scheduler.submit`: a waiting request gets an error at once instead of hanging.
+
 Weight updates: the scheduler holds the engine lock from the moment an idle batch admits rows until the
 batch is empty again, so a weight load (:meth:`Scheduler.update_weights`, or a trainer holding the same
 lock) happens only when no row is in flight, and each record's ``policy_version`` is the version of the
@@ -26,6 +30,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -34,6 +39,10 @@ from trajkit.engine import SamplingParams
 from trajkit.engine.types import Completion
 
 OnTokens = Callable[[int, list[int]], None]  # (choice index, new token ids), called on the scheduler thread
+
+
+class SchedulerDied(RuntimeError):
+    """The scheduler thread stopped on an error; ``str()`` ends with its traceback."""
 
 
 @dataclass
@@ -67,7 +76,7 @@ class Scheduler:
     def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None, continuous: bool = True):
         self.engine, self.max_batch, self.batch_wait_s = engine, max_batch, batch_wait_s
         # held for every engine call and every weight update; an RL trainer passes the lock its own weight
-        # sync holds, so a sync waits for the running call (trajkit.rl.agent)
+        # sync holds, so a sync waits for the running call (trajkit.envs.agent)
         self.lock = lock if lock is not None else threading.Lock()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         # continuous batching needs the engine's step-wise session (plain or speculative); an engine
@@ -81,7 +90,8 @@ class Scheduler:
         self._idle = threading.Condition()
         self._pending = 0
         self.calls = 0
-        self._thread = threading.Thread(target=self._loop, name="trajkit-gateway-scheduler", daemon=True)
+        self.error: str | None = None  # the traceback of the error that stopped the thread (None: running)
+        self._thread = threading.Thread(target=self._guarded_loop, name="trajkit-gateway-scheduler", daemon=True)
         self._thread.start()
 
     def submit(self, prompt_ids: list[int], params: list[SamplingParams], on_tokens: OnTokens | None = None) -> Future:
@@ -89,9 +99,47 @@ class Scheduler:
         on the scheduler thread with each choice's new tokens as they are sampled."""
         job = Job(list(prompt_ids), list(params), on_tokens)
         with self._idle:
+            if self.error is not None:
+                job.future.set_exception(self._died())
+                return job.future
             self._pending += 1
-        self._queue.put(job)
+            self._queue.put(job)  # under the lock: a job is either queued before a death is noted, or refused
         return job.future
+
+    def alive(self) -> bool:
+        """The thread runs (False once it died, or after :meth:`close`)."""
+        return self._thread.is_alive() and self.error is None
+
+    def _died(self) -> SchedulerDied:
+        return SchedulerDied(f"the gateway's scheduler thread died:\n{self.error}")
+
+    def _guarded_loop(self) -> None:
+        try:
+            self._loop()
+        except BaseException:  # noqa: BLE001 - recorded and handed to every waiting job (module docstring)
+            with self._idle:
+                self.error = traceback.format_exc()
+            self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        """Fail every job the dead thread left: running rows, held and queued jobs."""
+        jobs = {id(job): job for job, _ in self._by_row.values()}
+        jobs.update({id(job): job for job in self._held})
+        self._by_row.clear()
+        self._held.clear()
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                jobs[id(job)] = job
+        for job in jobs.values():
+            if not job.future.done():
+                job.future.set_exception(self._died())
+        with self._idle:
+            self._pending -= len(jobs)
+            self._idle.notify_all()
 
     def update_weights(self, state_dict) -> int:
         """Load new weights between engine calls (the running call drains first); the new version."""
@@ -137,12 +185,12 @@ class Scheduler:
             if first is None:
                 return
             jobs = self._collect(first)
-            try:
-                self._run(jobs)
-            finally:
-                with self._idle:
-                    self._pending -= len(jobs)
-                    self._idle.notify_all()
+            self._held = jobs  # what a death in the call leaves (_fail_waiting)
+            self._run(jobs)
+            self._held = []
+            with self._idle:
+                self._pending -= len(jobs)
+                self._idle.notify_all()
 
     def _run(self, jobs: list[Job]) -> None:
         prompts = [j.prompt_ids for j in jobs for _ in j.params]

@@ -33,7 +33,7 @@ from trajkit.gateway.parse import NOT_REPRODUCIBLE, not_reproducible
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
 from trajkit.gateway.scheduler import JobResult, Scheduler
-from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Session, SessionStore
+from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Forced, Session, SessionStore
 from trajkit.gateway.stops import stop_plan
 
 log = logging.getLogger("trajkit.gateway")
@@ -84,6 +84,9 @@ class Gateway:
             if cache is not None:  # ids from another tokenizer or template never meet these states
                 cache.bind(tokenizer=tokenizer_fingerprint(tokenizer))
         self.on_record: list[Callable[[str, CallRecord], None]] = []  # told (session id, record) per finished call
+        self.degraded = _degraded(engine, self.config, self.scheduler)
+        for note in self.degraded:
+            log.warning("trajkit gateway: %s", note)
 
     # --- request handling ---------------------------------------------------------------------------
     async def chat(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
@@ -172,11 +175,13 @@ class Gateway:
             raise prompt_too_long(len(prompt_ids), self.max_context, prompt_param)
         if s.max_tokens is not None and s.max_tokens > room and self.config.max_tokens_overflow == "error":
             raise output_too_long(len(prompt_ids), s.max_tokens, self.max_context)
-        max_new = min(s.max_tokens if s.max_tokens is not None else self.config.default_max_tokens, room)
-        if self.config.force_temperature is not None:
-            s = replace(s, temperature=self.config.force_temperature, top_k=0, top_p=1.0)
-        if s.seed is None and self.config.force_seed is not None:
-            s = replace(s, seed=session_seed(self.config.force_seed, session.id, session.next_call()))
+        forced = session.forced or Forced(self.config.force_temperature, self.config.force_seed)
+        budget = forced.max_tokens if forced.max_tokens is not None else self.config.default_max_tokens
+        max_new = min(s.max_tokens if s.max_tokens is not None else budget, room)
+        if forced.temperature is not None:
+            s = replace(s, temperature=forced.temperature, top_k=0, top_p=1.0)
+        if s.seed is None and forced.seed is not None:
+            s = replace(s, seed=session_seed(forced.seed, session.id, session.next_call()))
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
                                  stop_token_ids=self.stop_ids, top_logprobs=s.top_logprobs,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
@@ -311,6 +316,22 @@ class Gateway:
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def _degraded(engine, config: GatewayConfig, scheduler: Scheduler) -> list[str]:
+    """What this backend cannot do that the config asks for, said once (``Gateway.degraded``, the log)."""
+    name = getattr(engine, "name", type(engine).__name__)
+    notes = []
+    if config.continuous and not scheduler.continuous:
+        notes.append(f"continuous batching off: backend {name!r} has no step-wise sessions "
+                     "(Guarantees.sessions); requests are batched into whole generate calls, and one that arrives "
+                     "during a call waits for it")
+    guarantees = getattr(engine, "guarantees", None)
+    if config.prefix_cache and not callable(getattr(engine, "set_prefix_cache", None)):
+        reuse = getattr(guarantees, "prefix_reuse", "none")
+        notes.append(f"trajkit's exact prefix cache off: backend {name!r} reuses prefixes "
+                     + ("with its own cache (cached_tokens not reported)" if reuse == "backend" else "not at all"))
+    return notes
 
 
 def _model_facts(engine) -> tuple[int | None, object]:

@@ -62,6 +62,18 @@ def record_line(session_id: str, record: CallRecord) -> str:
     return json.dumps({"session": session_id, **record.as_dict()}) + "\n"
 
 
+@dataclass(frozen=True)
+class Forced:
+    """Sampling a session's requests get whatever they ask (an RL round's: the loss assumes it).
+    ``temperature`` replaces the request's (top-k/top-p off); ``seed`` seeds the requests that bring none
+    (with the session id and the call's index, :func:`trajkit.gateway.service.session_seed`); ``max_tokens``
+    is the budget of a request that gives none."""
+
+    temperature: float | None
+    seed: int | None = None
+    max_tokens: int | None = None
+
+
 @dataclass
 class Session:
     id: str
@@ -70,6 +82,7 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     texts: list[tuple[str, list[int]]] = field(default_factory=list, repr=False)  # (decoded text, ids)
     calls: int = 0  # requests prepared so far (records count only the finished ones)
+    forced: Forced | None = None  # set when the session is opened for an RL round (SessionStore.open)
 
     def next_call(self) -> int:
         """The index of a new request in this session (0, 1, ...), counted when it is prepared."""
@@ -110,6 +123,14 @@ class SessionStore:
         if s.model != model:
             raise ApiError(f"session {sid!r} was started with model {s.model!r}; one session serves one model "
                            "(use a new x-session-id or API key)", param="model", status=409, code="session_model")
+        return s
+
+    def open(self, sid: str, model: str, forced: Forced | None = None) -> Session:
+        """A new session ``sid`` whose requests are sampled as ``forced`` says; an existing one is refused."""
+        with self._lock:
+            if sid in self._sessions:
+                raise ValueError(f"session {sid!r} is open already")
+            s = self._sessions[sid] = Session(sid, model, forced=forced)
         return s
 
     def find(self, sid: str) -> Session | None:

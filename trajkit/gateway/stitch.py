@@ -57,7 +57,7 @@ class Chain:
                      self.calls + [call], self.policy_versions + [version], self.fork_at)
 
     def as_sample_dict(self, session: str) -> dict[str, Any]:
-        """The fields of :class:`trajkit.rl.sample.Sample` (``metadata`` holds the provenance)."""
+        """The fields of :class:`trajkit.envs.sample.Sample` (``metadata`` holds the provenance)."""
         return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
                 "loss_mask": self.loss_mask, "policy_version": self.policy_version,
                 "metadata": {"session": session, "calls": [list(c) for c in self.calls],

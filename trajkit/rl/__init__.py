@@ -5,7 +5,8 @@
 
 See docs/rl.md. Pure pieces: :mod:`~trajkit.rl.losses` (LOSSES registry), :mod:`~trajkit.rl.advantages`,
 :mod:`~trajkit.rl.shaping`, :mod:`~trajkit.rl.mismatch`; records: :class:`Sample`, :class:`TrainState`; stages:
-:data:`STAGES`; tasks: :mod:`~trajkit.rl.tasks`, :mod:`~trajkit.rl.toolenv`.
+:data:`STAGES`. The tasks it trains on live in :mod:`trajkit.envs` (``trajkit.rl.Sample`` is
+:class:`trajkit.envs.sample.Sample`).
 """
 
 from trajkit._lazy import lazy_getattr
@@ -16,8 +17,8 @@ _EXPORTS = {
     "load_config": "trajkit.rl.config",
     "LOSSES": "trajkit.rl.losses",
     "policy_loss": "trajkit.rl.losses",
-    "Sample": "trajkit.rl.sample",
-    "validate_sample": "trajkit.rl.sample",
+    "Sample": "trajkit.envs.sample",
+    "validate_sample": "trajkit.envs.sample",
     "STAGES": "trajkit.rl.stages",
     "TrainState": "trajkit.rl.state",
     "Trainer": "trajkit.rl.trainer",

@@ -20,7 +20,7 @@ import torch
 
 from trajkit.models.logprobs import chunked_logprobs
 from trajkit.rl.precision import autocast, model_device
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 
 
 @dataclass

@@ -38,7 +38,7 @@ from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.batching import collate
 from trajkit.rl.config import ModelConfig, TrainConfig
 from trajkit.rl.precision import resolve_device
-from trajkit.rl.registry import make_task
+from trajkit.envs.registry import make_task
 
 WARMSTART_BATCH = 64
 # ModelConfig fields that say where a model runs, or what is applied after it is built (not what it is)

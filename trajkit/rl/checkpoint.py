@@ -53,7 +53,7 @@ from trajkit.errors import ConfigError
 from trajkit.models.load import load_model
 from trajkit.rl.lora import is_lora, load_adapter
 from trajkit.rl.state import TrainState
-from trajkit.traces.atomic import fsync_path
+from trajkit.atomic import fsync_path
 
 FORMAT = 2
 POLICY, DRAFT, TRAINER_STATE = "policy", "draft", "trainer_state.pt"

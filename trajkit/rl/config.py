@@ -15,16 +15,15 @@ trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did 
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-
-from trajkit.config import Checked, from_dict, parse_override
+from trajkit.config import Checked, config_path, from_dict, load_tree, packaged_configs  # noqa: F401 (re-exported)
+from trajkit.config import describe as describe_config
+from trajkit.envs.registry import TaskConfig
 from trajkit.errors import ConfigError
 from trajkit.models.rope import RopeScaling
-from trajkit.optim.defaults import DEFAULT_TARGETS
+from trajkit.optim.config import OptimConfig
 
 
 LORA_TARGETS = ("attention", "mlp", "unembed")
@@ -159,59 +158,6 @@ class DraftConfig(Checked):
 
 
 @dataclass
-class TaskConfig(Checked):
-    """Which task: a name in :data:`trajkit.rl.registry.TASKS` or an import path ``pkg.mod:make_task`` (a
-    factory ``(TaskConfig, seed, tokenizer) -> Task``). ``dataset`` reads prompts from ``path`` (JSONL or
-    Parquet with a ``prompt`` column; held-out ``eval_path`` or the last ``eval_fraction`` of the rows).
-    ``agent`` reads its tasks the same way and runs the harness ``command`` once per group member against a
-    gateway over the policy's engine (:mod:`trajkit.rl.agent`), each run limited to ``harness_timeout_s``.
-    ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
-    (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.rltask`); with ``judge_url`` (an
-    OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
-    ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
-    (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
-
-    name: str = "rep"
-    path: str | None = None
-    eval_path: str | None = None
-    eval_fraction: float = 0.0
-    strict: bool = False
-    shuffle: bool = True
-    min_len: int = 4
-    max_len: int = 8
-    alphabet: str = "abcdefgh"
-    max_turns: int = 3
-    tool_timeout_s: float = 0.5
-    command: str | None = None
-    harness_timeout_s: float = 300.0
-    sandbox: Literal["namespace", "docker"] = "namespace"
-    judge_url: str | None = None
-    judge_model: str = "judge"
-
-    __section__ = "task"
-    __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
-                  "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)"}
-
-    def validate(self) -> None:
-        from trajkit.rl.imports import is_import_path
-        from trajkit.rl.registry import TASKS
-
-        if self.name not in TASKS and not is_import_path(self.name):
-            raise ConfigError(f"task.name must be one of {sorted(TASKS)} or an import path 'pkg.module:factory', "
-                              f"got {self.name!r}")
-        if self.name == "harbor" and not self.path:
-            raise ConfigError("task.name=harbor needs task.path=DIR (a Harbor task folder or a folder of them)")
-        if self.name in ("dataset", "agent") and not self.path:
-            raise ConfigError(f"task.name={self.name} needs task.path=FILE (.jsonl or .parquet with a 'prompt' "
-                              "column)")
-        if self.name == "agent" and not self.command:
-            raise ConfigError("task.name=agent needs task.command: the harness's shell command, with {base_url}, "
-                              "{api_key}, {model} and {task} filled in per run")
-        if self.min_len > self.max_len:
-            raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
-
-
-@dataclass
 class RolloutConfig(Checked):
     """How many prompts per step, completions per prompt, and how to sample them.
 
@@ -286,83 +232,6 @@ class ShapingConfig(Checked):
 
     __section__ = "shaping"
     __ranges__ = {"overlong_buffer": "[0, inf)", "length_penalty": "[0, inf)"}
-
-
-@dataclass
-class OptimConfig(Checked):
-    """The policy's optimiser (``name``: ``adamw``; ``logra``: low-rank gradient sketches with RowAdam,
-    see docs/optim.md, its knobs are the ``logra_*`` keys and ``kl_budget``, 0 = off; ``muon``:
-    ``torch.optim.Muon`` on the hidden weight matrices and AdamW (``lr``, ``beta1``, ``beta2``,
-    ``weight_decay``) on the embedding, output layer, norms and biases, :mod:`trajkit.optim.muon`, its knobs
-    the ``muon_*`` keys: ``muon_lr`` 0 = ``lr``, ``muon_weight_decay``, ``muon_momentum``, ``muon_nesterov``,
-    ``muon_adjust_lr`` (torch's shape-based rate: ``match_rms_adamw`` = 0.2 sqrt(max(out, in)) x lr, Moonshot's,
-    made for reusing AdamW's rate; ``original`` = sqrt(max(1, out/in)) x lr, Keller Jordan's, wants a rate
-    near 0.02), ``muon_ns_steps`` Newton-Schulz iterations; LoGRA and Muon are exclusive); ``minibatches``
-    optimiser steps per RL step, each over micro-batches of ``micro_batch_size`` rows (also the logprob
-    stage's forward batch); ``gradient_checkpointing`` recomputes each decoder layer's activations in the
-    backward (Hugging Face activation checkpointing); ``logits_chunk`` > 0 computes the policy's token
-    log-probs ``logits_chunk`` positions at a time (:mod:`trajkit.models.logprobs`: the ``[B, L, V]``
-    logits never exist at once; same values). LoGRA's sketched weights have no ``.grad``, so
-    ``grad_clip`` clips only its other parameters (the vocabulary matrices included); ``logra_embeddings``:
-    ``rows`` steps the embedding and output layer with RowAdam on their exact gradient, ``adamw`` with the
-    nested AdamW (see trajkit.optim.embeddings). ``lr`` defaults to TRL's GRPO rate (1e-6, for real
-    models; the toy configs set their own), ``lr_schedule`` over the run's steps after ``warmup_steps`` of
-    linear warm-up (TRL's ``lr_scheduler_type``; :func:`trajkit.rl.update.lr_factor`). ``num_iterations`` (GRPO's mu): passes of ``minibatches``
-    optimiser steps over each step's rollouts; after the first, the ratio to the rollout policy's
-    log-probs leaves 1 and the loss's clipping acts."""
-
-    name: Literal["adamw", "logra", "muon"] = "adamw"
-    lr: float = 1e-6
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = 0
-    num_iterations: int = 1
-    weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.99
-    grad_clip: float = 1.0
-    micro_batch_size: int = 32
-    minibatches: int = 1
-    gradient_checkpointing: bool = False
-    logits_chunk: int = 0
-    logra_rank: int = 256
-    logra_distribution: Literal["rademacher", "gaussian", "orthogonal"] = "rademacher"
-    logra_seed: int = 0
-    logra_eps: float = 1e-8
-    logra_targets: str = DEFAULT_TARGETS
-    logra_embeddings: Literal["rows", "adamw"] = "rows"
-    kl_budget: float = 0.0
-    muon_lr: float = 0.0
-    muon_weight_decay: float = 0.0
-    muon_momentum: float = 0.95
-    muon_nesterov: bool = True
-    muon_adjust_lr: Literal["match_rms_adamw", "original"] = "match_rms_adamw"
-    muon_ns_steps: int = 5
-
-    __section__ = "optim"
-    __ranges__ = {"lr": "(0, inf)", "weight_decay": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
-                  "grad_clip": "(0, inf)", "micro_batch_size": "[1, inf)", "minibatches": "[1, inf)",
-                  "num_iterations": "[1, inf)", "warmup_steps": "[0, inf)", "logits_chunk": "[0, inf)", "logra_rank": "[1, inf)", "logra_seed": "[0, inf)", "logra_eps": "[0, inf)",
-                  "kl_budget": "[0, inf)", "muon_lr": "[0, inf)", "muon_weight_decay": "[0, inf)",
-                  "muon_momentum": "[0, 1)", "muon_ns_steps": "[1, 99]"}
-
-    def validate(self) -> None:
-        """Settings of one optimiser given while another is chosen are refused (LoGRA's sketched weights
-        never hold the dense gradient Muon orthogonalises, so the two do not compose)."""
-        for prefix, owner in (("logra_", "logra"), ("muon_", "muon")):
-            if self.name == owner:
-                continue
-            changed = [f.name for f in dataclasses.fields(self) if f.name.startswith(prefix) or
-                       (owner == "logra" and f.name == "kl_budget")]
-            changed = [k for k in changed if getattr(self, k) != _OPTIM_DEFAULTS[k]]
-            if changed:
-                extra = (" (LoGRA and Muon are mutually exclusive: LoGRA's sketched weights never hold the "
-                         "dense gradient that Muon orthogonalises)") if self.name in ("logra", "muon") else ""
-                raise ConfigError(f"optim.{changed[0]} is a setting of optim.name={owner}, but "
-                                  f"optim.name={self.name}{extra}; set optim.name={owner} or drop "
-                                  f"{', '.join('optim.' + k for k in changed)}")
-
-
-_OPTIM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OptimConfig)}
 
 
 @dataclass
@@ -510,114 +379,17 @@ class TrainConfig(Checked):
     __ranges__ = {"steps": "[1, inf)", "seed": "[0, inf)", "threads": "[0, inf)"}
 
     def validate(self) -> None:
-        from trajkit.rl.imports import is_import_path
+        """The rules between sections (:data:`trajkit.rl.config_rules.RULES`), each named after what it refuses."""
+        from trajkit.rl.config_rules import RULES
 
-        for i, r in enumerate(self.rewards):
-            if not is_import_path(r):
-                raise ConfigError(f"rewards[{i}]: {r!r} is not an import path; write 'package.module:function'")
-        if self.rewards and self.reward_weights is not None and len(self.reward_weights) != len(self.rewards):
-            raise ConfigError(f"reward_weights: {len(self.reward_weights)} weights for {len(self.rewards)} rewards")
-        if self.shaping.overlong_buffer > self.rollout.max_new_tokens:
-            raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
-        if self.rollout.backend != "trajkit" and self.task.name == "agent":
-            raise ConfigError(f"task.name=agent with rollout.backend={self.rollout.backend}: the agent task's "
-                              "gateway runs on trajkit's engine only for now; set rollout.backend=trajkit")
-        if self.cluster.weight_transfer == "nccl" and self.rollout.backend != "vllm":
-            raise ConfigError("cluster.weight_transfer=nccl is vLLM's transfer: set rollout.backend=vllm, or use "
-                              "cluster.weight_transfer=object_store")
-        if self.cluster.ray and self.task.name in ("agent", "harbor"):
-            raise ConfigError(f"task.name={self.task.name} with cluster.ray=true: its gateway serves trajkit's engine "
-                              "in this process; set cluster.ray=false")
-        if self.policy.lora.rank:
-            _check_lora(self)
-        if self.optim.name == "logra" and self.policy.dtype == "float16":
-            raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
-                              "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "
-                              "scaling needed) or float32")
-        if self.policy.fsdp:
-            from trajkit.rl.fsdp import check_config
-
-            check_config(self)
-        elif self.cluster.policy_workers > 1:
-            raise ConfigError(f"cluster.policy_workers={self.cluster.policy_workers} shards the policy over the "
-                              "policy workers: set policy.fsdp=true (or cluster.policy_workers=1)")
-
-
-def _check_lora(cfg: TrainConfig) -> None:
-    """What LoRA (``policy.lora.rank`` > 0) does not combine with yet, each refused naming the key."""
-    if cfg.optim.name != "adamw":
-        raise ConfigError(f"policy.lora with optim.name={cfg.optim.name}: the adapters train with AdamW; set "
-                          "optim.name=adamw (or policy.lora.rank=0 for full weights)")
-    if cfg.rollout.backend == "vllm" and "unembed" in cfg.policy.lora.targets:
-        raise ConfigError("policy.lora.targets with unembed and rollout.backend=vllm: vLLM's LoRA on the output "
-                          "layer is not tested; drop unembed from policy.lora.targets or set rollout.backend=trajkit")
-    if cfg.rollout.backend == "vllm" and cfg.draft.kind != "none":
-        raise ConfigError(f"policy.lora with rollout.backend=vllm and draft.kind={cfg.draft.kind}: vLLM's "
-                          "speculation with a LoRA adapter is not tested; set draft.kind=none")
-    if cfg.cluster.ray:
-        raise ConfigError("policy.lora with cluster.ray=true: the Ray policy worker ships full state dicts; set "
-                          "cluster.ray=false")
-    if cfg.draft.kind == "eagle":
-        raise ConfigError("policy.lora with draft.kind=eagle: the head binds to the full policy's layers; choose "
-                          "another draft.kind")
-    if cfg.policy.fsdp:
-        raise ConfigError("policy.lora with policy.fsdp=true: sharded adapters are not built; set policy.fsdp=false "
-                          "(LoRA's optimiser state is small) or policy.lora.rank=0")
-
-
-def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:
-    node = tree
-    for key in keys[:-1]:
-        child = node.setdefault(key, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {text!r}: {key!r} is not a section")
-        node = child
-    node[keys[-1]] = value
-
-
-def packaged_configs() -> dict[str, str]:
-    """Example configs shipped inside the package (``trajkit/configs/NAME.yaml``): name -> file."""
-    from importlib import resources
-
-    folder = resources.files("trajkit") / "configs"
-    return {p.name[:-5]: str(p) for p in folder.iterdir() if p.name.endswith(".yaml")}
-
-
-def config_path(name: str) -> str:
-    """A YAML path as given, or the file of the packaged config ``name`` (``trajkit train rep`` works from
-    a pip install, without a checkout)."""
-    if os.path.exists(name) or name.endswith((".yaml", ".yml")) or os.sep in name:
-        return name
-    shipped = packaged_configs()
-    if name not in shipped:
-        raise ConfigError(f"config {name!r}: no such file, and not a packaged config (those are: "
-                          f"{', '.join(sorted(shipped))})")
-    return shipped[name]
+        for rule in RULES:
+            rule(self)
 
 
 def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
     """YAML file or packaged config name (or None for defaults) + ``key=value`` overrides -> validated
     :class:`TrainConfig`."""
-    tree: dict = {}
-    if path:
-        path = config_path(path)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                tree = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ConfigError(f"config file {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            raise ConfigError(f"config file {path}:{where}: not valid YAML "
-                              f"({getattr(exc, 'problem', None) or exc})") from None
-        if not isinstance(tree, dict):
-            raise ConfigError(f"config file {path} must hold a mapping of sections")
-    for text in overrides:
-        keys, value = parse_override(text)
-        _set(tree, keys, value, text)
-    _refuse_replaced(tree)
-    return from_dict(TrainConfig, tree)
+    return from_dict(TrainConfig, load_tree(path, overrides, REPLACED))
 
 
 REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default), [] for metrics.jsonl only, "
@@ -625,45 +397,10 @@ REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default),
             ("loss", "scale_std"): "loss.scale_rewards: group (was scale_std: true), none (was false) or batch"}
 
 
-def _refuse_replaced(tree: dict) -> None:
-    """Keys of older configs that another key replaced: say which, instead of 'unknown key'."""
-    for (section, key), instead in REPLACED.items():
-        if isinstance(tree.get(section), dict) and key in tree[section]:
-            raise ConfigError(f"{section}.{key} was replaced by {instead}")
-
-
 def to_dict(cfg: TrainConfig) -> dict:
     return dataclasses.asdict(cfg)
 
 
 def describe(cfg: TrainConfig) -> str:
-    """Every key of ``cfg`` as YAML, each section headed by its description and every value that differs
-    from the default marked ``# default: ...`` (``trajkit train --print-config``)."""
-    default = TrainConfig()
-    lines: list[str] = []
-
-    def scalar(value) -> str:
-        return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
-
-    def emit(obj, ref, indent: str) -> None:
-        for f in dataclasses.fields(obj):
-            value, base = getattr(obj, f.name), getattr(ref, f.name)
-            if dataclasses.is_dataclass(value):
-                doc = " ".join((type(value).__doc__ or "").split())
-                lines.append("")
-                lines.extend(f"{indent}# {line}" for line in _wrap(doc, 100 - len(indent)))
-                lines.append(f"{indent}{f.name}:")
-                emit(value, base, indent + "  ")
-                continue
-            note = "" if value == base else f"  # default: {scalar(base)}"
-            lines.append(f"{indent}{f.name}: {scalar(value)}{note}")
-
-    lines.extend(f"# {line}" for line in _wrap(" ".join((TrainConfig.__doc__ or "").split()), 100))
-    emit(cfg, default, "")
-    return "\n".join(lines) + "\n"
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    import textwrap
-
-    return textwrap.wrap(text, width) or [""]
+    """Every key of ``cfg`` as commented YAML, values off the default marked (``trajkit train --print-config``)."""
+    return describe_config(cfg)

@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Sequence
 
-from trajkit.rl.tasks import Prompt
+from trajkit.envs.single_turn import Prompt
 
 EVAL_ITEMS_FILE = "eval_items.jsonl"
 

@@ -15,8 +15,8 @@ import os
 import yaml
 
 from trajkit.rl.reporters import make_reporters
-from trajkit.rl.sample import Sample
-from trajkit.traces.atomic import write_atomic
+from trajkit.envs.sample import Sample
+from trajkit.atomic import write_atomic
 
 
 class RunLogger:
@@ -48,7 +48,7 @@ class RunLogger:
                                      "reward": s.reward, "advantage": s.advantage, **meta}) + "\n")
         write_atomic(path, "".join(lines))
         if any("messages" in s.metadata for s in samples):
-            from trajkit.rl.toolenv import save_episodes
+            from trajkit.envs.toolenv import save_episodes
 
             save_episodes(samples[:self.dump_samples], path.replace(".jsonl", ".hermes.jsonl"), f"step{step}")
 

@@ -9,12 +9,12 @@ so a step's rollouts are a pure function of (weights, prompts, seed). The engine
 is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision`); ``weight_sync``
 casts the float32 master weights into it.
 
-An environment that serves the engine to outside programs (the gateway of :mod:`trajkit.rl.agent`) has an
-``attach(rollout)`` method, called before each of its episodes: it generates through :meth:`Rollout.generate`
-while holding :attr:`Rollout.lock`, which ``sync`` holds too, so a weight sync waits for a running engine
-call to drain and every record carries the version of the weights that sampled it. Such an environment
-sets each sample's ``policy_version`` from its records; ``run`` fills in the engine's version only where
-an environment left it unknown (-1).
+Every environment gets the rollout's :class:`~trajkit.envs.client.GenerationClient` as its ``generate``: the
+backend, :attr:`Rollout.lock` (which ``sync`` holds too) and the step's counters, explicitly. One that
+serves the backend to outside programs (the gateway of :mod:`trajkit.envs.agent`) holds the lock around its
+engine calls, so a weight sync waits for a running call to drain and every record carries the version of the
+weights that sampled it; such an environment sets each sample's ``policy_version`` from its records, and
+``run`` fills in the backend's version only where an environment left it unknown (-1).
 """
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ from trajkit.rl.build import frozen_copy
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.lora import adapter_of, inference_copy, is_lora
 from trajkit.rl.precision import DTYPES
-from trajkit.rl.sample import Sample
-from trajkit.rl.tasks import Prompt, Task
+from trajkit.envs.client import GenerationClient
+from trajkit.envs.sample import Sample
+from trajkit.envs.single_turn import Prompt, Task
 
 
 class Rollout:
@@ -57,6 +58,8 @@ class Rollout:
         self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
         self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
+        # what every environment generates with (module docstring); the same object every round
+        self.client = GenerationClient(self.backend, self.lock, self._record)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy (a LoRA policy's adapters only, merged there:
@@ -85,16 +88,12 @@ class Rollout:
         with torch.no_grad():
             self.draft_infer.load_state_dict(draft_state)
 
-    def attach(self, env) -> None:
-        """Let an environment that serves the engine itself (``env.attach``) bind to this rollout."""
-        attach = getattr(env, "attach", None)
-        if attach is not None:
-            attach(self)
+    def _record(self, stats: GenerationStats) -> None:
+        self.calls.append(stats)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
-        out = self.backend.generate(prompt_ids, params)
-        self.calls.append(out.stats)
-        return out
+        """One counted backend call (:attr:`client` as a method)."""
+        return self.client(prompt_ids, params)
 
     def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams,
             keep_calls: bool = False) -> list[Sample]:
@@ -102,8 +101,7 @@ class Rollout:
         ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
         if not keep_calls:
             self.calls = []
-        self.attach(task.env)
-        samples = task.env.rollout(self.generate, rows, params)
+        samples = task.env.rollout(self.client, rows, params)
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:

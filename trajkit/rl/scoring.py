@@ -7,7 +7,7 @@ import torch
 
 from trajkit.rl.advantages import group_advantages
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.sample import Sample
+from trajkit.envs.sample import Sample
 from trajkit.rl.shaping import group_length_penalty, overlong_penalty
 
 

@@ -39,7 +39,7 @@ from trajkit.rl.config import TrainConfig
 from trajkit.rl.fsdp import Shard, close_group, full_state, init_group, shard_model
 from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.precision import DTYPES, model_device
-from trajkit.rl.registry import make_task
+from trajkit.envs.registry import make_task
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
 from trajkit.rl.trainer import Trainer, make_alarm, make_rewards

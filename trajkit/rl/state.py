@@ -11,9 +11,9 @@ from trajkit.rl.config import TrainConfig
 from trajkit.rl.learner import LocalLearner
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.rl.precision import DTYPES, grad_scaler, model_device
-from trajkit.rl.rewards import RewardSet
+from trajkit.envs.rewards import RewardSet
 from trajkit.rl.rollout import Rollout
-from trajkit.rl.tasks import Prompt, Task
+from trajkit.envs.single_turn import Prompt, Task
 
 
 class PromptStream:

@@ -28,7 +28,7 @@ from trajkit.engine import SamplingParams
 from trajkit.models.chat import stop_token_ids
 from trajkit.rl.batching import collate
 from trajkit.rl.dynamic import Collected, collect_groups, round_seed
-from trajkit.rl.sample import Sample, validate_sample
+from trajkit.envs.sample import Sample, validate_sample
 from trajkit.rl.scoring import score, shape_rewards
 from trajkit.rl.shaping import random_rewards
 from trajkit.rl.stages import (

@@ -37,17 +37,17 @@ from trajkit.models.load import load_tokenizer
 from trajkit.rl.build import build_tokenizer
 from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
 from trajkit.rl.config import TrainConfig, load_config, to_dict
-from trajkit.rl.data import DatasetTask
+from trajkit.envs.data import DatasetTask
 from trajkit.rl.evalitems import append_eval_items
 from trajkit.rl.learner import build_policy_side
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
-from trajkit.rl.registry import make_task
-from trajkit.rl.rewards import RewardSet, resolve
+from trajkit.envs.registry import make_task
+from trajkit.envs.rewards import RewardSet, resolve
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
 from trajkit.rl.step import StepResult, rl_step, rollout_params
-from trajkit.rl.tasks import Task
+from trajkit.envs.single_turn import Task
 
 EVAL_SEED = 987_654
 
@@ -97,7 +97,7 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
 
 def trl_args_config(args, config, train_dataset) -> TrainConfig:
     """``Trainer(args=GRPOConfig(...))``: TRL's settings as a :class:`TrainConfig` (not with ``config=``)."""
-    from trajkit.rl.data import read_rows
+    from trajkit.envs.data import read_rows
     from trajkit.rl.trl_config import from_trl
 
     if config is not None:
@@ -126,7 +126,7 @@ class Trainer:
     (``policy.source=hub``) or a causal LM module (then ``tokenizer`` is required); ``tokenizer``: a
     tokenizer or its folder. ``train_dataset``/``eval_dataset``: a
     ``datasets.Dataset``, a list of rows, or a JSONL/Parquet path with a ``prompt`` column (the task becomes
-    :class:`~trajkit.rl.data.DatasetTask`); or any ``task`` object. ``reward_funcs``: TRL-style reward
+    :class:`~trajkit.envs.data.DatasetTask`); or any ``task`` object. ``reward_funcs``: TRL-style reward
     callables or import paths, weighted by ``reward_weights``.
     """
 
@@ -195,14 +195,13 @@ class Trainer:
         scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
         s.learner.push_weights(s.rollout)
-        s.rollout.attach(s.task.env)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
             count = min(count, s.task.num_prompts("eval"))
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.backend.generate, prompts, params)
+        samples = s.task.env.rollout(s.rollout.client, prompts, params)  # counted: the next step starts anew
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)

@@ -150,7 +150,7 @@ def filter_corpus(specs: list[str], cfg: FilterConfig, out: str, *, strict: bool
     """Stream ``specs``, write the rows ``cfg`` keeps to ``out`` (JSONL, .jsonl.gz or Parquet; ``-``: stdout).
     Sources without a readable row raise :class:`InputError` and leave ``out`` as it was."""
     from trajkit.progress import progress_bar
-    from trajkit.traces.atomic import refuse_same_file
+    from trajkit.atomic import refuse_same_file
     from trajkit.traces.load import no_rows_error
     from trajkit.traces.write import RowWriter
 

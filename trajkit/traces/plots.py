@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from trajkit.traces.aggregate import Aggregate, CorpusStats
-from trajkit.traces.atomic import AtomicFile
+from trajkit.atomic import AtomicFile
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from trajkit import version
 from trajkit.errors import ConfigError, InputError
 from trajkit.traces.aggregate import CorpusStats
-from trajkit.traces.atomic import refuse_same_file, write_atomic
+from trajkit.atomic import refuse_same_file, write_atomic
 from trajkit.traces.load import no_rows_error, source_label
 from trajkit.traces.report_audit import audit_section
 from trajkit.traces.report_viewer import TraceViewer, esc, esc_name

@@ -1,6 +1,6 @@
 """Streaming row writers: JSONL (plain, ``.gz`` or ``.xz``) or Parquet, chosen by the output suffix.
 
-Every file is written atomically (:class:`trajkit.traces.atomic.AtomicFile`): rows go to a temporary file
+Every file is written atomically (:class:`trajkit.atomic.AtomicFile`): rows go to a temporary file
 beside the target, which replaces the target only when ``close()`` is reached without an error; an error or
 an interrupt (``abort()``, or leaving the ``with`` block by an exception) leaves the old file untouched.
 ``-`` writes JSONL to standard output.
@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from trajkit.errors import ConfigError
-from trajkit.traces.atomic import AtomicFile, is_stdout
+from trajkit.atomic import AtomicFile, is_stdout
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.xz", ".parquet")
 

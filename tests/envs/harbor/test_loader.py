@@ -1,0 +1,127 @@
+"""The Harbor task loader and the Dockerfile reader, against hand-written task folders and the shipped ones."""
+import textwrap
+
+import pytest
+
+from tests.envs.harbor.conftest import BROKEN, SHIPPED
+from trajkit.envs.harbor.dockerfile import DockerfileError, parse_dockerfile
+from trajkit.envs.harbor.task import TaskError, load_task, load_tasks, task_folders
+from trajkit.envs.harbor.trial import sandbox_spec
+
+
+def write_task(root, name="t", toml="", instruction="Do it.", test="echo 1 > /logs/verifier/reward.txt"):
+    d = root / name
+    (d / "tests").mkdir(parents=True)
+    (d / "task.toml").write_text(textwrap.dedent(toml))
+    (d / "instruction.md").write_text(instruction)
+    (d / "tests" / "test.sh").write_text(test)
+    return d
+
+
+def test_a_harbor_task_reads_into_typed_sections_with_unknown_keys_kept(tmp_path):
+    d = write_task(tmp_path, toml="""
+        version = "1.0"
+        shiny = true
+        [metadata]
+        author_name = "A"
+        difficulty = "easy"
+        [task]
+        name = "my/task"
+        [agent]
+        timeout_sec = 120
+        later = "x"
+        [verifier]
+        env = { API_KEY = "k", N = 3 }
+        [environment]
+        cpus = 2
+        memory = "4G"
+        storage = "512M"
+        allow_internet = true
+        workdir = "/srv/app"
+        future_key = [1, 2]
+        """)
+    t = load_task(d)
+    assert (t.name, t.instruction, t.version) == ("my/task", "Do it.", "1.0")
+    assert (t.agent.timeout_sec, t.verifier.timeout_sec, t.solution.timeout_sec) == (120.0, 600.0, 600.0)
+    assert t.verifier.env == {"API_KEY": "k", "N": "3"}
+    env = t.environment
+    assert (env.cpus, env.memory_mb, env.storage_mb, env.network, env.workdir) == (2.0, 4096, 512, True, "/srv/app")
+    assert t.metadata == {"author_name": "A", "difficulty": "easy", "name": "my/task"}
+    assert sorted(t.unknown_keys) == ["agent.later", "environment.future_key", "shiny"]
+    assert t.agent.extra == {"later": "x"} and env.extra == {"future_key": [1, 2]} and t.extra == {"shiny": True}
+    assert t.solution_dir is None and t.dockerfile is None
+
+
+def test_network_is_off_unless_the_task_asks(tmp_path):
+    assert not load_task(write_task(tmp_path, "a")).environment.network
+    assert not load_task(write_task(tmp_path, "b", '[environment]\nnetwork_mode = "none"\n')).environment.network
+    assert load_task(write_task(tmp_path, "c", '[environment]\nnetwork_mode = "bridge"\n')).environment.network
+
+
+@pytest.mark.parametrize("toml, message", [
+    ("[agent]\ntimeout_sec = 'soon'\n", "task.toml: field agent.timeout_sec: must be float, got 'soon'"),
+    ("[verifier]\ntimeout_sec = 0\n", "task.toml: field verifier.timeout_sec: must be > 0, got 0"),
+    ("[environment]\nmemory = 'lots'\n", "task.toml: field environment.memory: must be a size such as '4G'"),
+    ("[environment]\nworkdir = 'app'\n", "task.toml: field environment.workdir: must be an absolute path"),
+    ("agent = 3\n", "task.toml: field agent: must be a table"),
+    ("[agent\n", "task.toml: not valid TOML"),
+])
+def test_a_bad_task_is_reported_by_file_and_field(tmp_path, toml, message):
+    d = write_task(tmp_path, toml=toml)
+    with pytest.raises(TaskError) as info:
+        load_task(d)
+    assert str(info.value).startswith(f"{d / 'task.toml'}: ") and message in str(info.value)
+
+
+def test_missing_files_are_named(tmp_path):
+    d = write_task(tmp_path)
+    (d / "tests" / "test.sh").unlink()
+    with pytest.raises(TaskError, match="missing tests/test.sh"):
+        load_task(d)
+
+
+def test_a_folder_of_tasks_is_lenient_per_task_unless_strict(tmp_path):
+    write_task(tmp_path, "good")
+    write_task(tmp_path, "bad", "[agent]\ntimeout_sec = -1\n")
+    (tmp_path / "not-a-task").mkdir()
+    report = load_tasks(tmp_path)
+    assert [t.name for t in report.tasks] == ["good"]
+    assert len(report.errors) == 1 and "bad/task.toml: field agent.timeout_sec" in str(report.errors[0])
+    with pytest.raises(TaskError, match="bad/task.toml"):
+        load_tasks(tmp_path, strict=True)
+    assert task_folders(tmp_path / "good") == [tmp_path / "good"]
+    with pytest.raises(TaskError, match="no task.toml here"):
+        task_folders(tmp_path / "not-a-task")
+
+
+def test_the_shipped_tasks_load_and_the_broken_ones_fail_only_where_meant():
+    shipped = load_tasks(SHIPPED)
+    assert shipped.errors == [] and len(shipped.tasks) >= 8
+    assert all(t.solution_dir is not None and t.unknown_keys == [] for t in shipped.tasks)
+    broken = load_tasks(BROKEN)
+    assert [e.path.split("/")[-2] for e in broken.errors] == ["bad-toml"]
+
+
+def test_the_dockerfile_reader_honours_workdir_env_copy_and_names_what_it_cannot():
+    text = ("# comment\nFROM python:3.11-slim AS base\nARG V=2\nWORKDIR /app\nENV A=1 B=\"x y\"\n"
+            "ENV C $A-$V\nCOPY a.txt b.txt ./data/\nCOPY --chown=1:1 dir /opt/dir\nCMD [\"bash\"]\n")
+    plan = parse_dockerfile(text)
+    assert plan.base == "python:3.11-slim" and plan.workdir == "/app"
+    assert plan.env == {"A": "1", "B": "x y", "C": "1-2"}
+    assert plan.steps == [("mkdir", [], "/app"), ("copy", ["a.txt", "b.txt"], "/app/data/"),
+                          ("copy", ["dir"], "/opt/dir")]
+    with pytest.raises(DockerfileError, match=r"^Dockerfile:3: RUN: not allowed"):
+        parse_dockerfile("FROM x\nWORKDIR /a\nRUN apt-get update && \\\n  apt-get install -y jq\n")
+    assert parse_dockerfile("RUN pip install \\\n  numpy\n", allow_run=True).steps == [("run", "pip install numpy", None)]
+    with pytest.raises(DockerfileError, match=r"^D:1: COPY: --from"):
+        parse_dockerfile("COPY --from=build /x /y\n", "D")
+    with pytest.raises(DockerfileError, match=r"^D:2: FROBNICATE: unknown"):
+        parse_dockerfile("FROM x\nFROBNICATE now\n", "D")
+
+
+def test_a_task_without_a_dockerfile_gets_its_environment_files_in_the_workdir():
+    by_name = {t.name: t for t in load_tasks(SHIPPED).tasks}
+    plain = sandbox_spec(by_name["rename-ext"])
+    assert plain.workdir == "/app" and plain.steps == [("copy", ["notes"], "/app/notes")]
+    docker = sandbox_spec(by_name["env-config"])
+    assert docker.env == {"APP_MODE": "staging"} and docker.steps == [("mkdir", [], "/app")]

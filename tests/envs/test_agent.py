@@ -1,0 +1,240 @@
+"""Training through the gateway: an agent task whose episodes are harness runs against a gateway over the
+trainer's engine. Checked against the gateway's own records: the samples' trained tokens are exactly the
+sampled ids, their log-probs the engine's (and, sampled at the trainer's temperature whatever the harness
+asked, equal to the policy's recomputed ones), and the policy version advances with every step."""
+import json
+import sys
+import threading
+from pathlib import Path
+
+import openai
+import pytest
+
+from trajkit.errors import ConfigError
+from trajkit.models.tokenizer import byte_tokenizer
+from trajkit.rl import Trainer
+from trajkit.envs.agent import AgentTask, EnvironmentDied, HarnessError, HarnessRun, command_harness
+from trajkit.envs.client import GenerationClient
+from trajkit.envs.sample import validate_sample
+
+HARNESS = Path(__file__).with_name("agent_harness.py")
+ROWS = [{"prompt": f"Say {w}.", "answer": w} for w in ("yes", "no", "maybe", "ok")]
+
+
+def two_turns(run: HarnessRun) -> str:
+    """The harness as a Python callable: two chat turns, asking for sampling the gateway must override."""
+    client = openai.OpenAI(base_url=run.base_url, api_key=run.api_key, max_retries=0)
+    messages = [{"role": "user", "content": run.task}]
+    first = client.chat.completions.create(model=run.model, messages=messages, temperature=0.3, top_p=0.8)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content or ""},
+                 {"role": "user", "content": "Once more."}]
+    second = client.chat.completions.create(model=run.model, messages=messages, temperature=0.3, top_p=0.8)
+    return second.choices[0].message.content or ""
+
+
+def odd_length(completions, harness_output, **kwargs) -> list[float]:
+    """A verifier with a spread of values: the final reply's length is odd (and it is the harness's output);
+    None (unscorable) for a failed run."""
+    assert all(c[-1]["content"] == out for c, out in zip(completions, harness_output) if out is not None)
+    return [None if out is None else float(len(out) % 2) for out in harness_output]
+
+
+def _records(task, sample):
+    return task.env.gateway.sessions.find(sample.metadata["session"]).records
+
+
+def test_a_trainer_step_through_the_gateway_trains_exactly_the_sampled_tokens(tiny):
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+    trainer = Trainer(tiny(), task=task, logger=False)
+    try:
+        first, second = trainer.step_once(), trainer.step_once()
+    finally:
+        trainer.close()
+    for result in (first, second):
+        assert len(result.samples) == 8 and result.metrics["gen/calls"] >= 1  # one continuous-batching session may serve both turns
+        assert result.metrics["mismatch/max_abs"] < 1e-4  # sampled at the trainer's temperature, not 0.3
+        for s in result.samples:
+            validate_sample(s)
+            records = _records(task, s)
+            assert len(records) == 2 and s.metadata["dropped_chains"] == 0
+            sampled = [t for r in records for t in r.choices[0].token_ids]
+            assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == sampled
+            assert [lp for lp, m in zip(s.logprobs, s.loss_mask) if m] == [lp for r in records
+                                                                          for lp in r.choices[0].logprobs]
+            assert s.prompt_ids == records[0].prompt_ids
+            assert s.ids == records[1].prompt_ids + records[1].choices[0].token_ids
+            assert [m["role"] for m in s.metadata["completion"]] == ["assistant", "user", "assistant"]
+            assert s.policy_version == records[0].policy_version == records[1].policy_version
+    assert {s.policy_version for s in first.samples} == {1}
+    assert {s.policy_version for s in second.samples} == {2}
+    assert [s.metadata["prompt"][0]["content"] for s in first.samples[::4]] == \
+        [task.prompt(i).text for i in range(2)]
+
+
+def test_agent_rollouts_are_a_function_of_the_step_seed(tiny):
+    """Harnesses send no seed; the gateway seeds each call from the round's seed, its session and its index
+    there, so two trainers with the same seed sample the same tokens (and another seed others)."""
+    def sampled(*overrides):
+        task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+        trainer = Trainer(tiny(*overrides), task=task, logger=False)
+        try:
+            return [s.completion_ids for s in trainer.step_once().samples]
+        finally:
+            trainer.close()
+
+    first = sampled()
+    assert sampled() == first
+    assert sampled("seed=1") != first
+    assert len({tuple(ids) for ids in first}) > 1  # the runs of one step are seeded apart
+
+
+def test_a_weight_sync_waits_for_the_running_engine_call(tiny):
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+    trainer = Trainer(tiny(), task=task, logger=False)
+    rollout = trainer.state.rollout
+    try:
+        task.env.serve(rollout.client)  # what the first round does with the client it is handed
+        assert task.env.gateway.scheduler.lock is rollout.lock
+        before = rollout.engine.policy_version
+        with rollout.lock:  # what the gateway's scheduler holds for an engine call
+            sync = threading.Thread(target=rollout.sync, args=(trainer.state.policy,))
+            sync.start()
+            sync.join(timeout=0.3)
+            assert sync.is_alive() and rollout.engine.policy_version == before
+        sync.join(timeout=10)
+        assert rollout.engine.policy_version == before + 1
+    finally:
+        trainer.close()
+
+
+def test_the_agent_task_runs_a_shell_command_from_a_config(tiny, tmp_path):
+    rows = tmp_path / "tasks.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    command = f"{sys.executable} {HARNESS} {{task}}"
+    trainer = Trainer(tiny("task.name=agent", f"task.path={rows}", f"task.command={json.dumps(command)}",
+                           "rollout.prompts_per_step=1", "rollout.group_size=2"), logger=False)
+    try:
+        result = trainer.step_once()
+    finally:
+        trainer.close()
+    assert len(result.samples) == 2
+    for s in result.samples:
+        records = trainer.state.task.env.gateway.sessions.find(s.metadata["session"]).records
+        assert len(records) == 2
+        # the harness prints the reply and the command's stdout comes back as written (no newline
+        # translation), so this holds whatever bytes the random policy sampled (a \r once failed it)
+        assert s.metadata["columns"]["harness_output"] == (records[1].choices[0].message["content"] or "").strip()
+        assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == \
+            [t for r in records for t in r.choices[0].token_ids]
+
+
+@pytest.mark.parametrize("printed", ["a\rb", "a\r\nb", "\x15\ufffd\rT5\\", "tab\there", "é\x7fz\x1b"])
+def test_a_command_harness_returns_its_stdout_as_written(printed, tmp_path):
+    script = tmp_path / "say.py"
+    script.write_text("import sys\nsys.stdout.buffer.write(sys.argv[1].encode('utf-8', 'surrogatepass'))\n")
+    harness = command_harness(f"{sys.executable} {script} {{task}}")
+    assert harness(HarnessRun("http://127.0.0.1:1/v1", "k", "policy", printed)) == printed.strip()
+
+
+def test_failed_runs_become_empty_samples_and_a_broken_harness_stops_the_step(tiny):
+    def flaky(run: HarnessRun) -> str:
+        if run.task == "Say no.":
+            raise RuntimeError("tool crashed")
+        return two_turns(run)
+
+    task = AgentTask(ROWS, byte_tokenizer(), flaky, reward_funcs=[odd_length])
+    trainer = Trainer(tiny("rollout.group_size=2"), task=task, logger=False)
+    try:
+        with pytest.warns(UserWarning, match="2 of 4 harness runs failed; first: RuntimeError: tool crashed"):
+            result = trainer.step_once()
+        failed = [s for s in result.samples if "harness_error" in s.metadata]
+        assert len(failed) == 2 and all(s.completion_ids == [] and s.advantage == 0.0 for s in failed)
+    finally:
+        trainer.close()
+    broken = AgentTask(ROWS, byte_tokenizer(), "exit 3 {task}")
+    trainer = Trainer(tiny(), task=broken, logger=False)
+    try:
+        with pytest.raises(HarnessError, match="every harness run of this round failed; first: .*exit code 3"):
+            trainer.step_once()
+    finally:
+        trainer.close()
+
+
+def test_bad_agent_settings_name_what_to_set(tiny, tmp_path):
+    with pytest.raises(ConfigError, match="task.name=agent needs task.command"):
+        tiny("task.name=agent", f"task.path={tmp_path / 'x.jsonl'}")
+    with pytest.raises(ConfigError, match="has no \\{task\\}"):
+        command_harness("my-agent --url {base_url}")
+    with pytest.raises(ConfigError, match="unknown placeholder 'url'"):
+        command_harness("my-agent {url} {task}")(HarnessRun("http://x/v1", "k", "policy", "t"))
+
+
+class NoSessions:
+    """A backend without step-wise sessions (as vLLM's): the trajkit engine's backend with ``session`` hidden
+    and its own prefix cache not offered."""
+
+    def __init__(self, backend):
+        self.inner, self.name = backend, "no-sessions"
+
+    def __getattr__(self, name):
+        if name in ("session", "set_prefix_cache", "guarantees"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _step_on(tiny, wrap):
+    """One agent step with the rollout's client rebuilt over ``wrap(backend)`` (the same lock and counters)."""
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+    trainer = Trainer(tiny(), task=task, logger=False)
+    rollout = trainer.state.rollout
+    rollout.client = GenerationClient(wrap(rollout.backend), rollout.lock, rollout._record)
+    try:
+        return task, trainer.step_once()
+    finally:
+        trainer.close()
+
+
+def test_the_gateway_serves_a_backend_without_sessions_with_the_same_samples(tiny):
+    """No sessions: the gateway batches whole generate calls and says so (``degraded``); the engine's rows are
+    seeded per row, so the samples are the very ones continuous batching gives; the round never rewrites the
+    shared gateway config (its sampling is the sessions')."""
+    task, plain = _step_on(tiny, lambda b: b)
+    degraded_task, degraded = _step_on(tiny, NoSessions)
+    assert task.env.gateway.degraded == [] and task.env.gateway.scheduler.continuous
+    assert not degraded_task.env.gateway.scheduler.continuous
+    assert [n.split(":")[0] for n in degraded_task.env.gateway.degraded] == \
+        ["continuous batching off", "trajkit's exact prefix cache off"]
+    assert [s.completion_ids for s in degraded.samples] == [s.completion_ids for s in plain.samples]
+    assert max(abs(a - b) for d, p in zip(degraded.samples, plain.samples)
+               for a, b in zip(d.logprobs, p.logprobs)) < 1e-5  # other batch shapes: float rounding only
+    assert degraded.metrics["gen/calls"] >= 2 and degraded.metrics["gen/tokens"] == plain.metrics["gen/tokens"]
+    for t in (task, degraded_task):
+        assert t.env.config.force_temperature is None and t.env.config.force_seed is None
+        session = t.env.gateway.sessions.find(plain.samples[0].metadata["session"])
+        assert session.forced.temperature == 1.0 and session.forced.max_tokens == 6
+
+
+class DeadSessions(NoSessions):
+    """A backend on which the gateway's scheduler thread dies as it opens its batch: the error the vLLM path
+    once raised there (an AttributeError on None, the rollout's missing engine), outside any engine call."""
+
+    def __getattr__(self, name):
+        if name == "session":
+            return lambda: None.session()
+        return super().__getattr__(name)
+
+
+def test_a_dying_gateway_thread_fails_the_step_with_its_traceback_and_the_task_named(tiny):
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length], timeout_s=60)
+    trainer = Trainer(tiny(), task=task, logger=False)
+    rollout = trainer.state.rollout
+    rollout.client = GenerationClient(DeadSessions(rollout.backend), rollout.lock, rollout._record)
+    try:
+        with pytest.raises(EnvironmentDied) as info:
+            trainer.step_once()
+    finally:
+        trainer.close()
+    message = str(info.value)
+    assert message.startswith("task agent: the gateway's scheduler thread died")
+    assert "Traceback" in message and "AttributeError: 'NoneType' object has no attribute 'session'" in message
+    assert not task.env.gateway.scheduler.alive()

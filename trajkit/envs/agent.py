@@ -1,0 +1,270 @@
+"""Training through the gateway: rollouts made by an external agent harness, token-exact.
+
+The harness the agent will really run in (its prompts, tools, retries, context handling) produces the
+rollouts, instead of a re-implementation of it inside the trainer. This is the agent-loop design of
+NVIDIA's Polar and of verl's and OpenRLHF's agent loops: an OpenAI-compatible server in front of the
+rollout engine, one session per harness run, and the exact token ids recorded on the server
+(:mod:`trajkit.gateway`).
+
+One generation round of :class:`GatewayEnv`, for prompts ``p_0 .. p_{B-1}`` (each task repeated ``G``
+times, a group, by the trainer):
+
+1. the round's ``generate`` is a :class:`~trajkit.envs.client.GenerationClient` (the trainer's: its backend,
+   the lock its ``weight_sync`` stage holds, and its ``gen/*`` counters), given as an argument; on first use
+   a :class:`~trajkit.gateway.Gateway` is started on a loopback port over that backend, holding the lock for
+   every engine call: a sync waits for the running call to drain, and each record carries the
+   ``policy_version`` that sampled it. Any backend serves: trajkit's engine (continuous batching of the
+   sessions, exact prefix reuse) or vLLM (whole generate calls, its own prefix cache; ``Gateway.degraded``
+   says what is off);
+2. each run's session is opened for the round (:class:`trajkit.gateway.sessions.Forced`): every request is
+   sampled at the round's temperature with top-k/top-p off and ``max_new_tokens`` as the default budget (the
+   loss assumes that distribution, whatever the harness asks for); a request without a seed is seeded from
+   the round's seed, its session and its index there, so the step's rollouts are a function of the step's
+   seed as in the plain rollout path. The shared :class:`~trajkit.gateway.GatewayConfig` is never rewritten;
+3. the harness runs once per prompt, all concurrently (the gateway batches their requests), each with its
+   own API key = session id: a Python callable given a :class:`HarnessRun`, or a shell command
+   (:func:`command_harness`);
+4. each session is stitched (:func:`trajkit.gateway.stitch.stitch`) into a :class:`~trajkit.envs.sample.Sample`:
+   the chain that holds the run's last call; ``loss_mask`` 1 exactly on the sampled ids, the engine's
+   log-probs there; 0 and logprob 0.0 on everything the harness or the template put in between;
+   ``policy_version`` the oldest version among its calls (all equal in a synchronous step);
+5. the rewards (a verifier: TRL-style reward functions) read ``metadata["prompt"]`` (the messages up to the
+   task), ``metadata["completion"]`` (every message after: assistant turns, tool results, and the final
+   reply) and the row's columns, plus ``harness_output`` (what the harness returned or printed).
+
+Nothing hangs: a run still going ``timeout_s`` after the round started is abandoned and counted failed, and a
+dead gateway thread (its scheduler) fails the round with :class:`EnvironmentDied`, its traceback and the task's
+name, as soon as the runs return (they get errors from the gateway at once).
+
+A run that fails (the harness raised, exited non-zero or timed out, or made no call) becomes an empty sample
+(no tokens, ``metadata["harness_error"]``); its reward is what the reward functions give an empty completion.
+A round in which every run fails raises :class:`HarnessError` (the command is broken, not the policy), unless
+the environment is made with ``raise_when_all_fail=False`` (Harbor trials, where a whole group can time out).
+
+Deviation from a fully asynchronous agent loop (Polar): rollouts and updates alternate, so the harness never
+sees weights change mid-run; chains that fork (a harness that rewrites its history) keep only the chain of
+the last call, and the sampled tokens of the others are not trained (``metadata["dropped_chains"]``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajkit.engine import SamplingParams
+from trajkit.errors import ConfigError
+from trajkit.envs.client import GenerationClient, as_client
+from trajkit.gateway import Gateway, GatewayConfig, running
+from trajkit.gateway.sessions import Forced
+from trajkit.gateway.stitch import Chain, stitch
+from trajkit.envs.data import DatasetTask
+from trajkit.envs.rewards import RewardFunc
+from trajkit.envs.sample import Sample
+from trajkit.envs.single_turn import Generate, Prompt, exact_match
+
+
+class HarnessError(RuntimeError):
+    """A harness run failed (its message names the run and holds the end of its stderr)."""
+
+
+@dataclass
+class HarnessRun:
+    """What one harness run gets: the gateway's ``base_url`` (``http://127.0.0.1:PORT/v1``), the
+    ``api_key`` that names its session, the served ``model`` name, the ``task`` text (the row's prompt;
+    a message list is passed as JSON) and the row's other ``columns``."""
+
+    base_url: str
+    api_key: str
+    model: str
+    task: str
+    columns: dict = field(default_factory=dict)
+
+
+Harness = Callable[[HarnessRun], Any]  # returns anything; str(result) becomes the row's harness_output
+
+
+def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
+    """A harness that runs ``template`` in a shell with ``{base_url}``, ``{api_key}``, ``{model}`` and ``{task}``
+    filled in (shell-quoted), and ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` set; its output is its stdout as
+    written (UTF-8, invalid bytes as U+FFFD, no newline translation: a ``\\r`` stays a ``\\r``), stripped of
+    surrounding whitespace.
+
+    >>> h = command_harness("echo {task}")
+    >>> h(HarnessRun("http://127.0.0.1:1/v1", "k", "policy", "it's me"))
+    "it's me"
+    """
+    if "{task}" not in template:
+        raise ConfigError(f"task.command: {template!r} has no {{task}}; the harness needs the task "
+                          "(placeholders: {base_url} {api_key} {model} {task})")
+
+    def run(r: HarnessRun) -> str:
+        try:
+            cmd = template.format(base_url=shlex.quote(r.base_url), api_key=shlex.quote(r.api_key),
+                                  model=shlex.quote(r.model), task=shlex.quote(r.task))
+        except (KeyError, IndexError) as exc:
+            raise ConfigError(f"task.command: unknown placeholder {exc} in {template!r} (use {{base_url}} "
+                              "{api_key} {model} {task}; write {{ }} for a literal brace)") from None
+        env = {**os.environ, "OPENAI_BASE_URL": r.base_url, "OPENAI_API_KEY": r.api_key}
+        try:
+            proc = subprocess.run(cmd, shell=True, env=env, capture_output=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise HarnessError(f"run {r.api_key}: timed out after {timeout_s:g} s") from None
+        if proc.returncode != 0:
+            stderr = proc.stderr.decode("utf-8", errors="replace")
+            raise HarnessError(f"run {r.api_key}: exit code {proc.returncode}: {stderr[-1000:]}")
+        return proc.stdout.decode("utf-8", errors="replace").strip()
+    return run
+
+
+class EnvironmentDied(RuntimeError):
+    """A thread an environment relies on (its gateway's scheduler, its server) died; the message names the
+    task and holds the thread's traceback."""
+
+
+class GatewayEnv:
+    """Episodes made by ``harness`` runs against a gateway over the round's generation client (module
+    docstring). ``name``: the task's name in errors; ``timeout_s``: the longest a round waits for its runs."""
+
+    def __init__(self, tokenizer, harness: Harness, model_name: str = "policy", max_parallel: int = 64,
+                 config: GatewayConfig | None = None, raise_when_all_fail: bool = True, name: str = "agent",
+                 timeout_s: float = 3600.0):
+        self.tokenizer, self.harness, self.max_parallel = tokenizer, harness, max_parallel
+        self.raise_when_all_fail = raise_when_all_fail  # False: a round of failed runs is a round of empty samples
+        self.config = config or GatewayConfig(model_name=model_name)
+        self.model = self.config.model_name.split(",")[0].strip()
+        self.name, self.timeout_s = name, timeout_s
+        self.gateway: Gateway | None = None
+        self.base_url = ""
+        self._client: GenerationClient | None = None
+        self._stack = ExitStack()
+        self._prefix = "run"  # session ids (and so their calls' seeds) are the same on every run
+        self._round = 0
+
+    def serve(self, client: GenerationClient) -> Gateway:
+        """The gateway over ``client``'s backend (started on first use, restarted for another client)."""
+        if self._client is client and self.gateway is not None:
+            return self.gateway
+        self.close()
+        self._client = client
+        self.gateway = Gateway(client.engine(), self.tokenizer, self.config, lock=client.lock)
+        self.base_url = self._stack.enter_context(running(self.gateway))
+        return self.gateway
+
+    def close(self) -> None:
+        """Stop the server (the records stay in ``self.gateway``)."""
+        self._stack.close()
+        if self.gateway is not None:
+            self.gateway.close()
+        self._client = None
+
+    def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
+        gateway = self.serve(as_client(generate))
+        self._round += 1
+        forced = Forced(params.temperature, params.seed, params.max_new_tokens)
+        runs = [HarnessRun(self.base_url, f"{self._prefix}-{self._round}-{i}", self.model, _task_text(p),
+                           dict(p.columns)) for i, p in enumerate(prompts)]
+        for r in runs:
+            gateway.sessions.open(r.api_key, self.model, forced)
+        outcomes = self._run_all(runs)
+        self._check_alive()
+        gateway.scheduler.drain(self.timeout_s)
+        samples = [self._sample(p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
+        errors = [s.metadata["harness_error"] for s in samples if "harness_error" in s.metadata]
+        if errors and len(errors) == len(samples) and self.raise_when_all_fail:
+            raise HarnessError(f"task {self.name}: every harness run of this round failed; first: {errors[0]}")
+        if errors:
+            warnings.warn(f"task {self.name}: {len(errors)} of {len(samples)} harness runs failed; first: "
+                          f"{errors[0]}", stacklevel=2)
+        return samples
+
+    def _run_all(self, runs: list[HarnessRun]) -> list[tuple[Any, str | None]]:
+        """Every run, concurrently; a run still going after ``timeout_s`` is abandoned (its thread is left to
+        end on its own) and reported as failed."""
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(runs))),
+                                  thread_name_prefix=f"trajkit-{self.name}-run")
+        futures = [pool.submit(self._run, r) for r in runs]
+        done, _ = wait(futures, timeout=self.timeout_s)
+        pool.shutdown(wait=False, cancel_futures=True)
+        return [f.result() if f in done else (None, f"run {r.api_key}: still running after {self.timeout_s:g} s "
+                                                     "(abandoned)") for f, r in zip(futures, runs)]
+
+    def _check_alive(self) -> None:
+        error = self.gateway.scheduler.error
+        if error is not None:
+            raise EnvironmentDied(f"task {self.name}: the gateway's scheduler thread died during the round; its "
+                                  f"traceback:\n{error}")
+
+    def _run(self, run: HarnessRun) -> tuple[Any, str | None]:
+        try:
+            return self.harness(run), None
+        except Exception as exc:  # noqa: BLE001 - one failed run is one empty sample, never the whole step
+            return None, f"{type(exc).__name__}: {exc}"
+
+    def _sample(self, prompt: Prompt, run: HarnessRun, output: Any, error: str | None) -> Sample:
+        session = self.gateway.sessions.find(run.api_key)
+        records = session.records if session is not None else []
+        columns = {**prompt.columns, "harness_output": None if output is None else str(output)}
+        meta = {"session": run.api_key, "prompt_index": prompt.index, "calls": len(records), "columns": columns}
+        if error is None and not records:
+            error = "the harness made no call to the gateway"
+        if error is not None:
+            return Sample(list(prompt.ids), [], [], [], {**meta, "prompt": prompt.source or prompt.text,
+                                                       "completion": [], "harness_error": error})
+        chains = stitch(records)
+        last = len(records) - 1
+        chain = next(c for c in chains if c.calls[-1][0] == last)
+        prompt_msgs, completion = conversation(records, chain, self.tokenizer)
+        meta.update(prompt=prompt_msgs, completion=completion, dropped_chains=len(chains) - 1,
+                    policy_versions=chain.policy_versions, fork_at=chain.fork_at,
+                    finish_reason=records[last].choices[chain.calls[-1][1]].finish_reason)
+        return Sample(list(chain.prompt_ids), list(chain.completion_ids), list(chain.logprobs),
+                      list(chain.loss_mask), meta, policy_version=min(chain.policy_versions))
+
+
+def _task_text(prompt: Prompt) -> str:
+    source = prompt.source if prompt.source is not None else prompt.text
+    return source if isinstance(source, str) else json.dumps(source)
+
+
+def conversation(records, chain: Chain, tokenizer) -> tuple[Any, Any]:
+    """(prompt, completion) of a chain as the rewards see them. Chat calls: the last call's messages up to
+    and including the first user message; then every later message and the returned reply. Completion
+    calls: the decoded prompt of the chain and the text of its last choice."""
+    call, k = chain.calls[-1]
+    rec = records[call]
+    if rec.endpoint != "chat":
+        return tokenizer.decode(chain.prompt_ids, skip_special_tokens=False), rec.choices[k].text
+    messages = list(rec.messages or []) + [rec.choices[k].message or {"role": "assistant", "content": ""}]
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), 0)
+    return messages[:first_user + 1], messages[first_user + 1:]
+
+
+class AgentTask:
+    """Tasks from dataset rows (a ``prompt`` column with the task text; other columns for the verifier, as in
+    :class:`~trajkit.envs.data.DatasetTask`), solved by ``harness`` runs through the gateway, rewarded by
+    ``reward_funcs`` (default: the final reply's content equals the ``answer`` column)."""
+
+    name = "agent"
+
+    def __init__(self, train, tokenizer, harness: Harness | str, eval=None, *, seed: int = 0,
+                 eval_fraction: float = 0.0, reward_funcs: Sequence[RewardFunc] = (exact_match,),
+                 timeout_s: float = 300.0, strict: bool = False, gateway: GatewayConfig | None = None):
+        self.rows = DatasetTask(train, tokenizer, eval, seed=seed, eval_fraction=eval_fraction, strict=strict)
+        if isinstance(harness, str):
+            harness = command_harness(harness, timeout_s)
+        # gateway: e.g. the window /v1/models reports; a round waits at most a run's timeout and a margin
+        self.env = GatewayEnv(tokenizer, harness, config=gateway, name=self.name, timeout_s=timeout_s + 30.0)
+        self.reward_funcs = list(reward_funcs)
+
+    def prompt(self, index: int, split: str = "train") -> Prompt:
+        return self.rows.prompt(index, split)
+
+    def num_prompts(self, split: str) -> int:
+        return self.rows.num_prompts(split)

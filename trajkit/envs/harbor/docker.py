@@ -1,0 +1,108 @@
+"""The Docker sandbox: the same interface over the ``docker`` CLI, used only when a daemon answers.
+
+``start`` runs the task's image (``[environment] docker_image``, else ``docker build`` of ``environment/``)
+detached with ``sleep infinity`` under the task's limits (``--memory``, ``--cpus``, ``--pids-limit``,
+``--network none`` unless the task has the network); ``exec`` is ``docker exec`` (killed at its time limit
+together with the processes it started: ``timeout -s KILL`` inside), ``upload``/``download`` are ``docker cp``,
+``stop`` is ``docker rm -f`` (and removes the image it built).
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from trajkit.envs.harbor.sandbox import MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
+
+DEFAULT_IMAGE = "python:3.11-slim"
+
+
+def available() -> str | None:
+    """None when a Docker daemon answers, else why not."""
+    try:
+        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"no docker client or daemon ({exc})"
+    return None if done.returncode == 0 else f"no Docker daemon answers: {done.stderr.strip()[:200]}"
+
+
+class DockerSandbox:
+    def __init__(self, spec: SandboxSpec, image: str | None = None):
+        self.spec, self.image, self.built = spec, image, None
+        self.name: str | None = None
+
+    def _docker(self, *args: str, timeout: float = 600.0) -> subprocess.CompletedProcess:
+        done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+        if done.returncode != 0:
+            raise SandboxError(f"docker {args[0]} failed: {done.stderr.strip()[-500:]}")
+        return done
+
+    def start(self) -> None:
+        why = available()
+        if why:
+            raise SandboxError(f"docker sandbox: {why}")
+        image = self.image
+        if image is None and self.spec.context is not None and (self.spec.context / "Dockerfile").is_file():
+            self.built = image = f"trajkit-env-{uuid.uuid4().hex[:12]}"
+            self._docker("build", "-q", "-t", image, str(self.spec.context))
+        lim, self.name = self.spec.limits, f"trajkit-sbx-{uuid.uuid4().hex[:12]}"
+        args = ["run", "-d", "--name", self.name, f"--memory={lim.memory_mb}m", f"--cpus={lim.cpus}",
+                f"--pids-limit={lim.nproc}", "-w", self.spec.workdir]
+        if not lim.network:
+            args.append("--network=none")
+        args += [a for k, v in self.spec.env.items() for a in ("-e", f"{k}={v}")]
+        self._docker(*args, image or DEFAULT_IMAGE, "sleep", "infinity")
+        self.exec(f"mkdir -p {shlex.quote(self.spec.workdir)} /logs/verifier /logs/agent /tests", 60.0, cwd="/")
+        if self.built is None:
+            for kind, sources, dest in self.spec.steps:
+                if kind == "copy":
+                    for src in sources:
+                        self.upload(self.spec.context / src, dest)
+
+    def exec(self, command: str, timeout_s: float, user: str | None = None, env: dict[str, str] | None = None,
+             cwd: str | None = None) -> ExecResult:
+        if self.name is None:
+            raise SandboxError("the sandbox is not started (call start first)")
+        args = ["docker", "exec", "-w", cwd or self.spec.workdir]
+        if user:
+            args += ["-u", user]
+        args += [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
+        args += [self.name, "timeout", "-s", "KILL", f"{timeout_s:g}", "sh", "-c", command]
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run(args, capture_output=True, timeout=timeout_s + 30, check=False)
+        except subprocess.TimeoutExpired:
+            return ExecResult(None, "", "", time.perf_counter() - t0, True)
+        timed_out = done.returncode == 137 and time.perf_counter() - t0 >= timeout_s
+        return ExecResult(None if timed_out else done.returncode,
+                          done.stdout[-MAX_OUTPUT:].decode("utf-8", "replace"),
+                          done.stderr[-MAX_OUTPUT:].decode("utf-8", "replace"), time.perf_counter() - t0, timed_out)
+
+    def upload(self, source: Path, dest: str) -> None:
+        source = Path(source)
+        self.exec(f"mkdir -p {shlex.quote(dest if source.is_dir() else str(Path(dest).parent))}", 60.0, cwd="/")
+        self._docker("cp", f"{source}/." if source.is_dir() else str(source), f"{self.name}:{dest}")
+
+    def reset_dir(self, path: str) -> None:
+        """An empty folder at ``path`` (whatever was there, a symlink included, is removed first)."""
+        quoted = shlex.quote(path)
+        result = self.exec(f"rm -rf {quoted} && mkdir -p {quoted}", 60.0, cwd="/")
+        if not result.ok:
+            raise SandboxError(f"could not empty {path}: {result.stderr[-500:]}")
+
+    def download(self, source: str, dest: Path) -> None:
+        try:
+            self._docker("cp", f"{self.name}:{source}", str(dest))
+        except SandboxError as exc:
+            raise FileNotFoundError(f"{source}: {exc}") from None
+
+    def stop(self) -> None:
+        if self.name is not None:
+            subprocess.run(["docker", "rm", "-f", self.name], capture_output=True, check=False)
+            self.name = None
+        if self.built is not None:
+            subprocess.run(["docker", "rmi", "-f", self.built], capture_output=True, check=False)
+            self.built = None

@@ -1,0 +1,92 @@
+"""``task.name=harbor``: RL on Harbor tasks, each episode one trial whose agent runs through the gateway.
+
+Prompt ``i`` draws one task of the folder (``task.path``) from ``(seed, i)``; the trainer repeats it ``G`` times
+(a group). An episode is :func:`trajkit.envs.harbor.trial.run_trial` with the built-in shell agent
+(:mod:`trajkit.envs.harbor.shell_agent`, ``task.max_turns`` replies) inside a fresh sandbox, its model endpoint the
+gateway over the trainer's engine (:class:`trajkit.envs.agent.GatewayEnv`: every request sampled at the trainer's
+temperature and seeded from the step's seed), reached through the sandbox's relay. So:
+
+- the **samples** are the gateway's token-exact stitched chains of the run's calls (``loss_mask`` 1 on the
+  sampled ids, engine log-probs there; 0 on the shell output and template glue between them);
+- the **reward** is the trial's (:func:`trial_reward`: ``reward`` of the verifier's reward file);
+- a **failed trial** (sandbox error, agent or verifier timeout, no usable reward) is counted and masked: its
+  reward is None, i.e. unscorable (``reward/unscorable`` in the step's metrics, advantage 0, left out of its
+  group's baseline); a run whose agent made no call at all is an empty sample. Neither stops the step, even
+  when every run of a round fails.
+
+With a judge (``task.judge_url``, ``task.judge_model``: any OpenAI-compatible endpoint) a successful trial's
+reward is Polar's rubric reward (:mod:`trajkit.envs.harbor.rubric`: outcome + 0.2 * score / 5 from ``tests/rubric.md``,
+the outcome alone when the judge fails). Each sample's ``metadata["columns"]["harness_output"]`` holds the
+trial's record as JSON (reward, rewards, error, failed phase, per-phase seconds; outcome, judge_score and
+judge_fallback with a judge).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+
+from trajkit.envs.harbor.agents import shell_agent
+from trajkit.envs.harbor.rubric import ChatModel, rubric_reward
+from trajkit.envs.harbor.task import load_tasks
+from trajkit.envs.harbor.trial import run_trial
+from trajkit.errors import ConfigError
+from trajkit.models.chat import render
+from trajkit.envs.agent import GatewayEnv, HarnessRun
+from trajkit.envs.single_turn import Prompt, encode, rng_for
+
+
+def trial_reward(completions, harness_output, **kwargs) -> list[float | None]:
+    """The trial's reward; None (unscorable: masked) for a failed trial or a run that never finished."""
+    out = []
+    for text in harness_output:
+        record = json.loads(text) if text else None
+        out.append(None if record is None or record["error"] else float(record["reward"]))
+    return out
+
+
+class HarborRLTask:
+    """The Harbor tasks under ``path`` as an RL task (module docstring)."""
+
+    name = "harbor"
+
+    def __init__(self, path: str, tokenizer, seed: int = 0, max_turns: int = 4, sandbox: str = "namespace",
+                 strict: bool = False, gateway=None, judge: ChatModel | None = None):
+        report = load_tasks(path, strict=strict)
+        if report.errors:
+            warnings.warn(f"{len(report.errors)} task(s) under {path} skipped; first: {report.errors[0]}", stacklevel=2)
+        if not report.tasks:
+            raise ConfigError(f"task.path: no usable Harbor task under {path}")
+        self.tasks = {t.name: t for t in report.tasks}
+        self.names = sorted(self.tasks)
+        self.seed, self.tokenizer, self.max_turns, self.sandbox = seed, tokenizer, max_turns, sandbox
+        self.judge = judge
+        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
+        self.reward_funcs = [trial_reward]
+
+    def prompt(self, index: int, split: str = "train") -> Prompt:
+        name = self.names[index % len(self.names)] if split == "eval" else \
+            rng_for(self.seed, index, split).choice(self.names)
+        messages = [{"role": "user", "content": self.tasks[name].instruction}]
+        text = render(self.tokenizer, messages, add_generation_prompt=True)
+        return Prompt(text, encode(self.tokenizer, text), index, {"harbor_task": name}, source=messages)
+
+    def num_prompts(self, split: str) -> int:
+        return len(self.names) if split == "eval" else 10 ** 9
+
+    def episode(self, run: HarnessRun) -> str:
+        """One trial of the run's task with the shell agent on the run's gateway session -> its record (JSON)."""
+        task = self.tasks[run.columns["harbor_task"]]
+        agent = shell_agent(run.base_url, run.api_key, run.model, self.max_turns)
+        result = run_trial(task, agent, "shell", self.sandbox)
+        record = result.to_dict()
+        if self.judge is not None and result.ok:
+            rubric = rubric_reward(task, result.reward, result.agent_result.output, self.judge)
+            record.update(reward=rubric.reward, outcome=rubric.outcome, judge_score=rubric.score,
+                          judge_fallback=rubric.fallback)
+        return json.dumps(record)
+
+
+def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
+    """The ``harbor`` entry of :data:`trajkit.envs.registry.TASKS`."""
+    judge = ChatModel(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
+    return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge)

@@ -1,0 +1,310 @@
+"""Harbor task folders -> typed :class:`HarborTask` objects.
+
+A Harbor task is a folder (the layout of Harbor's ``harbor tasks init``)::
+
+    my-task/
+      instruction.md        what the agent is told
+      task.toml             [task] [metadata] [agent] [verifier] [solution] [environment]
+      environment/          a Dockerfile (or plain files copied into the workdir)
+      tests/test.sh         writes /logs/verifier/reward.json (a dict of numbers) or reward.txt (one float)
+      solution/solve.sh     optional: the Oracle's solution
+
+:func:`load_task` reads one folder, :func:`load_tasks` a task folder or a folder of task folders. Keys of
+``task.toml`` this loader does not know are kept (``HarborTask.extra``, ``Section.extra``) and reported
+(``HarborTask.unknown_keys``), as Harbor ignores them. A bad task raises :class:`TaskError` naming the file and
+the field; :func:`load_tasks` collects those per task (lenient) unless ``strict``, when the first one stops it.
+
+Every part of a task is read only if its real path stays inside the task folder (a symlinked
+``environment/``, ``instruction.md`` or a link inside ``tests/`` to a host file is an error), as UTF-8 text;
+paths (``workdir``) are normalised inside ``/``, environment variables and paths may hold no NUL, and limits
+must be positive.
+
+Harbor's deprecated spellings are read: ``allow_internet`` (-> ``network_mode``), ``memory``/``storage`` such
+as ``"4G"`` (-> ``memory_mb``/``storage_mb``). Deviation: Harbor's network default is on; here a task gets the
+network only when it asks (``network_mode`` other than ``"none"``, or ``allow_internet = true``).
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp()) / "hello"
+>>> (d / "tests").mkdir(parents=True)
+>>> _ = (d / "instruction.md").write_text("Write hi to /app/out.txt")
+>>> _ = (d / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt")
+>>> _ = (d / "task.toml").write_text('[verifier]\\ntimeout_sec = 30\\n[environment]\\nmemory = "1G"\\nfoo = 1\\n')
+>>> t = load_task(d)
+>>> (t.name, t.verifier.timeout_sec, t.agent.timeout_sec, t.environment.memory_mb, t.unknown_keys)
+('hello', 30.0, 600.0, 1024, ['environment.foo'])
+"""
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trajkit.envs.harbor.sandbox import bad_variable, inside_root
+from trajkit.errors import InputError
+
+DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec
+NETWORK_OFF = ("none", "no", "off", "disabled")
+
+
+class TaskError(InputError):
+    """A task folder cannot be used: the message names the file and the field; ``task_dir`` is the task's
+    folder once :func:`load_tasks` knows it."""
+
+    task_dir: Path | None = None
+
+
+@dataclass
+class Phase:
+    """``[agent]``, ``[verifier]`` or ``[solution]``: a time limit and extra environment variables."""
+
+    timeout_sec: float = DEFAULT_TIMEOUT_S
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Environment:
+    """``[environment]``: resources, network, working directory and a prebuilt image name (not pulled here)."""
+
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    storage_mb: int = 10240
+    network_mode: str = "none"
+    workdir: str | None = None  # None: the Dockerfile's WORKDIR, else /app
+    build_timeout_sec: float = 600.0
+    docker_image: str | None = None
+    gpus: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def network(self) -> bool:
+        return self.network_mode.lower() not in NETWORK_OFF
+
+
+@dataclass
+class HarborTask:
+    """One task folder, read (see the module docstring)."""
+
+    path: Path
+    name: str
+    instruction: str
+    agent: Phase
+    verifier: Phase
+    solution: Phase
+    environment: Environment
+    metadata: dict[str, Any] = field(default_factory=dict)
+    version: str = "1.0"
+    extra: dict[str, Any] = field(default_factory=dict)
+    unknown_keys: list[str] = field(default_factory=list)
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_dir(self) -> Path | None:
+        d = self.path / "solution"
+        return d if (d / "solve.sh").is_file() else None
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.path / "environment"
+
+    @property
+    def dockerfile(self) -> Path | None:
+        f = self.environment_dir / "Dockerfile"
+        return f if f.is_file() else None
+
+
+PHASE_KEYS = {"timeout_sec": float, "env": dict, "user": str}
+ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": str, "workdir": str,
+            "build_timeout_sec": float, "docker_image": str, "gpus": int}
+POSITIVE = ("timeout_sec", "cpus", "memory_mb", "storage_mb", "build_timeout_sec")  # 0 would mean "no limit"
+TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
+            "source")
+
+
+def load_task(path: str | Path) -> HarborTask:
+    """The task in folder ``path`` (raises :class:`TaskError` naming the file and field)."""
+    path = Path(path)
+    toml_path, instruction = path / "task.toml", path / "instruction.md"
+    for required in (toml_path, instruction, path / "tests" / "test.sh"):
+        if not required.is_file():
+            raise TaskError(f"missing {required.relative_to(path)}", path=str(path),
+                            hint="a Harbor task has instruction.md, task.toml and tests/test.sh")
+    check_contained(path)
+    try:
+        data = tomllib.loads(read_text(toml_path))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"not valid TOML: {exc}", path=str(toml_path)) from None
+    text = read_text(instruction)
+    if not text.strip():
+        raise TaskError("the instruction is empty", path=str(instruction))
+    if (path / "environment" / "Dockerfile").is_file():
+        read_text(path / "environment" / "Dockerfile")
+    unknown = [k for k in data if k not in TOP_KEYS]
+    task_section = _table(data, "task", toml_path)
+    sections = {}
+    for name in ("agent", "verifier", "solution"):
+        sections[name], extra = _read(_table(data, name, toml_path), PHASE_KEYS, name, toml_path)
+        sections[name] = Phase(**sections[name], extra=extra)
+        unknown += [f"{name}.{k}" for k in extra]
+    env_table = _normalize_environment(_table(data, "environment", toml_path), toml_path)
+    env_values, env_extra = _read(env_table, ENV_KEYS, "environment", toml_path)
+    unknown += [f"environment.{k}" for k in env_extra]
+    environment = Environment(**env_values, extra=env_extra)
+    if environment.workdir is not None:
+        environment.workdir = sandbox_path(environment.workdir, str(toml_path), "environment.workdir")
+    return HarborTask(path=path, name=str(task_section.get("name") or path.name), instruction=text,
+                      environment=environment, metadata={**_table(data, "metadata", toml_path), **task_section},
+                      version=str(data.get("schema_version", data.get("version", "1.0"))),
+                      extra={k: data[k] for k in data if k not in TOP_KEYS}, unknown_keys=unknown, **sections)
+
+
+PARTS = ("task.toml", "instruction.md", "tests", "solution", "environment")
+
+
+def check_contained(path: Path) -> None:
+    """Raise :class:`TaskError` when a part of the task (or anything under ``tests/``, ``solution/``,
+    ``environment/``) is a symbolic link whose real path leaves the task folder: reading or copying it would
+    read the host."""
+    root = os.path.realpath(path)
+
+    def check(p: str) -> None:
+        real = os.path.realpath(p)
+        if real != root and not real.startswith(root + os.sep):
+            raise TaskError(f"{os.path.relpath(p, path)} is a symbolic link to {real}, outside the task folder",
+                            path=p, hint="copy what it points to into the task folder")
+    for part in PARTS:
+        top = os.path.join(path, part)
+        if not os.path.lexists(top):
+            continue
+        check(top)
+        if os.path.isdir(top) and not os.path.islink(top):
+            for folder, dirs, files in os.walk(top):
+                for name in dirs + files:
+                    if os.path.islink(os.path.join(folder, name)):
+                        check(os.path.join(folder, name))
+
+
+def read_text(path: Path) -> str:
+    """A task file as text; bytes that are not UTF-8 are a :class:`TaskError` naming the file and offset."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 4]!r})", path=str(path),
+                        hint="save the file as UTF-8") from None
+
+
+def sandbox_path(value: str, where: str, name: str) -> str:
+    """An absolute path inside the sandbox, normalised (``/../../tmp/x`` is ``/tmp/x``, as in a container:
+    ``..`` never leaves ``/``); a relative path or a NUL is a :class:`TaskError` naming ``name``.
+
+    >>> sandbox_path("/../../../tmp/x/./y/", "task.toml", "environment.workdir")
+    '/tmp/x/y'
+    """
+    if "\0" in value or not value.startswith("/"):
+        raise TaskError(f"must be an absolute path without NUL, got {value!r}", path=where, field=name)
+    return inside_root(value)
+
+
+def check_env(values: dict[str, str], where: str, name: str) -> dict[str, str]:
+    """Environment variables a process can be given: a name without ``=`` or NUL, a value without NUL."""
+    key = bad_variable(values)
+    if key is not None:
+        raise TaskError(f"variable {key!r}: a name needs no '=' or NUL and a value no NUL", path=where, field=name)
+    return values
+
+
+def _table(data: dict, name: str, where: Path) -> dict:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise TaskError(f"must be a table ([{name}]), got {type(value).__name__}", path=str(where), field=name)
+    return value
+
+
+def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tuple[dict, dict]:
+    """(known values, converted to their types; unknown keys as they are)."""
+    values, extra = {}, {}
+    for key, value in table.items():
+        kind = keys.get(key)
+        if kind is None:
+            extra[key] = value
+            continue
+        ok = (isinstance(value, kind) or (kind is float and isinstance(value, int))) and not isinstance(value, bool)
+        if not ok:
+            raise TaskError(f"must be {kind.__name__}, got {value!r}", path=str(where), field=f"{section}.{key}")
+        if key in POSITIVE and not value > 0 or key == "gpus" and value < 0:
+            raise TaskError(f"must be {'>= 0' if key == 'gpus' else '> 0'}, got {value!r}", path=str(where),
+                            field=f"{section}.{key}")
+        if kind is dict:
+            value = check_env({str(k): str(v) for k, v in value.items()}, str(where), f"{section}.{key}")
+        values[key] = value if kind is dict else kind(value)
+    return values, extra
+
+
+def _normalize_environment(table: dict, where: Path) -> dict:
+    """Harbor's deprecated spellings -> the 1.4 keys (``allow_internet``, ``memory``/``storage`` strings)."""
+    table = dict(table)
+    if "allow_internet" in table:
+        allow = table.pop("allow_internet")
+        if not isinstance(allow, bool):
+            raise TaskError(f"must be true or false, got {allow!r}", path=str(where), field="environment.allow_internet")
+        table.setdefault("network_mode", "bridge" if allow else "none")
+    for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+        if old in table:
+            table.setdefault(new, _megabytes(table.pop(old), f"environment.{old}", where))
+    return table
+
+
+def _megabytes(value: Any, name: str, where: Path) -> int:
+    """``"4G"`` -> 4096, ``"512M"`` -> 512, an int as megabytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", str(value), re.IGNORECASE)
+    if not m:
+        raise TaskError(f"must be a size such as '4G' or '512M', got {value!r}", path=str(where), field=name)
+    scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2}[m.group(2).upper()]
+    return max(1, int(float(m.group(1)) * scale))
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_tasks` found: the tasks it read and the errors of those it could not."""
+
+    tasks: list[HarborTask]
+    errors: list[TaskError]
+
+
+def task_folders(root: str | Path) -> list[Path]:
+    """``root`` itself when it is a task (holds task.toml), else its sub-folders that hold one, sorted."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskError("not a folder", path=str(root), hint="give a Harbor task folder or a folder of them")
+    if (root / "task.toml").is_file():
+        return [root]
+    found = sorted(p for p in root.iterdir() if p.is_dir() and (p / "task.toml").is_file())
+    if not found:
+        raise TaskError("no task.toml here or in any sub-folder", path=str(root))
+    return found
+
+
+def load_tasks(root: str | Path, strict: bool = False) -> LoadReport:
+    """Every task under ``root`` (:func:`task_folders`); a bad one is reported and skipped, or raised when
+    ``strict``."""
+    tasks, errors = [], []
+    for folder in task_folders(root):
+        try:
+            tasks.append(load_task(folder))
+        except (TaskError, OSError) as exc:  # an unreadable folder is one task's error too
+            error = exc if isinstance(exc, TaskError) else TaskError(f"cannot be read: {exc}", path=str(folder))
+            error.task_dir = folder
+            if strict:
+                raise error from None
+            errors.append(error)
+    return LoadReport(tasks, errors)

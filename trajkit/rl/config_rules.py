@@ -1,0 +1,76 @@
+"""The rules between sections of a run's config: each a small function named after what it refuses, each
+raising a :class:`ConfigError` that names the keys and what to set. :class:`trajkit.rl.config.TrainConfig` runs
+:data:`RULES` in order after every section validated itself (a rule sees only well-formed sections)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from trajkit.envs.imports import is_import_path
+from trajkit.errors import ConfigError
+
+TrainConfig = Any  # a trajkit.rl.config.TrainConfig (not imported: that module imports this one)
+
+
+def rewards_are_import_paths(cfg: TrainConfig) -> None:
+    for i, r in enumerate(cfg.rewards):
+        if not is_import_path(r):
+            raise ConfigError(f"rewards[{i}]: {r!r} is not an import path; write 'package.module:function'")
+    if cfg.rewards and cfg.reward_weights is not None and len(cfg.reward_weights) != len(cfg.rewards):
+        raise ConfigError(f"reward_weights: {len(cfg.reward_weights)} weights for {len(cfg.rewards)} rewards")
+
+
+def overlong_buffer_within_completions(cfg: TrainConfig) -> None:
+    if cfg.shaping.overlong_buffer > cfg.rollout.max_new_tokens:
+        raise ConfigError("shaping.overlong_buffer must be <= rollout.max_new_tokens")
+
+
+def nccl_transfer_is_vllms(cfg: TrainConfig) -> None:
+    if cfg.cluster.weight_transfer == "nccl" and cfg.rollout.backend != "vllm":
+        raise ConfigError("cluster.weight_transfer=nccl is vLLM's transfer: set rollout.backend=vllm, or use "
+                          "cluster.weight_transfer=object_store")
+
+
+def lora_combinations(cfg: TrainConfig) -> None:
+    """What LoRA (``policy.lora.rank`` > 0) does not combine with yet, each refused naming the key."""
+    if not cfg.policy.lora.rank:
+        return
+    if cfg.optim.name != "adamw":
+        raise ConfigError(f"policy.lora with optim.name={cfg.optim.name}: the adapters train with AdamW; set "
+                          "optim.name=adamw (or policy.lora.rank=0 for full weights)")
+    if cfg.rollout.backend == "vllm" and "unembed" in cfg.policy.lora.targets:
+        raise ConfigError("policy.lora.targets with unembed and rollout.backend=vllm: vLLM's LoRA on the output "
+                          "layer is not tested; drop unembed from policy.lora.targets or set rollout.backend=trajkit")
+    if cfg.rollout.backend == "vllm" and cfg.draft.kind != "none":
+        raise ConfigError(f"policy.lora with rollout.backend=vllm and draft.kind={cfg.draft.kind}: vLLM's "
+                          "speculation with a LoRA adapter is not tested; set draft.kind=none")
+    if cfg.cluster.ray:
+        raise ConfigError("policy.lora with cluster.ray=true: the Ray policy worker ships full state dicts; set "
+                          "cluster.ray=false")
+    if cfg.draft.kind == "eagle":
+        raise ConfigError("policy.lora with draft.kind=eagle: the head binds to the full policy's layers; choose "
+                          "another draft.kind")
+    if cfg.policy.fsdp:
+        raise ConfigError("policy.lora with policy.fsdp=true: sharded adapters are not built; set policy.fsdp=false "
+                          "(LoRA's optimiser state is small) or policy.lora.rank=0")
+
+
+def logra_not_in_float16(cfg: TrainConfig) -> None:
+    if cfg.optim.name == "logra" and cfg.policy.dtype == "float16":
+        raise ConfigError("optim.name=logra with policy.dtype=float16: the loss scaler unscales and checks "
+                          "only .grad tensors, not LoGRA's sketches; use policy.dtype=bfloat16 (no loss "
+                          "scaling needed) or float32")
+
+
+def sharding_settings(cfg: TrainConfig) -> None:
+    if cfg.policy.fsdp:
+        from trajkit.rl.fsdp import check_config
+
+        check_config(cfg)
+    elif cfg.cluster.policy_workers > 1:
+        raise ConfigError(f"cluster.policy_workers={cfg.cluster.policy_workers} shards the policy over the "
+                          "policy workers: set policy.fsdp=true (or cluster.policy_workers=1)")
+
+
+RULES: tuple[Callable[[TrainConfig], None], ...] = (
+    rewards_are_import_paths, overlong_buffer_within_completions, nccl_transfer_is_vllms, lora_combinations,
+    logra_not_in_float16, sharding_settings)
