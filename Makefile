@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean setup hermes-venv vllm-venv tinker-cookbook-venv
+.PHONY: demo test bench clean setup hermes-venv vllm-venv tinker-cookbook-venv verifiers-venv
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +57,20 @@ $(COOKBOOK_VENV)/.installed:
 
 tinker-cookbook-venv: $(COOKBOOK_VENV)/.installed
 
-test: $(STAMP) hermes-venv vllm-venv
+# verifiers (Prime Intellect's environments library, 0.4.0 = verifiers.v1) in its own virtualenv: it pins
+# mcp==2.0.0, ours (openenv-core's fastmcp) is newer. tests/envs/verifiers runs its token client, the call its
+# TrainClient makes, against the gateway. No torch there (transformers only for tokenizers); uv for its harness scripts.
+VERIFIERS_VERSION := 0.4.0
+VERIFIERS_VENV    := $(or $(TRAJKIT_CACHE),$(HOME)/.cache/trajkit)/verifiers-$(VERIFIERS_VERSION)
+$(VERIFIERS_VENV)/.installed:
+	$(PYTHON) -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/python -m pip install --quiet 'verifiers==$(VERIFIERS_VERSION)' 'uv==0.13.9'
+	$(VERIFIERS_VENV)/bin/python -c 'import verifiers.v1, renderers.client, transformers'
+	touch $@
+
+verifiers-venv: $(VERIFIERS_VENV)/.installed
+
+test: $(STAMP) hermes-venv vllm-venv verifiers-venv
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

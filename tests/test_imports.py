@@ -160,6 +160,21 @@ def test_the_ray_actors_and_the_nccl_path_reach_no_command_line_or_server_code()
     assert not any(_in(t, ("trajkit.cluster",)) for m in graph if _in(m, ("trajkit.rl",)) for t in graph[m])
 
 
+def test_ecosystem_environment_packages_load_only_when_a_run_chooses_them():
+    """``openenv`` loads fastmcp at import (and gradio with its web UI), verifiers pins its own world: naming
+    ``task.name=openenv`` in a config, importing the adapter packages and the gateway must not import them."""
+    import subprocess
+
+    code = ("import sys, trajkit.envs.openenv, trajkit.envs.openenv.episode, trajkit.envs.openenv.check, "
+            "trajkit.envs.registry, trajkit.gateway.app\n"
+            "from trajkit.envs.registry import TaskConfig\n"
+            "TaskConfig(name='openenv', env='trajkit.envs.openenv.examples:SumEnv')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openenv', 'fastmcp', 'gradio', 'verifiers', "
+            "'websockets')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_checker_finds_a_function_level_cycle(tmp_path):
     """The same walk on a hand-made package: a -> b at module level, b -> a inside a function (a cycle, as
     in the old traces.parallel / traces.stats pair), c -> a only (not on it), plus a relative import."""

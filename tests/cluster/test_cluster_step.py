@@ -22,10 +22,16 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 # wall-clock and throughput figures, and the count of forward passes (each worker runs its own: the cluster
 # sums them), are the only metrics allowed to differ
 UNEQUAL = ("time/", "share/", "gen/tokens_per_s", "gen/target_calls")
-# sum_v min(p, q) of the draft and target distributions, added up in float32 over the rows of a worker's batch:
-# rows split over workers add them in another order (on AVX-512 the 8th digit moved: 0.94633029699 vs
-# 0.94633028904); every token, log-prob, loss and weight stays bitwise equal
+# Float32 results that depend on the shape of a worker's batch, compared to 1e-6 relative:
+# - gen/alpha, sum_v min(p, q) of the draft and target distributions added up over the rows a worker holds:
+#   rows split over workers add them in another order (on AVX-512 the 8th digit moved: 0.94633029699 vs
+#   0.94633028904);
+# - the engine's per-token log-probs and the mismatch metrics read from them: a worker decodes 4 of the step's
+#   8 rows, the in-process engine all 8, and a float32 GEMM over 4 rows may round one token's logit otherwise
+#   (measured on this AMD EPYC: one ulp, -5.554346561 vs -5.554346084, at row 4, token 3).
+# Sampled tokens, rewards, losses, gradients and weights stay bitwise equal: the policy side is one worker.
 FLOAT_STATS = ("gen/alpha",)
+ENGINE_FLOATS = ("mismatch/",)
 
 
 def even_share(completion_ids, **kwargs):
@@ -55,15 +61,17 @@ def assert_same_steps(ref, got, unequal=UNEQUAL, versions=True):
     for a, b in zip(ref, got, strict=True):
         assert [s.prompt_ids for s in a.samples] == [s.prompt_ids for s in b.samples]
         assert [s.completion_ids for s in a.samples] == [s.completion_ids for s in b.samples]
-        assert [s.logprobs for s in a.samples] == [s.logprobs for s in b.samples]  # engine log-probs, exactly
+        for x, y in zip(a.samples, b.samples, strict=True):  # engine log-probs: batch-shape rounding only
+            assert y.logprobs == pytest.approx(x.logprobs, rel=1e-6, abs=1e-7)
         assert [s.reward for s in a.samples] == [s.reward for s in b.samples]
         if versions:
             assert [s.policy_version for s in a.samples] == [s.policy_version for s in b.samples]
         keys = {k for k in a.metrics if not k.startswith(unequal)}
         assert keys == {k for k in b.metrics if not k.startswith(unequal)}
-        assert {k: b.metrics[k] for k in keys - set(FLOAT_STATS)} == {k: a.metrics[k] for k in keys - set(FLOAT_STATS)}
-        for k in keys & set(FLOAT_STATS):  # float32 sums over the rows a worker holds: another order, other bits
-            assert b.metrics[k] == pytest.approx(a.metrics[k], rel=1e-6, abs=1e-9), k
+        floats = {k for k in keys if k in FLOAT_STATS or k.startswith(ENGINE_FLOATS)}
+        assert {k: b.metrics[k] for k in keys - floats} == {k: a.metrics[k] for k in keys - floats}
+        for k in floats:  # float32 results over the rows a worker holds: another shape, other bits
+            assert b.metrics[k] == pytest.approx(a.metrics[k], rel=1e-6, abs=1e-7), k
         assert set(a.timer.seconds) == set(b.timer.seconds)  # the same five stages, each timed
 
 

@@ -64,3 +64,34 @@ def test_summary_ratios_against_plain_and_acceptance_per_step_are_hand_derived()
     text = table(summary)
     assert "accept/step frozen     2.10 1.70 1.40" in text and "accept/step plain" not in text
     assert "vs plain frozen       step" in text
+
+
+def test_sync_and_async_arms_with_long_tailed_episodes(tmp_path):
+    """The issue's comparison on the tiny model with lognormal episode waits: both arms run their steps,
+    the async arm within its bound, and the summary has steps and reward per hour and their ratio (no
+    timing is asserted: speed is what the benchmark reports, not what a test can pin)."""
+    from .conftest import TINY
+
+    out = tmp_path / "train.json"
+    args = build_parser().parse_args(["bench", "train", "--steps", "3", "--seeds", "1", "--out", str(out),
+                                      "--plot", str(tmp_path / "train.png"), "--arm", "sync=", "--arm", "async=rollout.mode=async rollout.max_staleness=1",
+                                      *TINY, "task.latency_median_s=0.02", "task.latency_sigma=1.0",
+                                      "draft.kind=none", "draft.distill=false", "eval.every=0"])
+    assert args.handler(args) == 0
+    res = json.loads(out.read_text())
+    sync, asyn = res["runs"][0]["sync"]["steps"], res["runs"][0]["async"]["steps"]
+    assert len(sync) == len(asyn) == 3 and "async/staleness_max" not in sync[0]
+    assert [s["async/staleness_max"] for s in asyn] == [0, 1, 1]  # K=1: the producer ran one batch ahead
+    assert sync[0]["reward/raw"] == asyn[0]["reward/raw"]  # the first batch: same weights, prompts, seed
+    arms = res["summary"]["arms"]
+    for arm in ("sync", "async"):
+        assert arms[arm]["steps_per_hour"] == 3600 / arms[arm]["wall_step_seconds"]
+    assert res["summary"]["vs_first"]["async"]["steps_per_hour"] == \
+        arms["async"]["steps_per_hour"] / arms["sync"]["steps_per_hour"]
+
+
+def test_per_hour_is_hand_derived():
+    from trajkit.bench.train import _per_hour
+
+    got = _per_hour([{"wall/step_s": 2.0, "reward/raw": 0.5}, {"wall/step_s": 4.0, "reward/raw": 0.25}])
+    assert got == {"wall_step_seconds": 3.0, "steps_per_hour": 1200.0, "reward_per_hour": 0.375 * 1200.0}

@@ -118,8 +118,11 @@ def reward_divergence_check(name: str, rows: list[dict], metric: str = "eval/rew
 
 
 def mismatch_check(name: str, rows: list[dict]) -> Check | None:
-    """``run.mismatch`` of one run, or None when the run logs no ``mismatch/mean_abs``."""
-    series = [(r["step"], r["mismatch/mean_abs"]) for r in rows if isinstance(r.get("mismatch/mean_abs"), (int, float))]
+    """``run.mismatch`` of one run, or None when the run logs no ``mismatch/mean_abs``. An asynchronous step
+    that trained stale samples (``async/staleness_max`` > 0) is left out: its gap includes the policy's own
+    updates (``run.staleness`` checks it)."""
+    series = [(r["step"], r["mismatch/mean_abs"]) for r in rows if isinstance(r.get("mismatch/mean_abs"), (int, float))
+              and not r.get("async/staleness_max")]
     if not series:
         return None
     alarms = [r["step"] for r in rows if r.get("mismatch/alarm")]
@@ -141,10 +144,12 @@ def run_checks(specs: list[str], metric: str = "eval/reward", window: int = 5) -
     or each seed of a bench result ``FILE.json:ARM``."""
     from trajkit.audit.loader import rows_check
     from trajkit.audit.runs import metric_rows
+    from trajkit.audit.staleness import staleness_check
 
     checks = []
     for spec in specs:
         for name, rows in metric_rows(spec):
             checks.append(reward_divergence_check(name, rows, metric, window=window))
-            checks += [c for c in (mismatch_check(name, rows), rows_check(name, rows)) if c is not None]
+            checks += [c for c in (mismatch_check(name, rows), rows_check(name, rows), staleness_check(name, rows))
+                       if c is not None]
     return checks

@@ -16,12 +16,17 @@ comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.
 evaluated by the same evaluator (:mod:`trajkit.bench.trl_peer`). An arm may change the backend or run on
 Ray: ``--arm vllm=rollout.backend=vllm --arm ray2="cluster.ray=true cluster.rollout_workers=2"`` gives the
 step time of each beside the in-process trajkit engine's (one local Ray, started first, serves them all).
+``--arm sync= --arm async="rollout.mode=async rollout.max_staleness=1"`` compares synchronous and
+asynchronous rollouts (with ``task.latency_median_s`` for long-tailed episodes, :mod:`trajkit.envs.latency`);
+an asynchronous arm makes the arms run one after another, not in lockstep (its producer would use the
+other arms' time), so run it on a quiet machine.
 
 Reported: per-stage seconds (mean over steps, the first step excluded as warm-up), generation's share of
 the step, every arm's step and generation-stage ratio against ``plain`` (plain seconds / the arm's; also
 ``step_speedup``/``generation_speedup`` for ``spec``), acceptance length per step of every drafting arm,
 and, per seed, the held-out reward at the start and the end (``eval.every`` must be set) so the reward
-curves of plain and speculative rollouts can be compared across seeds.
+curves of plain and speculative rollouts can be compared across seeds. Every arm's wall-clock seconds per
+step, steps per hour and train reward per hour, and their ratios to the first arm (``vs_first``).
 """
 from __future__ import annotations
 
@@ -128,19 +133,25 @@ def _trainers(args, seed: int, steps: int):
 
 
 def run_seed(args, seed: int, steps: int, progress=None) -> dict:
-    """Lockstep steps of every arm for one seed -> {arm: {"steps": [...], "eval": [[step, reward]]}}."""
+    """Lockstep steps of every arm for one seed -> {arm: {"steps": [...], "eval": [[step, reward]]}}; when
+    an arm is asynchronous (``rollout.mode=async``) the arms run one after another instead, each closed
+    before the next starts, since a producer thread would otherwise generate during the other arms' steps."""
     trainers = _trainers(args, seed, steps)
     record = {arm: {"steps": [], "eval": []} for arm in trainers}
     try:
         for arm, t in trainers.items():
             if t.cfg.eval.every:
                 record[arm]["eval"].append([0, t.evaluate()["eval/reward"]])
-        for step in range(steps):
+        if any(t.cfg.rollout.mode == "async" for t in trainers.values()):
             for arm, t in trainers.items():
-                m = _measured_step(t)
-                record[arm]["steps"].append({k: v for k, v in m.items() if isinstance(v, (int, float))})
-                if "eval/reward" in m:
-                    record[arm]["eval"].append([step + 1, m["eval/reward"]])
+                for step in range(steps):
+                    _record_step(record[arm], t, step)
+                    if progress:
+                        progress(seed, step + 1, steps)
+                t.stop_rollouts()  # its producer would generate during the next arm's steps
+        for step in range(steps if all(t.cfg.rollout.mode == "sync" for t in trainers.values()) else 0):
+            for arm, t in trainers.items():
+                _record_step(record[arm], t, step)
             if progress:
                 progress(seed, step + 1, steps)
         if getattr(args, "peer", None) == "trl":
@@ -151,15 +162,25 @@ def run_seed(args, seed: int, steps: int, progress=None) -> dict:
     return record
 
 
+def _record_step(record: dict, t, step: int) -> None:
+    m = _measured_step(t)
+    record["steps"].append({k: v for k, v in m.items() if isinstance(v, (int, float))})
+    if "eval/reward" in m:
+        record["eval"].append([step + 1, m["eval/reward"]])
+
+
 def _measured_step(t):
-    """``t.step_once().metrics`` plus the step's peak GPU memory (``mem/peak_gb``; NaN on the CPU)."""
+    """``t.step_once().metrics`` plus the step's peak GPU memory (``mem/peak_gb``; NaN on the CPU) and its
+    wall-clock seconds (``wall/step_s``: everything ``step_once`` did, the async wait included)."""
     import torch
 
     policy = t.state.policy  # None under Ray: the policy worker's memory is not measured here
     cuda = torch.cuda.is_available() and policy is not None and next(policy.parameters()).is_cuda
     if cuda:
         torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
     m = t.step_once().metrics
+    m["wall/step_s"] = time.perf_counter() - start
     m["mem/peak_gb"] = torch.cuda.max_memory_allocated() / 2 ** 30 if cuda else float("nan")
     return m
 
@@ -198,6 +219,7 @@ def summarize(seeds: list[dict]) -> dict:
                             "generation_share": stages[GENERATION] / step if step else 0.0,
                             "acceptance_length": _mean([r["gen/acceptance_length"] for r in rows])}
         out["arms"][arm].update(_train_curves(seeds, arm))
+        out["arms"][arm].update(_per_hour(rows))
         out["acceptance_length"][arm] = [_mean([rec[arm]["steps"][i]["gen/acceptance_length"] for rec in seeds])
                                          for i in range(len(seeds[0][arm]["steps"]))]
         evals = [rec[arm]["eval"] for rec in seeds if rec[arm]["eval"]]
@@ -210,6 +232,11 @@ def summarize(seeds: list[dict]) -> dict:
                                   "curve": [[e[0], _mean([x[i][1] for x in evals]),
                                              statistics.stdev([x[i][1] for x in evals]) if len(evals) > 1 else 0.0]
                                             for i, e in enumerate(evals[0])]}
+    first = out["arms"][arms[0]]
+    out["vs_first"] = {a: {"steps_per_hour": r["steps_per_hour"] / first["steps_per_hour"],
+                           "reward_per_hour": r["reward_per_hour"] / first["reward_per_hour"]
+                           if first["reward_per_hour"] else float("nan")}
+                       for a, r in out["arms"].items() if a != arms[0]}
     if "plain" in out["arms"] and "spec" in out["arms"]:
         p, s = out["arms"]["plain"], out["arms"]["spec"]
         out["step_speedup"] = p["step_seconds"] / s["step_seconds"]
@@ -220,6 +247,15 @@ def summarize(seeds: list[dict]) -> dict:
                                "generation": p["stage_seconds"][GENERATION] / r["stage_seconds"][GENERATION]}
                            for a, r in out["arms"].items() if a != "plain"}
     return out
+
+
+def _per_hour(rows: list[dict]) -> dict:
+    """Steps per wall-clock hour (3600 / mean ``wall/step_s``) and train reward per wall-clock hour (the mean
+    ``reward/raw`` of the trained rows per step x steps per hour), over ``rows`` (warm-up step excluded)."""
+    wall = _mean([r["wall/step_s"] for r in rows if "wall/step_s" in r])
+    per_hour = 3600.0 / wall if wall == wall and wall > 0 else float("nan")
+    reward = _mean([r["reward/raw"] for r in rows if r.get("reward/raw") == r.get("reward/raw")])
+    return {"wall_step_seconds": wall, "steps_per_hour": per_hour, "reward_per_hour": reward * per_hour}
 
 
 def _train_curves(seeds: list[dict], arm: str) -> dict:
@@ -240,6 +276,9 @@ def table(summary: dict) -> str:
         lines.append(f"{k:<16}" + "".join(f"{summary['arms'][a]['stage_seconds'][k]:>14.3f}" for a in arms))
     lines.append(f"{'step':<16}" + "".join(f"{summary['arms'][a]['step_seconds']:>14.3f}" for a in arms))
     lines.append(f"{'generation %':<16}" + "".join(f"{100 * summary['arms'][a]['generation_share']:>13.1f}%" for a in arms))
+    lines.append(f"{'wall s/step':<16}" + "".join(f"{summary['arms'][a]['wall_step_seconds']:>14.3f}" for a in arms))
+    lines.append(f"{'steps/hour':<16}" + "".join(f"{summary['arms'][a]['steps_per_hour']:>14.1f}" for a in arms))
+    lines.append(f"{'reward/hour':<16}" + "".join(f"{summary['arms'][a]['reward_per_hour']:>14.1f}" for a in arms))
     lines.append(f"{'accept. length':<16}" + "".join(f"{summary['arms'][a]['acceptance_length']:>14.2f}" for a in arms))
     for key, label in (("train_reward_first", "reward step 1"), ("train_reward_last", "reward last"),
                        ("length_first", "length step 1"), ("length_last", "length last"), ("peak_gb", "peak GB")):
@@ -250,6 +289,9 @@ def table(summary: dict) -> str:
     for a, curve in summary["acceptance_length"].items():
         if summary["arms"][a]["acceptance_length"] > 1.0:
             lines.append(f"accept/step {a:<10} " + " ".join(f"{x:.2f}" for x in curve))
+    for a, r in summary.get("vs_first", {}).items():
+        lines.append(f"vs {arms[0]} {a:<12} steps/hour {r['steps_per_hour']:.2f}x   "
+                     f"reward/hour {r['reward_per_hour']:.2f}x")
     for a, r in summary.get("vs_plain", {}).items():
         lines.append(f"vs plain {a:<12} step {r['step']:.2f}x   generation {r['generation']:.2f}x")
     return "\n".join(lines)

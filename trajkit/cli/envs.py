@@ -20,13 +20,45 @@ no reward, oracle error, wrong solution, vacuous test, hackable: PROBE (docs/env
 daemon (namespaces + overlayfs + chroot); --sandbox docker needs a running Docker daemon."""
 
 
+OPENENV_EPILOG = """
+OpenEnv environments (--openenv pkg.module:Class in process, or ws://127.0.0.1:PORT a local server):
+  trajkit envs check --openenv trajkit.envs.openenv.examples:GuessEnv \\
+      --reference trajkit.envs.openenv.examples:guess_solver --adversarial
+The reference policy ((messages) -> reply) must earn >= --pass-reward on every seed, the NOP (empty reply) 0;
+with --adversarial the probes echo, shotgun, claim and overlong must earn 0. Verdicts: ok, env error, wrong
+solution, vacuous, hackable: PROBE."""
+
+
 def cmd_check(args) -> int:
+    if args.openenv:
+        return _check_openenv(args)
+    if not args.dir:
+        raise SystemExit("trajkit envs check: give DIR (Harbor tasks) or --openenv ENV (see --help)")
     from trajkit.envs.harbor.check import check_tasks, table, to_json
 
     rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs,
                        adversarial=args.adversarial)
     print(json.dumps(to_json(rows), indent=2) if args.json else table(rows))
     return 0 if all(r.ok for r in rows) else 1
+
+
+def _check_openenv(args) -> int:
+    from trajkit.envs.openenv import check
+    from trajkit.envs.openenv.connect import opener
+    from trajkit.envs.openenv.rltask import default_adapter
+    from trajkit.errors import ConfigError
+    from trajkit.envs.imports import import_object
+
+    if not args.reference:
+        raise ConfigError("--openenv needs --reference pkg.module:policy (a scripted solver: messages -> reply)")
+    url = args.openenv if "://" in args.openenv else None
+    connect = opener(None if url else args.openenv, url)
+    adapter = import_object(args.adapter, "--adapter") if args.adapter else default_adapter(connect)
+    row = check.check_env(args.openenv, connect, adapter() if isinstance(adapter, type) else adapter,
+                          import_object(args.reference, "--reference"), args.episodes, args.max_turns,
+                          args.pass_reward, args.adversarial)
+    print(check.to_json([row]) if args.json else check.table([row]))
+    return 0 if row.ok else 1
 
 
 def cmd_clean(args) -> int:
@@ -69,8 +101,8 @@ def register(sub) -> None:
     check = esub.add_parser("check", help="run the Oracle and NOP agents on each task and give a verdict",
                             description="Static checks, then the Oracle and NOP agents of each Harbor task in fresh "
                                         "sandboxes: a table (task, oracle, nop, verdict, seconds) or --json.",
-                            epilog=CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("dir", help="a Harbor task folder or a folder of task folders")
+                            epilog=CHECK_EPILOG + OPENENV_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("dir", nargs="?", help="a Harbor task folder or a folder of task folders")
     check.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     check.add_argument("--strict", action="store_true", help="stop at the first task that does not load")
     check.add_argument("--sandbox", choices=("namespace", "docker"), default="namespace",
@@ -82,6 +114,15 @@ def register(sub) -> None:
                        help="also run the hack agents (plant a reward, shadow the verifier's Python and tools, "
                             "empty the inputs or outputs, trojan the outputs): a task any of them fools is "
                             "'hackable: PROBE' (docs/envs.md)")
+    check.add_argument("--openenv", metavar="ENV", help="check an OpenEnv environment instead: pkg.module:Class (in "
+                       "process) or ws://127.0.0.1:PORT (a local server)")
+    check.add_argument("--reference", metavar="POLICY", help="--openenv: the scripted solver, pkg.module:function")
+    check.add_argument("--adapter", help="--openenv: observation/reply adapter, pkg.module:obj (default: the "
+                       "action's one text field)")
+    check.add_argument("--episodes", type=int, default=8, help="--openenv: seeds 0..N-1 played (default 8)")
+    check.add_argument("--max-turns", type=int, default=8, help="--openenv: replies per episode (default 8)")
+    check.add_argument("--pass-reward", type=float, default=1.0,
+                       help="--openenv: the return the reference must reach on every seed (default 1)")
     check.set_defaults(handler=cmd_check)
     clean = esub.add_parser("clean", help="remove sandboxes left by a killed process (processes, mounts, folders)",
                             description="Find namespace sandboxes whose owning process is gone (a trainer killed "

@@ -32,6 +32,7 @@ from trajkit.cluster.workers import PolicyWorker, RolloutWorker
 from trajkit.errors import ConfigError
 from trajkit.rl.build import build_tokenizer
 from trajkit.rl.config import TrainConfig
+from trajkit.envs.latency import with_latency
 from trajkit.envs.registry import make_task
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
@@ -138,7 +139,8 @@ class ClusterTrainer(Trainer):
     def build(self, cfg: TrainConfig, **given) -> TrainState:
         check_cluster_config(cfg, given)
         tokenizer = given["tokenizer"] if given.get("tokenizer") is not None else build_tokenizer(cfg)
-        task = given["task"] if given.get("task") is not None else make_task(cfg.task, cfg.seed, tokenizer)
+        task = with_latency(given["task"] if given.get("task") is not None else make_task(cfg.task, cfg.seed, tokenizer),
+                            cfg.task, cfg.seed)
         self.cluster = Cluster.start(cfg)
         try:
             vocab = self.cluster.policy_info["vocab_size"]

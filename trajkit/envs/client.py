@@ -5,8 +5,11 @@ trainer passes a :class:`GenerationClient`: that callable, plus what an environm
 outside programs (the agent env's gateway, :mod:`trajkit.envs.agent`) needs and may not reach for itself:
 
 - ``backend``: the generation backend (:class:`trajkit.backends.base.Backend`: trajkit's engine or vLLM);
-- ``lock``: the lock the trainer's weight sync holds; held around every engine call a server makes, so a sync
-  waits for the running call and every record carries the version of the weights that sampled it;
+- ``lock``: the (reentrant) lock the trainer's weight sync holds; held around every call through the client
+  and every engine call a server makes, so a sync waits for the running call and every record carries the
+  version of the weights that sampled it;
+- ``versions``: the ``policy_version`` of every call made through the client, in order (an asynchronous
+  trainer's weights can change between two calls of one episode);
 - ``record``: told the :class:`~trajkit.engine.types.GenerationStats` of every call (the step's ``gen/*``
   counters), for calls made through ``generate`` and through a session.
 
@@ -41,12 +44,15 @@ class GenerationClient:
     """A backend, the weight-sync lock and the counters, as one argument (module docstring)."""
 
     backend: Any
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
     record: Callable[[Any], None] = _ignore
+    versions: list[int] = field(default_factory=list)
 
     def __call__(self, prompt_ids: list[list[int]], params):
-        out = self.backend.generate(prompt_ids, params)
+        with self.lock:
+            out = self.backend.generate(prompt_ids, params)
         self.record(out.stats)
+        self.versions.append(getattr(out, "policy_version", -1))
         return out
 
     @property

@@ -3,7 +3,7 @@
 
 ``TaskConfig`` validates its ``name`` against :data:`TASKS`, so a task registered here is accepted by
 configs and CLI overrides with no other change; what a kind needs besides its name (a file, a command) is
-its entry in :data:`NEEDS`. The agent and Harbor tasks import their modules only when chosen
+its entry in :data:`NEEDS`. The agent, Harbor and OpenEnv tasks import their modules only when chosen
 (the gateway's server and Harbor's sandboxes load only then); a name written as an import path
 (``my_pkg.tasks:make_task``) is imported instead, so a user's task needs no edit of this file.
 """
@@ -36,6 +36,7 @@ TASKS: dict[str, TaskFactory | str] = {
                                                 strict=c.strict, shuffle=c.shuffle),
     "agent": lambda c, seed, tok: _agent(c, seed, tok),
     "harbor": lambda c, seed, tok: _harbor(c, seed, tok),
+    "openenv": lambda c, seed, tok: _openenv(c, seed, tok),
 }
 
 
@@ -59,8 +60,14 @@ class TaskConfig(Checked):
     ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
     (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.harbor.rltask`); with ``judge_url`` (an
     OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
+    ``openenv`` plays episodes of an OpenEnv environment, ``env`` (``pkg.module:Class``, in process) or ``url``
+    (a local server's ``ws://127.0.0.1:PORT``), the observations as user turns (after ``system_prompt``), the
+    replies made actions by ``adapter`` (``pkg.module:obj``; default: the action's one text field), at most
+    ``max_turns`` replies (:mod:`trajkit.envs.openenv.rltask`).
     ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
-    (TRL's ``shuffle_dataset``). The rest are the built-in tasks' size knobs."""
+    (TRL's ``shuffle_dataset``). ``latency_median_s`` > 0 adds a lognormal wait (that median, ``latency_sigma``)
+    to every episode, the batch waiting for its slowest (:mod:`trajkit.envs.latency`: long-tailed tool
+    calls for benchmarks). The rest are the built-in tasks' size knobs."""
 
     name: str = "rep"
     path: str | None = None
@@ -78,10 +85,17 @@ class TaskConfig(Checked):
     sandbox: Literal["namespace", "docker"] = "namespace"
     judge_url: str | None = None
     judge_model: str = "judge"
+    latency_median_s: float = 0.0
+    latency_sigma: float = 1.0
+    env: str | None = None
+    url: str | None = None
+    adapter: str | None = None
+    system_prompt: str | None = None
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
-                  "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)"}
+                  "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)", "latency_median_s": "[0, inf)",
+                  "latency_sigma": "[0, inf)"}
 
     def validate(self) -> None:
         if self.name not in TASKS and not is_import_path(self.name):
@@ -90,6 +104,9 @@ class TaskConfig(Checked):
         for key, what in NEEDS.get(self.name, {}).items():
             if not getattr(self, key):
                 raise ConfigError(f"task.name={self.name} needs {what}")
+        if self.name == "openenv" and (self.env is None) == (self.url is None):
+            raise ConfigError("task.name=openenv needs exactly one of task.env=pkg.module:Class (the environment in "
+                              "process) or task.url=ws://127.0.0.1:PORT (a local OpenEnv server)")
         if self.min_len > self.max_len:
             raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
 
@@ -106,6 +123,13 @@ def _harbor(c, seed: int, tokenizer) -> Task:
     from trajkit.envs.harbor.rltask import make_task as harbor_task
 
     return harbor_task(c, seed, tokenizer)
+
+
+def _openenv(c, seed: int, tokenizer) -> Task:
+    # imported here: openenv-core (fastmcp at import) and the gateway load only when an OpenEnv task runs
+    from trajkit.envs.openenv.rltask import make_task as openenv_task
+
+    return openenv_task(c, seed, tokenizer)
 
 
 def make_task(cfg, seed: int, tokenizer) -> Task:

@@ -26,7 +26,13 @@ and compares them (:mod:`trajkit.rl.mismatch`).
 Provenance is typed: ``group`` (which prompt of the step; -1 before grouping), ``policy_version`` (the
 engine weights that sampled it; -1 when unknown), and once scored ``raw_reward``, ``reward`` (after length
 shaping) and ``advantage``. ``metadata`` keeps what a task adds (the expected ``answer``,
-``finish_reason``, acceptance counters, a tool episode's messages).
+``finish_reason``, acceptance counters, a tool episode's messages). ``token_versions`` (optional): the
+policy version that sampled each completion token (-1 for forced ones); an asynchronous run's episode can
+span several (:attr:`Sample.version_span`)::
+
+    >>> s = Sample([1], [7, 8, 9], [-0.5, 0.0, -0.1], [1, 0, 1], policy_version=4, token_versions=[4, -1, 5])
+    >>> validate_sample(s); s.version_span
+    (4, 5)
 """
 from __future__ import annotations
 
@@ -51,6 +57,14 @@ class Sample:
     raw_reward: float | None = None
     reward: float | None = None
     advantage: float | None = None
+    token_versions: list[int] | None = None
+
+    @property
+    def version_span(self) -> tuple[int, int]:
+        """(oldest, newest) policy version among the sampled tokens (``policy_version`` twice when the
+        per-token versions are unknown)."""
+        sampled = [v for v, m in zip(self.token_versions or [], self.loss_mask) if m]
+        return (min(sampled), max(sampled)) if sampled else (self.policy_version, self.policy_version)
 
     @property
     def num_model_tokens(self) -> int:
@@ -77,6 +91,12 @@ def validate_sample(s: Sample, index: int | None = None) -> None:
             raise InputError(f"logprob {lp} is not <= 0", row=index, field="logprobs")
         if m == 0 and lp != 0.0:
             raise InputError("forced tokens (loss_mask 0) must carry logprob 0.0", row=index, field="logprobs")
+    if s.token_versions is not None:
+        if len(s.token_versions) != n:
+            raise InputError(f"{len(s.token_versions)} entries for {n} completion tokens", row=index,
+                             field="token_versions")
+        if any((v < 0) == bool(m) for v, m in zip(s.token_versions, s.loss_mask)):
+            raise InputError("sampled tokens carry a version >= 0, forced ones -1", row=index, field="token_versions")
     if any(t < 0 for t in s.prompt_ids + s.completion_ids):
         raise InputError("token ids must be >= 0", row=index, field="completion_ids")
     for name in ("raw_reward", "reward", "advantage"):

@@ -57,6 +57,7 @@ class Episode:
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # the policy version of each token (-1: forced)
     messages: list[dict] = field(default_factory=list)  # Hermes ``{from, value}`` turns
     chat: list[dict] = field(default_factory=list)  # the same conversation as chat messages
     turns: int = 0
@@ -64,10 +65,11 @@ class Episode:
     done: bool = False
     finish: str = ""
 
-    def add(self, ids: list[int], logprobs: list[float] | None) -> None:
+    def add(self, ids: list[int], logprobs: list[float] | None, version: int = -1) -> None:
         self.ids += ids
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
         self.mask += [1 if logprobs is not None else 0] * len(ids)
+        self.versions += [version if logprobs is not None else -1] * len(ids)
 
 
 def run_calls(text: str, timeout_s: float) -> list[dict] | None:
@@ -145,15 +147,16 @@ class ToolEnv:
                 break
             turn_params = replace(params, seed=None if params.seed is None else params.seed + 7919 * turn)
             outs = generate([e.prompt.ids + e.ids for e in active], turn_params)
+            version = getattr(outs, "policy_version", -1)
             for episode, out in zip(active, outs):
-                self._step(episode, list(out.token_ids), list(out.logprobs), out.finish_reason)
+                self._step(episode, list(out.token_ids), list(out.logprobs), out.finish_reason, version)
         for e in episodes:
             if not e.done:
                 e.done, e.finish = True, "max_turns"
         return [self._sample(e) for e in episodes]
 
-    def _step(self, e: Episode, ids: list[int], logprobs: list[float], finish: str) -> None:
-        e.add(ids, logprobs)
+    def _step(self, e: Episode, ids: list[int], logprobs: list[float], finish: str, version: int = -1) -> None:
+        e.add(ids, logprobs, version)
         e.turns += 1
         text = completion_text(self.tokenizer, ids)
         e.messages.append({"from": "gpt", "value": text})
@@ -180,7 +183,9 @@ class ToolEnv:
                 "columns": e.prompt.columns, "final_answer": final, "prompt_index": e.prompt.index,
                 "turns": e.turns, "tool_calls": e.tool_calls, "finish_reason": e.finish,
                 "messages": e.messages}
-        return Sample(list(e.prompt.ids), e.ids, e.logprobs, e.mask, meta)
+        known = all(v >= 0 for v, m in zip(e.versions, e.mask) if m)
+        return Sample(list(e.prompt.ids), e.ids, e.logprobs, e.mask, meta,
+                      token_versions=list(e.versions) if known else None)
 
 
 def final_answer(completions, answer, **kwargs) -> list[float]:

@@ -1,6 +1,8 @@
 """The HTTP surface: FastAPI routes over a :class:`~trajkit.gateway.service.Gateway`.
 
-OpenAI-compatible: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``; plus
+OpenAI-compatible: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` (with vLLM's
+``max_model_len``); vLLM's token route ``POST /inference/v1/generate`` that verifiers' ``TrainClient`` calls
+(:mod:`.generate`); plus
 ``GET /health``, ``GET /metrics`` (Prometheus text: the prefix cache's counters, :mod:`.metrics`), ``/api/show`` answered 404 (Ollama's probe, which harnesses such as the Hermes Agent try
 first), and read-only ``/trajkit/sessions…`` routes for the records, stitched samples and Hermes rows.
 
@@ -69,6 +71,10 @@ def create_app(gateway: Gateway) -> FastAPI:
             return await _stream(gateway.completion, body, session_id(request.headers), "text_completion",
                                  _completion_chunks)
         return await gateway.completion(body, session_id(request.headers))
+
+    @app.post("/inference/v1/generate")
+    async def generate(request: Request):  # verifiers' token route (.generate), at the root as vLLM serves it
+        return await gateway.generate(await _json(request), session_id(request.headers))
 
     @app.get("/v1/models")
     async def models():

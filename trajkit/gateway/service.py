@@ -29,6 +29,7 @@ from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
 from trajkit.gateway.formats import resolve_format
+from trajkit.gateway.generate import generate_request, generate_response
 from trajkit.gateway.parse import NOT_REPRODUCIBLE, not_reproducible
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.requests import Sampling, chat_request, completion_request
@@ -55,6 +56,7 @@ class Prepared:
     stop: list[str]
     received: float
     forced: str = ""  # text forced after the prompt by tool_choice (its ids end prompt_ids)
+    stop_ids: tuple[int, ...] = ()  # every id that ends a choice: the server's and the request's
 
 
 class Gateway:
@@ -114,10 +116,7 @@ class Gateway:
         if isinstance(req.prompt, str):
             ids = self._encode(req.prompt)
         else:
-            bad = next((t for t in req.prompt if t >= self.engine.vocab_size), None)
-            if bad is not None:
-                raise ApiError(f"token id {bad} is outside the vocabulary (size {self.engine.vocab_size})",
-                               param="prompt")
+            self._check_vocab(req.prompt, "prompt")
             ids = list(req.prompt)
         prep = self._prepare(session, ids, req.sampling, "prompt")
         result = await self._generate(prep, live, blocks=False)
@@ -125,6 +124,26 @@ class Gateway:
         out = self._completion_response(record, sid, body.get("return_token_ids") is True, req.sampling.logprobs)
         self._finished(session, record)
         return out
+
+    async def generate(self, body: Any, sid: str) -> dict[str, Any]:
+        """verifiers' token route (:mod:`.generate`): token ids in, sampled ids and their log-probs out,
+        recorded as a completions call with token ids is."""
+        req = generate_request(body, self.config.max_n)
+        self._check_model(req.model)
+        self._check_vocab(req.token_ids, "token_ids")
+        self._check_vocab(req.stop_token_ids, "sampling_params.stop_token_ids")
+        session = self.sessions.get(sid, req.model)
+        prep = self._prepare(session, req.token_ids, req.sampling, "token_ids", req.stop_token_ids)
+        result = await self._generate(prep, None, blocks=False)
+        record = self._record(prep, result, "generate", req.model, chat=False)
+        out = generate_response(record, sid, f"gen-{uuid.uuid4().hex[:24]}", int(time.time()))
+        self._finished(session, record)
+        return out
+
+    def _check_vocab(self, ids: list[int], param: str) -> None:
+        bad = next((t for t in ids if t >= self.engine.vocab_size), None)
+        if bad is not None:
+            raise ApiError(f"token id {bad} is outside the vocabulary (size {self.engine.vocab_size})", param=param)
 
     def _finished(self, session: Session, record: CallRecord) -> None:
         """The call is complete (its message built): tell the listeners (``--save-dir``'s log) before replying."""
@@ -169,7 +188,8 @@ class Gateway:
             return self._encode(text)
         return best[1] + self._encode(text[len(best[0]):])
 
-    def _prepare(self, session: Session, prompt_ids: list[int], s: Sampling, prompt_param: str) -> Prepared:
+    def _prepare(self, session: Session, prompt_ids: list[int], s: Sampling, prompt_param: str,
+                 extra_stop_ids: list[int] = ()) -> Prepared:
         room = self.max_context - len(prompt_ids)
         if room < 1:
             raise prompt_too_long(len(prompt_ids), self.max_context, prompt_param)
@@ -182,16 +202,17 @@ class Gateway:
             s = replace(s, temperature=forced.temperature, top_k=0, top_p=1.0)
         if s.seed is None and forced.seed is not None:
             s = replace(s, seed=session_seed(forced.seed, session.id, session.next_call()))
+        stop_ids = tuple(self.stop_ids) + tuple(t for t in dict.fromkeys(extra_stop_ids) if t not in self.stop_ids)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
-                                 stop_token_ids=self.stop_ids, top_logprobs=s.top_logprobs,
+                                 stop_token_ids=stop_ids, top_logprobs=s.top_logprobs,
                                  seed=None if s.seed is None else (s.seed if i == 0 else mix(s.seed, i)))
                   for i in range(s.n)]
         stop = s.stop + [t for t in self.stops.strings if t not in s.stop]
-        return Prepared(session, prompt_ids, params, stop, time.perf_counter())
+        return Prepared(session, prompt_ids, params, stop, time.perf_counter(), stop_ids=stop_ids)
 
     def _record(self, prep: Prepared, result: JobResult, endpoint: str, model: str, chat: bool = True,
                 messages=None, tools=None) -> CallRecord:
-        choices = [self._choice(c, prep.stop, chat, prep.forced) for c in result.completions]
+        choices = [self._choice(c, prep.stop, chat, prep.forced, prep.stop_ids) for c in result.completions]
         timing = {"queued_s": result.queued_s, "generate_s": result.generate_s, "first_token_s": result.first_token_s,
                   "total_s": time.perf_counter() - prep.received, "batch_rows": result.batch_rows}
         hit = result.completions[0].cached_tokens if result.completions else 0
@@ -206,11 +227,13 @@ class Gateway:
                 prep.session.texts.append((self._decode(ids), ids))
         return record
 
-    def _choice(self, completion, stop: list[str], chat: bool, forced: str = "") -> ChoiceRecord:
-        """``forced``: the text tool_choice put after the prompt; the choice's text starts with it."""
+    def _choice(self, completion, stop: list[str], chat: bool, forced: str = "", stop_ids=None) -> ChoiceRecord:
+        """``forced``: the text tool_choice put after the prompt; the choice's text starts with it.
+        ``stop_ids``: the ids that ended the choice (default: the server's)."""
+        stop_ids = self.stop_ids if stop_ids is None else stop_ids
         ids, lps, finish = list(completion.token_ids), list(completion.logprobs), completion.finish_reason
         tops = list(completion.top_logprobs) if completion.top_logprobs is not None else None
-        body = ids[:-1] if finish == "stop" and ids and ids[-1] in self.stop_ids else ids
+        body = ids[:-1] if finish == "stop" and ids and ids[-1] in stop_ids else ids
         text = self._decode(body)
         cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
         if cut >= 0:

@@ -165,7 +165,10 @@ class RolloutConfig(Checked):
     stream, at most ``max_refill_rounds`` extra generation rounds per step (:mod:`trajkit.rl.dynamic`).
     ``backend``: who generates (:mod:`trajkit.backends`): ``trajkit``, the in-process engine (exact), or
     ``vllm``, vLLM's offline engine in its own venv behind a Ray actor (``make vllm-venv``; the python is
-    ``vllm_python`` or ``$TRAJKIT_VLLM_PYTHON`` or the cached venv's), ``vllm_max_model_len`` its context."""
+    ``vllm_python`` or ``$TRAJKIT_VLLM_PYTHON`` or the cached venv's), ``vllm_max_model_len`` its context.
+    ``mode``: ``sync`` (each step generates its own batch) or ``async`` (a producer keeps generating while
+    the policy updates, :mod:`trajkit.rl.producer`); ``max_staleness`` (async only): the batch trained at
+    step ``s`` starts generating no earlier than policy version ``s - max_staleness``."""
 
     prompts_per_step: int = 8
     group_size: int = 8
@@ -176,10 +179,12 @@ class RolloutConfig(Checked):
     backend: Literal["trajkit", "vllm"] = "trajkit"
     vllm_python: str | None = None
     vllm_max_model_len: int = 2048
+    mode: Literal["sync", "async"] = "sync"
+    max_staleness: int = 1
 
     __section__ = "rollout"
     __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)",
-                  "max_refill_rounds": "[0, inf)", "vllm_max_model_len": "[16, inf)"}
+                  "max_refill_rounds": "[0, inf)", "vllm_max_model_len": "[16, inf)", "max_staleness": "[0, inf)"}
 
     def validate(self) -> None:
         if self.group_size < 2:
@@ -192,7 +197,9 @@ class LossConfig(Checked):
     ``scale_rewards``: divide advantages by the ``group``'s reward std (GRPO), the ``batch``'s, or ``none``
     (Dr.GRPO) (:mod:`trajkit.rl.advantages`). ``kl_ratio``: the KL term weighted by the importance ratio
     (TRL's ``use_bias_correction_kl``). ``tis``: truncated importance sampling of the rollout/train log-prob
-    ratio, capped at ``tis_cap``."""
+    ratio, capped at ``tis_cap``. ``decoupled``: AReaL's decoupled objective instead (for asynchronous
+    rollouts, ``rollout.mode=async``): the behaviour -> proximal weight uncapped, or tokens above
+    ``decoupled_cap`` (> 1; 0 = no cap) left out (:func:`trajkit.rl.losses.decoupled_weights`)."""
 
     name: str = "grpo"
     clip_low: float | None = None
@@ -202,18 +209,27 @@ class LossConfig(Checked):
     kl_ratio: bool = False
     tis: bool = False
     tis_cap: float = 2.0
+    decoupled: bool = False
+    decoupled_cap: float = 0.0
 
     __section__ = "loss"
-    __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)", "tis_cap": "[1, inf)"}
+    __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)", "tis_cap": "[1, inf)",
+                  "decoupled_cap": "[0, inf)"}
 
     def validate(self) -> None:
         from trajkit.rl.losses import LOSSES
 
         spec = LOSSES.get(self.name)
-        if self.tis and spec is not None and not spec.token_weights:
-            takes = sorted(k for k, v in LOSSES.items() if v.token_weights)
-            raise ConfigError(f"loss.tis needs a token-level loss ({', '.join(takes)}); "
-                              f"loss.name={self.name} has one ratio per sequence")
+        if self.tis and self.decoupled:
+            raise ConfigError("loss.tis and loss.decoupled both weight each token by exp(old - engine): "
+                              "choose one (decoupled for rollout.mode=async)")
+        for key in ("tis", "decoupled"):
+            if getattr(self, key) and spec is not None and not spec.token_weights:
+                takes = sorted(k for k, v in LOSSES.items() if v.token_weights)
+                raise ConfigError(f"loss.{key} needs a token-level loss ({', '.join(takes)}); "
+                                  f"loss.name={self.name} has one ratio per sequence")
+        if 0 < self.decoupled_cap <= 1:
+            raise ConfigError(f"loss.decoupled_cap must be 0 (no cap) or > 1, got {self.decoupled_cap}")
         if self.name not in LOSSES:
             raise ConfigError(f"loss.name must be one of {sorted(LOSSES)}, got {self.name!r}")
 

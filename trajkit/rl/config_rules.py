@@ -71,6 +71,12 @@ def sharding_settings(cfg: TrainConfig) -> None:
                           "policy workers: set policy.fsdp=true (or cluster.policy_workers=1)")
 
 
+def async_where_a_producer_runs(cfg: TrainConfig) -> None:
+    if cfg.rollout.mode == "async" and cfg.policy.fsdp and not cfg.cluster.ray:
+        raise ConfigError("rollout.mode=async under torchrun (policy.fsdp=true): every rank runs the step in "
+                          "lockstep and there is no producer thread; use rollout.mode=sync, or cluster.ray=true")
+
+
 RULES: tuple[Callable[[TrainConfig], None], ...] = (
     rewards_are_import_paths, overlong_buffer_within_completions, nccl_transfer_is_vllms, lora_combinations,
-    logra_not_in_float16, sharding_settings)
+    logra_not_in_float16, sharding_settings, async_where_a_producer_runs)

@@ -32,6 +32,17 @@ policy-gradient term by the detached weight ``w = min(exp(old_logp - rollout_log
 (:func:`truncated_is_weights`); the cap ``C`` bounds the variance. The KL term is not reweighted: TIS
 corrects the policy-gradient estimator only. Only the token-level losses take per-token weights (``LossSpec.token_weights``);
 GSPO's one-ratio-per-sequence loss has no place for them.
+
+The decoupled objective (Fu et al. 2025, AReaL, "decoupled PPO"), for asynchronous rollouts whose tokens
+were sampled by older (and, within one episode, several) policy versions: three policies, the behaviour
+``pi_behav`` (the engine's recorded log-probs, each token under the version that sampled it), the
+*proximal* ``pi_prox`` (the policy at the start of the update: trajkit's recomputed ``old_logp``) and the
+trained ``pi_theta``. The token term is ``-(pi_prox / pi_behav) * min(r A, clip(r, 1 - lo, 1 + hi) A)``
+with ``r = pi_theta / pi_prox``: the importance weight corrects behaviour -> proximal, the clip (the trust
+region) is taken around the proximal policy, not the stale behaviour one. It is the same surrogate as TIS
+with the weight not truncated; with ``cap`` a token whose weight exceeds it is left out
+(:func:`decoupled_weights`). Deviation: AReaL removes such a token from the loss mask (and the token
+count); trajkit gives it weight 0 and keeps the batch's counts, so micro-batches still sum exactly.
 """
 from __future__ import annotations
 
@@ -156,6 +167,35 @@ def tis_metrics(old_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.
     n = float(mask.sum().clamp(min=1))
     return {"tis/weight_mean": float((ratio.clamp(max=cap) * mask).sum()) / n,
             "tis/capped_frac": float(((ratio > cap).to(ratio.dtype) * mask).sum()) / n}
+
+
+def decoupled_weights(prox_logp: torch.Tensor, behav_logp: torch.Tensor, cap: float = 0.0) -> torch.Tensor:
+    """The decoupled objective's behaviour weights ``pi_prox / pi_behav = exp(prox_logp - behav_logp)``
+    ``[B, T]``, detached; with ``cap > 0`` a token whose weight exceeds ``cap`` gets weight 0 (it leaves the
+    gradient, as AReaL's ``behav_imp_weight_cap`` masks it), instead of TIS's truncation to the cap.
+
+    ``prox_logp``: the proximal policy's log-probs, i.e. the policy at the start of the update (trajkit's
+    recomputed ``old_logp``); ``behav_logp``: the engine's, per token under the version that sampled it.
+
+    >>> decoupled_weights(torch.tensor([[0.0, 0.0, 0.0]]), torch.tensor([[0.0, -0.5, -2.0]]), cap=2.0)
+    tensor([[1.0000, 1.6487, 0.0000]])
+    """
+    assert prox_logp.shape == behav_logp.shape, (tuple(prox_logp.shape), tuple(behav_logp.shape))
+    w = torch.exp(prox_logp.detach() - behav_logp.detach())
+    return torch.where(w <= cap, w, torch.zeros_like(w)) if cap > 0 else w
+
+
+def decoupled_metrics(weights: torch.Tensor, prox_logp: torch.Tensor, behav_logp: torch.Tensor,
+                      mask: torch.Tensor) -> dict:
+    """Over the sampled tokens (``mask`` 1): the mean and largest behaviour weight ``exp(prox - behav)``
+    before any cap, and the fraction the cap removed (``weights`` from :func:`decoupled_weights`)."""
+    ratio = torch.exp(prox_logp.detach() - behav_logp.detach())
+    mask = mask.to(ratio.dtype)
+    n = float(mask.sum().clamp(min=1))
+    removed = ((weights == 0) & (ratio > 0)).to(ratio.dtype) * mask
+    return {"decoupled/weight_mean": float((ratio * mask).sum()) / n,
+            "decoupled/weight_max": float((ratio * mask).max()) if mask.any() else 0.0,
+            "decoupled/masked_frac": float(removed.sum()) / n}
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

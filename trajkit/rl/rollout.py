@@ -10,11 +10,15 @@ is stored in ``policy.dtype`` on the policy's device (:mod:`trajkit.rl.precision
 casts the float32 master weights into it.
 
 Every environment gets the rollout's :class:`~trajkit.envs.client.GenerationClient` as its ``generate``: the
-backend, :attr:`Rollout.lock` (which ``sync`` holds too) and the step's counters, explicitly. One that
-serves the backend to outside programs (the gateway of :mod:`trajkit.envs.agent`) holds the lock around its
-engine calls, so a weight sync waits for a running call to drain and every record carries the version of the
-weights that sampled it; such an environment sets each sample's ``policy_version`` from its records, and
-``run`` fills in the backend's version only where an environment left it unknown (-1).
+backend, :attr:`Rollout.lock` (which ``sync`` holds too) and the step's counters, explicitly. Every call
+through the client holds the lock, and one that serves the backend to outside programs (the gateway of
+:mod:`trajkit.envs.agent`) holds it around its engine calls too (it is reentrant), so a weight sync waits
+for a running call to drain and every record carries the version of the weights that sampled it; such an
+environment sets each sample's ``policy_version`` from its records. ``run`` fills in the version of the
+run's first call where an environment left it unknown (-1), and each sampled token's (``token_versions``)
+where every call of the run had one version. A weight push between two calls of a multi-turn episode
+(``rollout.mode=async``) lets the episode continue under the new weights: an environment that stamps
+``token_versions`` itself (the tool environment does, from each call's ``policy_version``) records it.
 """
 from __future__ import annotations
 
@@ -57,9 +61,23 @@ class Rollout:
         self.backend = backend if backend is not None else build_backend(cfg, infer, drafter)
         self.engine: Engine | None = getattr(self.backend, "engine", None)
         self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
-        self.lock = threading.Lock()  # held by sync and by a gateway's engine calls (see the module docstring)
+        self.lock = threading.RLock()  # held by sync, by every client call and a gateway's (module docstring)
         # what every environment generates with (module docstring); the same object every round
         self.client = GenerationClient(self.backend, self.lock, self._record)
+        self.eval_client = GenerationClient(self.backend, self.lock)  # evaluation: not in the step's counters
+        self.step_of: dict[int, int] = {}  # backend policy version -> the trainer step of those weights
+
+    def push(self, learner, step: int) -> None:
+        """The ``weight_sync`` stage through ``learner`` (:meth:`Learner.push_weights`); the backend's new
+        version stands for the policy after ``step`` updates (:attr:`step_of`), atomically for a generating
+        thread (``rollout.mode=async``: :mod:`trajkit.rl.producer`)."""
+        with self.lock:
+            learner.push_weights(self)
+            self.step_of[self.backend.policy_version] = step
+
+    def trained_steps(self, version: int) -> int:
+        """The trainer step of the weights a backend ``version`` sampled with (-1: pushed outside :meth:`push`)."""
+        return self.step_of.get(version, -1)
 
     def sync(self, policy, draft=None) -> None:
         """The ``weight_sync`` stage: policy -> engine copy (a LoRA policy's adapters only, merged there:
@@ -100,12 +118,16 @@ class Rollout:
         """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``.
         ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
         if not keep_calls:
-            self.calls = []
+            self.calls, self.client.versions = [], []
+        first = len(self.client.versions)
         samples = task.env.rollout(self.client, rows, params)
+        versions = self.client.versions[first:] or [self.backend.policy_version]
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:
-                s.policy_version = self.backend.policy_version
+                s.policy_version = min(versions)
+            if s.token_versions is None and len(set(versions)) == 1:  # one version sampled every call
+                s.token_versions = [versions[0] if m else -1 for m in s.loss_mask]
         return samples
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ class PromptStream:
 
     def __init__(self, task: Task):
         self.task, self.cursor, self.rows = task, 0, []
+        self.committed: int | None = None  # async: the cursor after the last trained batch (producer ahead)
 
     def take(self, n: int) -> list[Prompt]:
         out = [self.task.prompt(i) for i in range(self.cursor, self.cursor + n)]
@@ -34,10 +35,13 @@ class PromptStream:
         return rows
 
     def state_dict(self) -> dict:
-        return {"cursor": self.cursor}
+        """The cursor of the first prompt not yet trained (``rollout.mode=async``: the producer's cursor runs
+        ahead of it; what it drew beyond is regenerated on resume)."""
+        return {"cursor": self.cursor if self.committed is None else self.committed}
 
     def load_state_dict(self, state: dict) -> None:
         self.cursor = int(state["cursor"])
+        self.committed = None
 
 
 @dataclass

@@ -15,7 +15,8 @@ policy in this process, or a Ray policy worker under :mod:`trajkit.cluster`, wit
 the controller's step.
 
 This is GRPO's outer loop (Shao et al. 2024) as NeMo RL runs it synchronously; the loss is pluggable
-(:mod:`trajkit.rl.losses`).
+(:mod:`trajkit.rl.losses`). ``rollout.mode=async`` runs the generation stage's work
+(:func:`generate_batch`) in a producer thread instead and the rest here (:mod:`trajkit.rl.producer`).
 """
 from __future__ import annotations
 
@@ -62,10 +63,11 @@ def step_seed(seed: int, step: int) -> int:
     return seed * 1_000_003 + step
 
 
-def _generate(t: TrainState, prompts, timer: StageTimer) -> Collected:
-    """The generation stage's rounds: episodes, validation, rewards; dynamic sampling when configured."""
+def _generate(t: TrainState, prompts, timer: StageTimer, step: int) -> Collected:
+    """The generation stage's rounds for the batch trained at ``step``: episodes, validation, rewards;
+    dynamic sampling when configured."""
     cfg, g = t.cfg, t.cfg.rollout.group_size
-    seed = step_seed(cfg.seed, t.step)
+    seed = step_seed(cfg.seed, step)
     reward_metrics: list[tuple[int, dict]] = []  # (rows, the reward functions' metrics) per round
 
     def run_round(round_prompts, r: int):
@@ -106,29 +108,48 @@ def _mean_over_rounds(rounds: list[tuple[int, dict]]) -> dict:
     return out
 
 
+def generate_batch(t: TrainState, prompts, timer: StageTimer, step: int) -> tuple[list[Sample], dict]:
+    """The generation stage's work for the batch trained at ``step``: episodes, rewards, advantages (set on
+    the samples) -> (the samples to train on, their metrics). The synchronous step runs it in its
+    ``generation`` stage; the asynchronous producer (:mod:`trajkit.rl.producer`) in its own thread."""
+    got = _generate(t, prompts, timer, step)
+    _, scores = score(got.seen_samples, got.seen_rewards, t.cfg)  # metrics over every generated row
+    return got.samples, {**scores, **got.metrics, **t.rollout.metrics()}
+
+
+def learn(t: TrainState, samples: list[Sample], timer: StageTimer, alarm: bool = True) -> dict:
+    """The ``logprob`` and ``policy_update`` stages on ``samples`` (advantages set) -> their metrics;
+    ``alarm``: check the mismatch alarm (an asynchronous step's stale samples differ from the policy by
+    design, so it checks only a batch sampled by the current weights)."""
+    metrics = {}
+    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+    with timer.stage(LOGPROB):
+        batch = collate(samples, advantages, t.tokenizer.pad_token_id)
+        gap = t.learner.logprobs(batch, t.step)
+        metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
+        metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1)) if alarm else 0.0
+    with timer.stage(POLICY_UPDATE):
+        metrics.update(t.learner.update(t.step))
+    return metrics
+
+
+def data_rows(t: TrainState, rows: list[int]) -> dict:
+    """The dataset rows a step drew (refills included), for ``trajkit audit run``."""
+    return {"data/rows": rows, "data/num_rows": t.task.num_prompts("train")} if rows else {}
+
+
 def rl_step(t: TrainState) -> StepResult:
     """Run one step on ``t`` and advance its step counter."""
     cfg, timer, metrics = t.cfg, StageTimer(), {}
     with timer.stage(DATA):
         prompts = t.stream.take(cfg.rollout.prompts_per_step)
     with timer.stage(WEIGHT_SYNC):
-        t.learner.push_weights(t.rollout)
+        t.rollout.push(t.learner, t.step)
     with timer.stage(GENERATION):
-        got = _generate(t, prompts, timer)
-        _, scores = score(got.seen_samples, got.seen_rewards, cfg)  # metrics over every generated row
-        samples = got.samples
-        advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-        metrics.update(scores, **got.metrics, **t.rollout.metrics())
-    with timer.stage(LOGPROB):
-        batch = collate(samples, advantages, t.tokenizer.pad_token_id)
-        gap = t.learner.logprobs(batch, t.step)
-        metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
-        metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1))
-    with timer.stage(POLICY_UPDATE):
-        metrics.update(t.learner.update(t.step))
+        samples, generated = generate_batch(t, prompts, timer, t.step)
+        metrics.update(generated)
+    metrics.update(learn(t, samples, timer))
     t.step += 1
     metrics.update(timer.to_dict())
-    rows = t.stream.drain_rows()  # dataset rows drawn this step (refills included), for `trajkit audit run`
-    if rows:
-        metrics.update({"data/rows": rows, "data/num_rows": t.task.num_prompts("train")})
+    metrics.update(data_rows(t, t.stream.drain_rows()))
     return StepResult(t.step, samples, metrics, timer)

@@ -39,11 +39,13 @@ from trajkit.rl.checkpoint import load_checkpoint, save_checkpoint
 from trajkit.rl.config import TrainConfig, load_config, to_dict
 from trajkit.envs.data import DatasetTask
 from trajkit.rl.evalitems import append_eval_items
+from trajkit.envs.latency import with_latency
 from trajkit.rl.learner import build_policy_side
 from trajkit.rl.logs import RunLogger
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.envs.registry import make_task
 from trajkit.envs.rewards import RewardSet, resolve
+from trajkit.rl.producer import Producer, async_step
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
 from trajkit.rl.step import StepResult, rl_step, rollout_params
@@ -84,7 +86,7 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     if policy.config.vocab_size < len(tokenizer):
         raise ConfigError(f"policy: its vocabulary ({policy.config.vocab_size}) is smaller than the "
                           f"tokenizer's ({len(tokenizer)})")
-    task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
+    task = with_latency(task if task is not None else make_task(cfg.task, cfg.seed, tokenizer), cfg.task, cfg.seed)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
         stream=PromptStream(task), policy=policy, optimizer=side.optimizer,
@@ -159,6 +161,7 @@ class Trainer:
         self.state = self.build(cfg, tokenizer=tokenizer, policy=policy, task=task, reward_funcs=reward_funcs,
                                 backend=backend, reward_weights=reward_weights)
         self.logger = RunLogger(cfg.log, to_dict(cfg)) if logger else None
+        self.producer: Producer | None = None  # rollout.mode=async: started by the first step
 
     def build(self, cfg: TrainConfig, **given) -> TrainState:
         """The run's :class:`TrainState` (:func:`build_state`); :class:`trajkit.cluster.ClusterTrainer` builds
@@ -175,9 +178,19 @@ class Trainer:
     def step(self) -> int:
         return self.state.step
 
+    def _next(self) -> StepResult:
+        """``rl_step``, or with ``rollout.mode=async`` the producer's next batch (started on first use, after
+        pushing the current policy; :mod:`trajkit.rl.producer`)."""
+        if self.cfg.rollout.mode == "sync":
+            return rl_step(self.state)
+        if self.producer is None:
+            self.state.rollout.push(self.state.learner, self.state.step)
+            self.producer = Producer(self.state, self.state.step)
+        return async_step(self.state, self.producer)
+
     def step_once(self) -> StepResult:
         """One RL step, logged (metrics, samples) and checkpointed on schedule."""
-        result = rl_step(self.state)
+        result = self._next()
         if self.cfg.eval.every and result.step % self.cfg.eval.every == 0:
             result.metrics.update(self.evaluate())
         if self.logger is not None:
@@ -194,14 +207,14 @@ class Trainer:
         dataset task evaluates on at most its eval split's rows. A logged run also appends each item's
         scores to ``eval_items.jsonl`` (:mod:`trajkit.rl.evalitems`)."""
         s = self.state
-        s.learner.push_weights(s.rollout)
+        s.rollout.push(s.learner, s.step)
         count = self.cfg.eval.num_prompts
         if hasattr(s.task, "num_prompts"):
             count = min(count, s.task.num_prompts("eval"))
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.client, prompts, params)  # counted: the next step starts anew
+        samples = s.task.env.rollout(s.rollout.eval_client, prompts, params)  # not in the step's gen/* counters
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)
@@ -214,7 +227,16 @@ class Trainer:
         path = path or os.path.join(self.cfg.log.out_dir, "checkpoints", f"step_{self.step:06d}")
         return save_checkpoint(self.state, path)
 
+    def stop_rollouts(self) -> None:
+        """Stop an asynchronous run's producer (its unfinished batches are dropped; the next step starts it
+        again from the first prompt not yet trained)."""
+        if self.producer is not None:
+            self.producer.close()
+            self.producer = None
+            self.state.stream.cursor = self.state.stream.committed
+
     def close(self) -> None:
+        self.stop_rollouts()
         if self.logger is not None:
             self.logger.close()
         self.state.rollout.close()

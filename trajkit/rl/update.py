@@ -7,7 +7,8 @@ gradient of the slice's full loss. The old log-probs are the ones recomputed in 
 second pass on the policy has moved, so the ratio to the old log-probs leaves 1 and the clip acts.
 With ``loss.tis`` each token's policy-gradient term is weighted by ``min(exp(old - engine), tis_cap)``
 (:func:`trajkit.rl.losses.truncated_is_weights`), computed once per step from the recorded engine
-log-probs. Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler
+log-probs; with ``loss.decoupled`` by AReaL's uncapped behaviour weight ``exp(old - engine)``
+(:func:`trajkit.rl.losses.decoupled_weights`), ``old`` being the proximal policy. Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler
 (unscaled before the gradient clip).
 
 Draft distillation (NeMo RL does this for EAGLE-3 drafts): on the fresh rollouts, minimise the soft
@@ -25,7 +26,14 @@ from trajkit.models.fit import soft_cross_entropy
 from trajkit.optim import LoGRA, MuonAdamW
 from trajkit.rl.batching import Batch, chunks, forward_logits, token_logprobs
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.losses import LossNorm, policy_loss, tis_metrics, truncated_is_weights
+from trajkit.rl.losses import (
+    LossNorm,
+    decoupled_metrics,
+    decoupled_weights,
+    policy_loss,
+    tis_metrics,
+    truncated_is_weights,
+)
 from trajkit.rl.precision import DTYPES
 
 
@@ -142,6 +150,9 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
     if cfg.loss.tis:
         weights = truncated_is_weights(old_logp, batch.engine_logp, cfg.loss.tis_cap)
         metrics.update(tis_metrics(old_logp, batch.engine_logp, batch.mask, cfg.loss.tis_cap))
+    elif cfg.loss.decoupled:
+        weights = decoupled_weights(old_logp, batch.engine_logp, cfg.loss.decoupled_cap)
+        metrics.update(decoupled_metrics(weights, old_logp, batch.engine_logp, batch.mask))
     tokens = 0
     for rows in slices:
         optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,174 @@
+"""Asynchronous rollouts (``rollout.mode=async``): staleness 0 is the synchronous trainer bit for bit; with a
+scripted interleaving of the producer and the trainer, the bound holds, episodes continue across a weight
+push with each token's version recorded, and every prompt is trained once, in order."""
+import threading
+
+import pytest
+import torch
+
+from trajkit.errors import ConfigError
+from trajkit.rl.config import load_config
+from trajkit.envs.registry import make_task
+from trajkit.envs.sample import validate_sample
+from trajkit.rl.trainer import Trainer
+
+from .conftest import TINY
+
+SIGNAL = ("shaping.overlong_buffer=3", "loss.name=dapo")  # length shaping: groups with reward spread
+
+
+def _run(cfg, steps):
+    t = Trainer(cfg, logger=False)
+    try:
+        return t, [t.step_once() for _ in range(steps)]
+    finally:
+        t.close()
+
+
+def test_staleness_zero_equals_sync_bitwise(tiny):
+    """Evaluation after every step too: it pushes the weights and samples beside the producer's thread."""
+    sync, expected = _run(tiny(*SIGNAL, "eval.every=1", "eval.num_prompts=4"), 3)
+    initial = Trainer(tiny(*SIGNAL), logger=False).state.policy.state_dict()
+    asyn, got = _run(tiny(*SIGNAL, "eval.every=1", "eval.num_prompts=4", "rollout.mode=async",
+                          "rollout.max_staleness=0"), 3)
+    for a, b in zip(expected, got):
+        assert a.metrics["eval/reward"] == b.metrics["eval/reward"]
+        assert [s.completion_ids for s in a.samples] == [s.completion_ids for s in b.samples]
+        assert [s.logprobs for s in a.samples] == [s.logprobs for s in b.samples]
+        for key in ("reward/shaped", "loss/pg", "loss/grad_norm", "mismatch/mean_abs"):
+            assert a.metrics[key] == b.metrics[key], key
+        assert b.metrics["async/staleness_max"] == 0 and b.metrics["async/dropped_stale"] == 0
+    assert any(b.metrics["loss/grad_norm"] > 0 for b in got)
+    moved = False
+    for name, p in sync.state.policy.state_dict().items():
+        assert torch.equal(p, asyn.state.policy.state_dict()[name]), name
+        moved |= not torch.equal(p, initial[name])
+    assert moved  # the equality is of trained weights, not of two untouched copies
+
+
+def hold_updates_until_the_next_batch_is_made(trainer, steps: int) -> None:
+    """A scripted interleaving: update ``s`` starts only once the producer has made batch ``s + 1`` (which
+    K >= 1 admits at version ``s``), so every batch after the first is exactly one version stale."""
+    learner = trainer.state.learner
+    real_update = learner.update
+
+    def held_update(step):
+        if step + 1 < steps:
+            wait_for(lambda: trainer.producer.next_step > step + 1 or trainer.producer.error is not None)
+        return real_update(step)
+    learner.update = held_update
+
+
+def test_staleness_one_trains_on_older_weights(tiny):
+    """Guards the test above: with K=1 the producer runs ahead, so batches 1 and 2 are sampled by weights
+    one update old, and their log-probs differ from the synchronous run's."""
+    _, expected = _run(tiny(*SIGNAL), 3)
+    t = Trainer(tiny(*SIGNAL, "rollout.mode=async", "rollout.max_staleness=1"), logger=False)
+    hold_updates_until_the_next_batch_is_made(t, 3)
+    try:
+        got = [t.step_once() for _ in range(3)]
+    finally:
+        t.close()
+    assert [s.metrics["async/staleness_max"] for s in got] == [0, 1, 1]
+    assert [s.completion_ids for s in expected[0].samples] == [s.completion_ids for s in got[0].samples]
+    for a, b in zip(expected[1:], got[1:]):  # the engine's log-probs: other weights, other numbers
+        assert [s.logprobs for s in a.samples] != [s.logprobs for s in b.samples]
+
+
+class TwoCallTask:
+    """The copy task whose episodes make two engine calls: the second continues the first's tokens. A
+    scripted interleaving (the fake clock): batch ``s >= 1`` makes its first call while the trainer is held
+    before update ``s - 1`` and its second only after the push of update ``s - 1``, so it spans exactly two
+    versions; ``calls[s]`` records the trainer version each call saw."""
+
+    def __init__(self, inner, rollout_of, seed: int, steps: int):
+        self.inner, self.rollout_of, self.seed = inner, rollout_of, seed
+        self.name, self.reward_funcs, self.env = "two_call", inner.reward_funcs, self
+        self.first_call = [threading.Event() for _ in range(steps + 4)]
+        self.calls: dict[int, list[int]] = {}
+
+    def prompt(self, index, split="train"):
+        return self.inner.prompt(index, split)
+
+    def rollout(self, generate, prompts, params):
+        rollout = self.rollout_of()
+        batch = params.seed - self.seed * 1_000_003  # the step's seed (trajkit.rl.step.step_seed)
+        seen = []
+
+        def recorded(ids, p):
+            out = generate(ids, p)
+            seen.append(out.policy_version)
+            return out
+        samples = self.inner.env.rollout(recorded, prompts, params)
+        if not 0 <= batch < len(self.first_call):  # not a training batch (evaluation)
+            return samples
+        first = rollout.trained_steps(seen[0])
+        self.first_call[batch].set()
+        if batch >= 1:
+            wait_for(lambda: rollout.trained_steps(rollout.backend.policy_version) >= batch)
+        outs = generate([s.ids for s in samples], params)
+        second = rollout.trained_steps(outs.policy_version)
+        self.calls[batch] = [first, second]
+        for s, out in zip(samples, outs):
+            s.token_versions = [seen[0]] * len(s.completion_ids) + [outs.policy_version] * len(out.token_ids)
+            s.completion_ids += list(out.token_ids)
+            s.logprobs += list(out.logprobs)
+            s.loss_mask += [1] * len(out.token_ids)
+        return samples
+
+
+def wait_for(predicate, timeout_s: float = 60.0) -> None:
+    """Poll ``predicate`` (a deadlock guard: the test fails instead of hanging)."""
+    event = threading.Event()
+    for _ in range(int(timeout_s / 0.002)):
+        if predicate():
+            return
+        event.wait(0.002)
+    raise AssertionError("the scripted interleaving did not happen")
+
+
+def test_bound_partial_rollouts_and_every_prompt_once(tiny):
+    steps, k = 5, 1
+    cfg = tiny(*SIGNAL, "rollout.mode=async", f"rollout.max_staleness={k}", "rollout.max_new_tokens=3")
+    holder = {}
+    from trajkit.rl.build import build_tokenizer
+    inner = make_task(cfg.task, cfg.seed, build_tokenizer(cfg))
+    task = TwoCallTask(inner, lambda: holder["t"].state.rollout, cfg.seed, steps)
+    trainer = Trainer(cfg, task=task, logger=False)
+    holder["t"] = trainer
+    learner = trainer.state.learner
+    real_update = learner.update
+
+    def held_update(step):  # update `step` waits until batch step + 1 made its first call
+        if step + 1 < steps:
+            wait_for(task.first_call[step + 1].is_set)
+        return real_update(step)
+    learner.update = held_update
+    try:
+        results = [trainer.step_once() for _ in range(steps)]
+    finally:
+        trainer.close()
+    p, g = cfg.rollout.prompts_per_step, cfg.rollout.group_size
+    for s, result in enumerate(results):
+        assert task.calls[s] == ([0, 0] if s == 0 else [s - 1, s])  # the episode continued under new weights
+        expected = [inner.prompt(i).ids for i in range(s * p, (s + 1) * p) for _ in range(g)]
+        assert [x.prompt_ids for x in result.samples] == expected  # each prompt once, in stream order
+        for i, x in enumerate(result.samples):
+            validate_sample(x, i)
+            born, last = (trainer.state.rollout.trained_steps(v) for v in x.version_span)
+            assert s - born <= k and (born, last) == tuple(task.calls[s])
+        m = result.metrics
+        assert m["async/staleness_max"] == (0 if s == 0 else 1) <= k
+        assert m["async/version_span_max"] == (0 if s == 0 else 1)
+        assert m["async/version_span_tokens"] == (0 if s == 0 else sum(
+            sum(1 for v in x.token_versions if v != x.token_versions[0]) for x in result.samples))
+        assert m["async/dropped_stale"] == 0
+
+
+def test_async_config_is_checked(tiny):
+    with pytest.raises(ConfigError, match="max_staleness"):
+        tiny("rollout.mode=async", "rollout.max_staleness=-1")
+    with pytest.raises(ConfigError, match="mode"):
+        load_config(None, TINY + ["rollout.mode=fast"])
+    with pytest.raises(ConfigError, match="torchrun"):
+        tiny("rollout.mode=async", "policy.fsdp=true")

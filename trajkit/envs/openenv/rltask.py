@@ -1,0 +1,133 @@
+"""``task.name=openenv``: RL on an OpenEnv environment, each episode's replies sampled through the gateway.
+
+Prompt ``i`` is the episode seed drawn from ``(seed, i)``; the trainer repeats it ``G`` times (a group: the
+same seed, so the same first observation). An episode (:func:`~trajkit.envs.openenv.episode.run_episode`) is
+``reset(seed)`` on a fresh environment (``task.env=pkg.module:Class`` in this process, or a connection to the
+local server ``task.url=ws://127.0.0.1:PORT``), then each observation rendered by the adapter as the user turn,
+the policy's reply sampled by the gateway over the trainer's engine (:class:`trajkit.envs.agent.GatewayEnv`: at
+the trainer's temperature, seeded from the step's seed, one session per episode), parsed into the action and
+stepped, until ``done`` or ``task.max_turns`` replies. So:
+
+- the **samples** are the gateway's stitched chains of the episode's chat calls (``loss_mask`` 1 on the sampled
+  ids with the engine's log-probs; 0 on the observations and template glue between them);
+- the **reward** is the episode's return (the sum of its step rewards; the rubric's where a step set none);
+- an episode whose **environment fails** is unscorable (reward None: masked, out of its group's baseline); a
+  reply that is not an action ends the episode with what it earned so far (the policy's fault).
+
+``metadata["columns"]["harness_output"]`` of each sample holds the episode record as JSON (seed, reward,
+rewards, done, turns, error).
+"""
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from trajkit.envs.openenv.connect import opener
+from trajkit.envs.openenv.episode import Policy, adapter_for, run_episode
+from trajkit.errors import ConfigError
+from trajkit.models.chat import render
+from trajkit.envs.agent import GatewayEnv, HarnessRun
+from trajkit.envs.imports import import_object
+from trajkit.envs.single_turn import Prompt, encode, rng_for
+
+EVAL_SEEDS = 64
+CALL_TIMEOUT_S = 600.0  # one gateway call (a batch on a loaded CPU can take minutes)
+FIRST_TURNS_KEPT = 4096  # first observations remembered (one reset per new seed, not per group member)
+
+
+def episode_reward(completions, harness_output, **kwargs) -> list[float | None]:
+    """The episode's return; None (unscorable: masked) when its environment failed or it never ran."""
+    out = []
+    for text in harness_output:
+        record = json.loads(text) if text else None
+        out.append(None if record is None or record["reward"] is None else float(record["reward"]))
+    return out
+
+
+def chat_policy(client: httpx.Client, model: str) -> Policy:
+    """A policy that asks an OpenAI-compatible ``/chat/completions`` through ``client`` (its base URL the
+    gateway's, its bearer key the episode's session)."""
+    def reply(messages: list[dict[str, str]]) -> str:
+        r = client.post("chat/completions", json={"model": model, "messages": messages})
+        if r.status_code != 200:
+            raise RuntimeError(f"{client.base_url}chat/completions answered {r.status_code}: {r.text[:500]}")
+        return r.json()["choices"][0]["message"].get("content") or ""
+    return reply
+
+
+class OpenEnvTask:
+    """An OpenEnv environment as an RL task (module docstring)."""
+
+    name = "openenv"
+
+    def __init__(self, tokenizer, env: str | None = None, url: str | None = None, seed: int = 0, max_turns: int = 3,
+                 adapter=None, system: str | None = None, gateway=None):
+        self.connect = opener(env, url)
+        self.adapter = adapter if adapter is not None else default_adapter(self.connect)
+        self.tokenizer, self.seed, self.max_turns, self.system = tokenizer, seed, max_turns, system
+        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
+        self.reward_funcs = [episode_reward]
+        self._first: dict[int, str] = {}
+
+    def episode_seed(self, index: int, split: str) -> int:
+        return index if split == "eval" else rng_for(self.seed, index, split).randrange(2 ** 31)
+
+    def prompt(self, index: int, split: str = "train") -> Prompt:
+        """The episode's first turn (the environment is reset once here to read its first observation)."""
+        seed = self.episode_seed(index, split)
+        if seed not in self._first:
+            if len(self._first) >= FIRST_TURNS_KEPT:
+                self._first.clear()
+            conn = self.connect()
+            try:
+                self._first[seed] = self.adapter.render(conn.reset(seed)["observation"])
+            finally:
+                conn.close()
+        messages = ([{"role": "system", "content": self.system}] if self.system else []) + \
+            [{"role": "user", "content": self._first[seed]}]
+        text = render(self.tokenizer, messages, add_generation_prompt=True)
+        return Prompt(text, encode(self.tokenizer, text), index, {"openenv_seed": seed}, source=messages)
+
+    def num_prompts(self, split: str) -> int:
+        return EVAL_SEEDS if split == "eval" else 10 ** 9
+
+    def episode(self, run: HarnessRun) -> str:
+        """One episode with the gateway as the policy -> its record (JSON)."""
+        with httpx.Client(base_url=run.base_url.rstrip("/") + "/", timeout=CALL_TIMEOUT_S,
+                          headers={"Authorization": f"Bearer {run.api_key}"}) as client:
+            ep = run_episode(self.connect, self.adapter, chat_policy(client, run.model), run.columns["openenv_seed"],
+                             self.max_turns, self.system)
+        return ep.to_json()
+
+
+def default_adapter(connect):
+    """:class:`~trajkit.envs.openenv.episode.TextAdapter` on the action's one string field (read from the
+    environment in process, or from the server's ``/schema``)."""
+    conn = connect()
+    try:
+        schema = _action_schema(conn)
+    finally:
+        conn.close()
+    try:
+        return adapter_for(schema)
+    except ValueError as exc:
+        raise ConfigError(f"task.adapter: {exc}") from None
+
+
+def _action_schema(conn) -> dict:
+    action_cls = getattr(conn, "action_cls", None)
+    if action_cls is not None:
+        return action_cls.model_json_schema()
+    http = conn.url.replace("ws://", "http://", 1).removesuffix("/ws")
+    r = httpx.get(f"{http}/schema", timeout=30)
+    r.raise_for_status()
+    return r.json()["action"]
+
+
+def make_task(cfg, seed: int, tokenizer) -> OpenEnvTask:
+    """The ``openenv`` entry of :data:`trajkit.envs.registry.TASKS`."""
+    adapter = import_object(cfg.adapter, "task.adapter") if cfg.adapter else None
+    if isinstance(adapter, type):
+        adapter = adapter()
+    return OpenEnvTask(tokenizer, cfg.env, cfg.url, seed, cfg.max_turns, adapter, cfg.system_prompt)
