@@ -5,6 +5,8 @@ import json
 import platform
 from pathlib import Path
 
+import pytest
+
 from trajkit.cli.main import build_parser
 
 PROJ = ("q", "k", "v", "o", "gate", "up", "down")
@@ -61,16 +63,31 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
 
 def test_bench_optim_ranks_halves_what_each_rank_holds(smollm2_folder, tmp_path):
     """``--ranks 2``: each of 2 FSDP2 ranks holds its shard of SmolLM2's 134,515,008 float32 parameters (the
-    two shards add up to the whole, about half each), of their gradients and of AdamW's two moments."""
+    two shards add up to the whole, about half each), and of each arm's optimiser state, counted by hand from
+    SmolLM2's shapes (576 hidden, 1536 MLP, 3 KV heads of 64, 30 layers, a tied 49,152-token embedding):
+
+    - AdamW: two moments of every parameter;
+    - LoGRA: one RowAdam moment per output row of the 7 projections (576+192+192+576+1536+1536+576 = 5,184 per
+      layer, 155,520 in all) and of the embedding (49,152), AdamW on the 35,136 norm weights.
+    Muon is left out: its CPU Newton-Schulz step on SmolLM2 took over 5 minutes here."""
     out = tmp_path / "ranks.json"
     args = build_parser().parse_args(["bench", "optim", "--ranks", "2", "--rows", "2", "--length", "8",
-                                      "--micro-batch", "1", "--steps", "1", "--threads", "1", "--out", str(out)])
+                                      "--micro-batch", "1", "--steps", "1", "--threads", "1", "--rank", "8",
+                                      "--arms", "adamw,lora,logra", "--out", str(out)])
     assert args.handler(args) == 0
     rows = json.loads(out.read_text())["ranks_rows"]
-    assert [(r["ranks"], r["rank"]) for r in rows] == [(2, 0), (2, 1)]
-    whole = 134_515_008 * 4 / 2**20
-    assert sum(r["params_mib"] for r in rows) == sum(r["grads_mib"] for r in rows) == whole
-    assert sum(r["optim_state_mib"] for r in rows) == 2 * whole
-    for r in rows:
-        assert 0.45 * whole < r["params_mib"] < 0.55 * whole
-        assert r["step_peak_rss_mib"] > 0 and r["x1_optim_state_mib"] is None  # no 1-rank run to divide by
+    assert [(r["arm"], r["ranks"], r["rank"]) for r in rows] == [(a, 2, k) for a in ("adamw", "logra")
+                                                                   for k in (0, 1)]  # lora does not shard
+    mib = 4 / 2**20
+    whole = 134_515_008 * mib
+    state = {"adamw": 2 * 134_515_008, "logra": 155_520 + 49_152 + 2 * 35_136}
+    for arm, floats in state.items():
+        mine = [r for r in rows if r["arm"] == arm]
+        assert sum(r["params_mib"] for r in mine) == whole, arm
+        assert sum(r["optim_state_mib"] for r in mine) == pytest.approx(floats * mib, rel=1e-12), arm
+        for r in mine:
+            assert 0.45 * whole < r["params_mib"] < 0.55 * whole
+            assert 0.4 * floats * mib < r["optim_state_mib"] < 0.6 * floats * mib, arm
+            assert r["step_peak_rss_mib"] > 0 and r["x1_optim_state_mib"] is None  # no 1-rank run to divide by
+    adamw = [r for r in rows if r["arm"] == "adamw"]
+    assert sum(r["grads_mib"] for r in adamw) == whole

@@ -3,7 +3,8 @@ in-process trainer does.
 
 One torchrun launch (module fixture) runs the sharded runs of 2 steps on the tiny model (AdamW; Muon, each
 matrix gathered for its orthogonalisation; a KL reference with micro-batches, minibatches and gradient
-checkpointing; a resume), each compared with the same config trained in this process. ``shaping.control=random`` gives every group rewards with
+checkpointing; LoGRA with micro-batches and minibatches, its sketches reduce-scattered to each rank's rows;
+a resume of each of the last two), each compared with the same config trained in this process. ``shaping.control=random`` gives every group rewards with
 signal (the tiny random policy scores 0 on its task), so the updates are not zero.
 
 Tolerance: the weights agree to ``WEIGHT_ATOL`` = 1e-6 (Muon: ``MUON_ATOL``, see there) (measured: 1.2e-7, one float32 ulp of the largest
@@ -41,7 +42,8 @@ METRIC_RTOL = 1e-5
 COMMON = ("steps=2", "shaping.control=random")
 ARMS = {"adamw": (), "muon": ("optim.name=muon",),
         "kl_micro": ("loss.kl_coef=0.05", "optim.micro_batch_size=2", "optim.minibatches=2",
-                     "optim.gradient_checkpointing=true")}
+                     "optim.gradient_checkpointing=true"),
+        "logra": ("optim.name=logra", "optim.logra_rank=8", "optim.micro_batch_size=2", "optim.minibatches=2")}
 COMPARED = ("reward/raw", "loss/pg", "loss/grad_norm", "loss/clip_frac", "loss/ratio", "loss/kl_ref",
             "mismatch/mean_abs", "gen/tokens", "length/model_tokens")
 
@@ -57,17 +59,20 @@ def torchrun(runs: list[list[str]], timeout: float = 240.0, **kw) -> subprocess.
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory):
-    """The sharded runs' output folders: one per arm, ``resumed`` (the kl_micro arm resumed from its step-1
-    checkpoint, on 2 ranks), ``failed`` (a run whose reward function raises at step 2) and ``killed`` (a long
+    """The sharded runs' output folders: one per arm, ``resumed`` / ``logra_resumed`` (the kl_micro / logra
+    arm resumed from its step-1 checkpoint, on 2 ranks), ``failed`` (a run whose reward function raises at step 2) and ``killed`` (a long
     run, last: rank 1 is killed once it has logged a step, which ends the launch); ``"output"``: the
     launch's console output, ``"ended_s"``: seconds from the kill to the launch's end."""
     root = tmp_path_factory.mktemp("fsdp")
-    out = {name: root / name for name in (*ARMS, "resumed", "failed", "killed")}
+    out = {name: root / name for name in (*ARMS, "resumed", "logra_resumed", "failed", "killed")}
     runs = [[*COMMON, *ARMS["adamw"], f"log.out_dir={out['adamw']}"],
             [*COMMON, *ARMS["muon"], "checkpoint.every=1", f"log.out_dir={out['muon']}"],
             [*COMMON, *ARMS["kl_micro"], "checkpoint.every=1", f"log.out_dir={out['kl_micro']}"],
             [*COMMON, *ARMS["kl_micro"], f"log.out_dir={out['resumed']}",
              f"checkpoint.resume_from={out['kl_micro'] / 'checkpoints' / 'step_000001'}"],
+            [*COMMON, *ARMS["logra"], "checkpoint.every=1", f"log.out_dir={out['logra']}"],
+            [*COMMON, *ARMS["logra"], f"log.out_dir={out['logra_resumed']}",
+             f"checkpoint.resume_from={out['logra'] / 'checkpoints' / 'step_000001'}"],
             [*COMMON, "steps=5", "rewards=[fsdp_runs:failing_reward]", f"log.out_dir={out['failed']}"],
             [*COMMON, "steps=100000", "cluster.timeout_s=30", f"log.out_dir={out['killed']}"]]
     proc = torchrun(runs)
@@ -80,7 +85,7 @@ def sharded(tmp_path_factory):
     killed = time.monotonic()
     out["output"], _ = proc.communicate(timeout=120)
     out["ended_s"], out["returncode"] = time.monotonic() - killed, proc.returncode
-    for name in (*ARMS, "resumed"):
+    for name in (*ARMS, "resumed", "logra_resumed"):
         assert (out[name] / "checkpoints" / "step_000002" / "trainer_state.pt").is_file(), out["output"][-4000:]
     return out
 
@@ -168,6 +173,50 @@ def test_resume_from_a_sharded_checkpoint(tiny, sharded):
     assert resumed[0]["loss/grad_norm"] == pytest.approx(metrics[1]["loss/grad_norm"], rel=METRIC_RTOL)
 
 
+def test_logra_resumes_from_a_sharded_checkpoint(tiny, sharded, monkeypatch):
+    """LoGRA's row moments travel in the sharded checkpoint: resumed at step 1 on 2 ranks, and in one process
+    (DCP reshards 2 -> 1), the run equals the straight one; without them step 2 would differ (a fresh
+    RowAdam moment rescales every row)."""
+    model, metrics = reference(tiny, "logra")
+    assert_same(model.state.policy, metrics[1:], sharded["logra_resumed"])
+    checkpoint = sharded["logra"] / "checkpoints" / "step_000001"
+    one, resumed = reference(tiny, "logra", f"checkpoint.resume_from={checkpoint}")
+    assert one.step == 2 and one.state.optimizer.sketches.step == 4  # 2 optimiser steps per RL step
+    for name, tensor in model.state.policy.state_dict().items():
+        torch.testing.assert_close(one.state.policy.state_dict()[name], tensor, atol=WEIGHT_ATOL, rtol=0, msg=name)
+    assert resumed[0]["loss/grad_norm"] == pytest.approx(metrics[1]["loss/grad_norm"], rel=METRIC_RTOL)
+    from trajkit.optim.logra import LoGRA
+
+    def step_only(self, blob):  # what a checkpoint without the row moments would restore
+        self.param_groups[0].update(blob["group"])
+        self.sketches.step = self.param_groups[0]["step"]
+    monkeypatch.setattr(LoGRA, "load_sharded_state_dict", step_only)
+    lost, _ = reference(tiny, "logra", f"checkpoint.resume_from={checkpoint}")
+    far = max(float((lost.state.policy.state_dict()[k] - v).abs().max()) for k, v in model.state.policy.state_dict().items())
+    assert far > 100 * WEIGHT_ATOL
+
+
+def test_logra_keeps_its_row_state_per_shard(tiny, sharded):
+    """Each rank saved its own row block of every RowAdam moment (DCP's chunks: rows [0, ceil(out/2)) and
+    the rest), and the LoGRA arm's matrices moved far beyond the tolerance (a sketch-only update)."""
+    import torch.distributed.checkpoint as dcp
+
+    folder = sharded["logra"] / "checkpoints" / "step_000002" / "sharded"
+    saved = dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+    moments = {k: v for k, v in saved.items() if k.startswith("logra.") and k.endswith(".row_v")}
+    assert len(moments) == 7 + 2  # 7 sketched projections, embedding and output layer
+    for key, meta in moments.items():
+        out, first = meta.size[0], -(-meta.size[0] // 2)  # FSDP2 splits rows like torch.chunk
+        assert sorted((c.offsets[0], c.sizes[0]) for c in meta.chunks) == [(0, first), (first, out - first)], key
+    from trajkit.rl.build import build_models, build_tokenizer
+
+    cfg = tiny(*COMMON)
+    initial, _ = build_models(cfg, build_tokenizer(cfg))
+    got = gathered(sharded["logra"])
+    assert float((got["model.layers.0.mlp.up_proj.weight"]
+                  - initial.state_dict()["model.layers.0.mlp.up_proj.weight"]).abs().max()) > 100 * WEIGHT_ATOL
+
+
 def test_the_hf_folder_loads_with_transformers(sharded):
     from transformers import AutoModelForCausalLM
 
@@ -197,13 +246,13 @@ def test_a_killed_rank_ends_the_run(sharded):
 
 
 @pytest.mark.parametrize("override, key", [
-    ("optim.name=logra", "optim.name=logra"),
+    ("optim.name=logra;optim.kl_budget=0.01", "optim.kl_budget"),
     ("optim.logits_chunk=4", "optim.logits_chunk"), ("draft.distill=true", "draft.distill"),
     ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model")])
 def test_unsupported_combinations_name_the_key(tiny, override, key):
     extra = ("draft.kind=model",) if override.startswith("draft.") else ()
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        tiny("policy.fsdp=true", *extra, override)
+        tiny("policy.fsdp=true", *extra, *override.split(";"))
 
 
 def test_the_world_must_be_a_torchrun_launch_that_divides_the_rows(tiny, monkeypatch):

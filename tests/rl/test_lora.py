@@ -148,12 +148,19 @@ def test_lora_resume_reproduces_the_next_step_and_saves_a_peft_adapter(tiny, tmp
 
 
 @pytest.mark.parametrize("override, key", [("optim.name=logra", "optim.name=adamw"),
-                                           ("rollout.backend=vllm", "rollout.backend=trajkit"),
+                                           ("rollout.backend=vllm;policy.lora.targets=[attention,unembed]",
+                                            "policy.lora.targets with unembed"),
+                                           ("rollout.backend=vllm;draft.kind=ngram", "draft.kind=none"),
                                            ("policy.lora.targets=[attention,embed]", "policy.lora.targets"),
                                            ("draft.model.lora.rank=2", "draft.model.lora")])
 def test_what_lora_does_not_combine_with_is_refused_naming_the_key(tiny, override, key):
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
-        tiny(*LORA, override)
+        tiny(*LORA, *override.split(";"))
+
+
+def test_lora_on_the_vllm_backend_is_accepted(tiny):
+    """Adapter-only sync to vLLM (tests/backends/test_vllm_lora.py runs it)."""
+    assert tiny(*LORA, "rollout.backend=vllm").policy.lora.rank > 0
 
 
 class _Vocab:

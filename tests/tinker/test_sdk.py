@@ -65,10 +65,12 @@ def _data():
 
 def _datum(d, loss):
     inputs = {"target_tokens": d["targets"]}
-    if loss == "cross_entropy":
+    if loss in ("cross_entropy", "custom"):
         inputs["weights"] = d["weights"].tolist()
     else:
         inputs.update(logprobs=d["logprobs"].tolist(), advantages=d["advantages"].tolist())
+    if loss == "gspo":
+        inputs["sequence_ratio_mask"] = _ratio_mask(d).tolist()
     return types.Datum(model_input=types.ModelInput.from_ints(d["tokens"]), loss_fn_inputs=inputs)
 
 
@@ -80,6 +82,63 @@ def _ref_loss(logp, d, loss):
     if loss == "importance_sampling":
         return -(ratio * d["advantages"]).sum()
     return -torch.minimum(ratio * d["advantages"], ratio.clamp(0.8, 1.2) * d["advantages"]).sum()
+
+
+GSPO = {"clip_low_threshold": 0.9, "clip_high_threshold": 1.1}
+CONFIGS = {"dro": {"beta": 0.5}, "gspo": GSPO}
+
+
+def _ratio_mask(d):
+    """The sampled tokens of a datum: all but the first two (the prompt)."""
+    mask = torch.ones(len(d["targets"]))
+    mask[:2] = 0
+    return mask
+
+
+def _ref_rl_loss(logp, d, loss):
+    """dro and gspo from Tinker's pages ("DRO", "GSPO"); ``custom``: the callable the test sends."""
+    adv, q = d["advantages"], d["logprobs"]
+    if loss == "dro":
+        return -(logp * adv - 0.25 * (logp - q) ** 2).sum()
+    if loss == "gspo":
+        m = _ratio_mask(d).bool()
+        s = torch.exp((logp.detach() - q)[m].mean()) * torch.exp(logp - logp.detach())
+        return -torch.minimum(s * adv, s.clamp(0.9, 1.1) * adv).sum()
+    return (d["weights"] * logp ** 2).sum()
+
+
+def _custom(data, logprobs):
+    """A loss no built-in computes: sum(weights x logp^2), run on the client by forward_backward_custom."""
+    return sum((torch.tensor(x.loss_fn_inputs["weights"].tolist()) * lp ** 2).sum()
+               for x, lp in zip(data, logprobs)), {}
+
+
+@pytest.mark.parametrize("loss", ["dro", "gspo", "custom"])
+def test_dro_gspo_and_a_custom_loss_equal_their_definitions(server, loss):
+    """Loss and the optimiser step (so the gradient) equal Tinker's definitions on peft's reference; the custom
+    loss runs through the SDK's forward_backward_custom (a cross_entropy forward, then -dC/dlogp as weights)."""
+    service, client, base, _ = server
+    tc = client.create_lora_training_client(base_model="tiny", rank=RANK, seed=SEED).result()
+    ref, data = _reference(base), _data()
+    batch = [_datum(d, loss) for d in data]
+    if loss == "custom":
+        out = tc.forward_backward_custom(batch, _custom).result()
+    else:
+        out = tc.forward_backward(batch, loss, CONFIGS[loss]).result()
+    total = 0.0
+    for d in data:
+        value = _ref_rl_loss(_ref_logp(ref, d), d, loss)
+        value.backward()
+        total += float(value.detach())
+    assert total != 0 and out.metrics["loss:sum"] == pytest.approx(total, rel=1e-5, abs=1e-6)
+    tc.optim_step(ADAM).result()
+    torch.optim.AdamW([p for p in ref.parameters() if p.requires_grad], lr=1e-2, betas=(0.9, 0.95), eps=1e-8,
+                      weight_decay=0.0).step()
+    want, got = adapter_of(ref), service.trainer.adapter(tc.model_id)
+    for name, (a, b) in want.modules.items():
+        torch.testing.assert_close(got.modules[name][0], a, rtol=0, atol=1e-6)
+        torch.testing.assert_close(got.modules[name][1], b, rtol=0, atol=1e-6)
+    assert any(b.abs().sum() > 0 for _, b in got.modules.values())
 
 
 def _ref_logp(model, d):
@@ -170,8 +229,12 @@ def test_errors_come_back_in_the_sdk_form(server):
         client.create_lora_training_client(base_model="nope", rank=2).result()
     tc = client.create_lora_training_client(base_model="tiny", rank=2).result()
     d = _data()[0]
-    with pytest.raises(Exception, match="loss_fn 'dro' is a Tinker loss trajkit does not implement"):
+    with pytest.raises(Exception, match="loss_fn 'stable_reinforce' is a Tinker loss trajkit does not implement"):
+        tc.forward_backward([_datum(d, "importance_sampling")], "stable_reinforce").result()
+    with pytest.raises(Exception, match=r"loss_fn 'dro' needs loss_fn_config\['beta'\]"):
         tc.forward_backward([_datum(d, "importance_sampling")], "dro").result()
+    with pytest.raises(Exception, match="has no 'sequence_ratio_mask', which loss_fn 'gspo' needs"):
+        tc.forward_backward([_datum(d, "importance_sampling")], "gspo", GSPO).result()
     short = types.Datum(model_input=types.ModelInput.from_ints(d["tokens"]),
                         loss_fn_inputs={"target_tokens": d["targets"], "weights": [1.0, 1.0]})
     with pytest.raises(Exception, match=r"has shape \(2,\), the model input has 7 tokens"):

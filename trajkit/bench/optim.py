@@ -36,7 +36,14 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from trajkit.bench.optim_step import MODELS, load_bench_model, mmap_large_allocations, peak_rss_mib, pg_loss
+from trajkit.bench.optim_step import (
+    MODELS,
+    OPTIMIZERS,
+    load_bench_model,
+    mmap_large_allocations,
+    peak_rss_mib,
+    pg_loss,
+)
 
 DESCRIPTION = "peak memory and step time of AdamW vs LoRA (peft) vs LoGRA vs Muon on SmolLM2-135M-Instruct"
 EXAMPLE = "trajkit bench optim --rows 8 --length 256 --rank 256 --out bench-out/optim.json"
@@ -65,44 +72,13 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
     p.add_argument("--ranks", default="", metavar="N,M",
-                   help="AdamW with the model sharded by FSDP2 over each count of ranks (1 = unsharded): memory "
-                        "per rank (trajkit.bench.optim_ranks) instead of the arms")
+                   help="the arms that shard (adamw, logra, logra-nested, muon; lora is left out) with the model "
+                        "sharded by FSDP2 over each count of ranks (1 = unsharded): memory per rank "
+                        "(trajkit.bench.optim_ranks)")
     p.add_argument("--out", default="bench-out/optim.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
 
 
-def _adamw(model, rank: int, lr: float):
-    import torch
-
-    return model, torch.optim.AdamW(model.parameters(), lr=lr)
-
-
-def _lora(model, rank: int, lr: float):
-    """The RL trainer's LoRA (:func:`trajkit.rl.lora.wrap`: peft on the seven projections), alpha = 2 x rank."""
-    import torch
-
-    from trajkit.rl.config import LoRAConfig
-    from trajkit.rl.lora import wrap
-
-    model = wrap(model, LoRAConfig(rank=rank, alpha=2.0 * rank, targets=["attention", "mlp"]))
-    return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-
-
-def _logra(embeddings: str):
-    def make(model, rank: int, lr: float):
-        from trajkit.optim import LoGRA
-
-        return model, LoGRA(model, lr=lr, rank=rank, embeddings=embeddings)
-    return make
-
-
-def _muon(model, rank: int, lr: float):
-    from trajkit.optim import MuonAdamW
-
-    return model, MuonAdamW(model, lr=lr)
-
-
-OPTIMIZERS = {"adamw": _adamw, "lora": _lora, "logra": _logra("rows"), "logra-nested": _logra("adamw"), "muon": _muon}
 
 
 def _state_params(opt) -> tuple[int, int]:
@@ -234,7 +210,7 @@ def run(args) -> int:
         from trajkit.bench.optim_ranks import print_table
         from trajkit.bench.optim_ranks import run as run_ranks
 
-        emit(args, run_ranks(args, settings, _model_name(args)), print_table)
+        emit(args, run_ranks(args, settings, _model_name(args), arms), print_table)
         return 0
     rows = []
     for arm in arms:  # a fresh process per arm: its peak memory is its own

@@ -12,7 +12,11 @@ whole run (``peak``), the peak of loading the whole model and sharding it (``loa
 the whole float32 model first) and the peak during the training steps alone (``step peak``: the
 high-water mark is reset after sharding, Linux only), on CUDA
 ``max_memory_allocated`` over the steps. The ``x 1 rank`` columns divide by the unsharded run's value.
-Only AdamW: ``policy.fsdp`` refuses LoGRA and Muon (:func:`trajkit.rl.fsdp.check_config`).
+
+Arms (``--arms``, those that shard): ``adamw``; ``logra`` / ``logra-nested`` (its RowAdam moments and
+vocabulary state per row block, :mod:`trajkit.optim.shards`; its ``[out, rank]`` sketch buffers, whole on
+every rank, count as gradients); ``muon`` (the momentum per shard, each matrix gathered for its
+orthogonalisation, :mod:`trajkit.optim.muon_sharded`). ``lora`` is not sharded (``policy.fsdp`` refuses it).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import socket
 import time
 from multiprocessing import get_context
 
-ARM = "adamw"
+SHARDED_ARMS = ("adamw", "logra", "logra-nested", "muon")
 
 
 def _free_port() -> int:
@@ -41,13 +45,17 @@ def _reset_peak() -> bool:
 
 
 def _state_mib(model, opt) -> tuple[float, float, float]:
-    """(parameters, gradients, optimiser state) this rank holds, MiB (a DTensor counts its local shard)."""
+    """(parameters, gradients, optimiser state) this rank holds, MiB (a DTensor counts its local shard). LoGRA:
+    its sketch buffers count as gradients, its row moments (and masters) as state."""
     def local(t):
         t = t.to_local() if hasattr(t, "to_local") else t
         return t.numel() * t.element_size()
     params = sum(local(p) for p in model.parameters())
     grads = sum(local(p.grad) for p in model.parameters() if p.grad is not None)
     state = sum(local(v) for s in opt.state.values() for v in s.values() if hasattr(v, "numel") and v.dim() > 0)
+    if hasattr(opt, "sketches"):
+        grads += sum(local(s.sketch) for s in opt.sketches.states if s.sketch is not None)
+        state += sum(local(v) for extra in opt.sketch_state + opt.row_state for v in extra.values())
     return params / 2**20, grads / 2**20, state / 2**20
 
 
@@ -72,7 +80,7 @@ def _steps(model, opt, ids, adv, settings, device) -> float:
     return seconds
 
 
-def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
+def run_rank(arm: str, rank: int, world: int, port: int, settings: dict, results) -> None:
     """One rank of an N-rank run (a fresh spawned process): load, shard, train; its numbers into ``results``."""
     import torch
 
@@ -100,7 +108,9 @@ def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
         from trajkit.rl.fsdp import shard_model
 
         shard_model(model, torch.float32)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings["lr"])
+    from trajkit.bench.optim_step import OPTIMIZERS
+
+    model, opt = OPTIMIZERS[arm](model, settings["rank"], settings["lr"])
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (settings["rows"], settings["length"]), generator=g)
     adv = torch.randn(settings["rows"], generator=g)
@@ -113,7 +123,7 @@ def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
     seconds = _steps(model, opt, ids, adv, settings, device)
     params, grads, state = _state_mib(model, opt)
     peak = peak_rss_mib()
-    out = {"ranks": world, "rank": rank, "arm": ARM, "step_s": seconds, "params_mib": params, "grads_mib": grads,
+    out = {"ranks": world, "rank": rank, "arm": arm, "step_s": seconds, "params_mib": params, "grads_mib": grads,
            "optim_state_mib": state, "peak_rss_mib": max(peak, after_load), "load_peak_rss_mib": after_load,
            "step_peak_rss_mib": peak if reset else None}
     if device.type == "cuda":
@@ -126,12 +136,12 @@ def run_rank(rank: int, world: int, port: int, settings: dict, results) -> None:
     results.put(out)
 
 
-def run_ranks(world: int, settings: dict, timeout_s: float = 3600.0) -> list[dict]:
-    """An N-rank run in N spawned processes -> one row per rank (rank order)."""
+def run_ranks(arm: str, world: int, settings: dict, timeout_s: float = 3600.0) -> list[dict]:
+    """An N-rank run of ``arm`` in N spawned processes -> one row per rank (rank order)."""
     ctx = get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=run_rank, args=(r, world, port, settings, results)) for r in range(world)]
+    procs = [ctx.Process(target=run_rank, args=(arm, r, world, port, settings, results)) for r in range(world)]
     for p in procs:
         p.start()
     rows = []
@@ -154,9 +164,9 @@ COLUMNS = ("params_mib", "grads_mib", "optim_state_mib", "peak_rss_mib", "load_p
 
 
 def ratios(rows: list[dict]) -> None:
-    """Each row's ``x1_<column>``: its value over the 1-rank run's (None when ``--ranks`` has no 1)."""
-    base = min(rows, key=lambda r: (r["ranks"], r["rank"]))
+    """Each row's ``x1_<column>``: its value over the same arm's 1-rank run's (None when ``--ranks`` has no 1)."""
     for r in rows:
+        base = min((b for b in rows if b["arm"] == r["arm"]), key=lambda b: (b["ranks"], b["rank"]))
         for key in COLUMNS:
             if r.get(key) is not None and base.get(key):
                 r[f"x1_{key}"] = r[key] / base[key] if base["ranks"] == 1 else None
@@ -164,28 +174,31 @@ def ratios(rows: list[dict]) -> None:
 
 def print_table(res: dict) -> None:
     print(f"{res['model']} on {res['device']}: {res['rows']} x {res['length']} tokens per step (split over the "
-          f"ranks), micro-batch {res['micro_batch']}, AdamW, FSDP2 per decoder layer + root")
-    print(f"{'ranks':>5} {'rank':>4} {'params MiB':>10} {'grads MiB':>9} {'state MiB':>9} {'x 1 rank':>8} "
+          f"ranks), micro-batch {res['micro_batch']}, FSDP2 per decoder layer + root")
+    print(f"{'arm':<12} {'ranks':>5} {'rank':>4} {'params MiB':>10} {'grads MiB':>9} {'state MiB':>9} {'x 1 rank':>8} "
           f"{'load peak':>9} {'step peak':>9} {'x 1 rank':>8} {'step s':>7}")
 
     def fmt(x, spec):
         return format(x, spec) if x is not None else "-"
     for r in res["ranks_rows"]:
-        print(f"{r['ranks']:>5} {r['rank']:>4} {r['params_mib']:>10.1f} {r['grads_mib']:>9.1f} "
+        print(f"{r['arm']:<12} {r['ranks']:>5} {r['rank']:>4} {r['params_mib']:>10.1f} {r['grads_mib']:>9.1f} "
               f"{r['optim_state_mib']:>9.1f} {fmt(r.get('x1_optim_state_mib'), '.2f'):>8} "
               f"{r['load_peak_rss_mib']:>9.0f} {fmt(r.get('step_peak_rss_mib'), '.0f'):>9} "
               f"{fmt(r.get('x1_step_peak_rss_mib'), '.2f'):>8} {r['step_s']:>7.2f}")
 
 
-def run(args, settings: dict, model_name: str) -> dict:
-    """``--ranks``: one run per world size -> the results (``ranks_rows``: a row per rank of every run)."""
+def run(args, settings: dict, model_name: str, arms: list[str]) -> dict:
+    """``--ranks``: one run per arm and world size -> the results (``ranks_rows``: a row per rank of every run)."""
     try:
         worlds = sorted({int(n) for n in args.ranks.split(",")})
     except ValueError:
         raise SystemExit(f"--ranks: a comma-separated list of rank counts, got {args.ranks!r}") from None
     if not worlds or worlds[0] < 1 or any(settings["rows"] % n for n in worlds):
         raise SystemExit(f"--ranks {args.ranks}: each count must be >= 1 and divide --rows {settings['rows']}")
-    rows = [row for n in worlds for row in run_ranks(n, settings)]
+    arms = [a for a in arms if a in SHARDED_ARMS]
+    if not arms:
+        raise SystemExit(f"--ranks: none of --arms shards; choose from {', '.join(SHARDED_ARMS)}")
+    rows = [row for arm in arms for n in worlds for row in run_ranks(arm, n, settings)]
     ratios(rows)
     return {"model": model_name, "device": settings["device"], "rows": settings["rows"],
             "length": settings["length"], "micro_batch": settings["micro_batch"], "steps": settings["steps"],

@@ -68,3 +68,38 @@ def pg_loss(model, ids, adv, logits_chunk: int = 0):
         logits = model(input_ids=ids).logits[:, :-1].float()
         logp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
     return -(adv[:, None] * logp).sum()
+
+
+# each arm's optimiser over ``model`` (LoRA wraps the model first): (model, rank, lr) -> (model, optimiser)
+def _adamw(model, rank: int, lr: float):
+    import torch
+
+    return model, torch.optim.AdamW(model.parameters(), lr=lr)
+
+
+def _lora(model, rank: int, lr: float):
+    """The RL trainer's LoRA (:func:`trajkit.rl.lora.wrap`: peft on the seven projections), alpha = 2 x rank."""
+    import torch
+
+    from trajkit.rl.config import LoRAConfig
+    from trajkit.rl.lora import wrap
+
+    model = wrap(model, LoRAConfig(rank=rank, alpha=2.0 * rank, targets=["attention", "mlp"]))
+    return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+
+
+def _logra(embeddings: str):
+    def make(model, rank: int, lr: float):
+        from trajkit.optim import LoGRA
+
+        return model, LoGRA(model, lr=lr, rank=rank, embeddings=embeddings)
+    return make
+
+
+def _muon(model, rank: int, lr: float):
+    from trajkit.optim import MuonAdamW
+
+    return model, MuonAdamW(model, lr=lr)
+
+
+OPTIMIZERS = {"adamw": _adamw, "lora": _lora, "logra": _logra("rows"), "logra-nested": _logra("adamw"), "muon": _muon}

@@ -40,6 +40,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from trajkit.optim.embeddings import install_rows, remove_rows
 from trajkit.optim.kl import dual_parameters, tangent_kl
 from trajkit.optim.row_adam import UPDATES
+from trajkit.optim.shards import as_rows, local, rows_of
 from trajkit.optim.sketch import (
     DEFAULT_TARGETS,
     SketchSettings,
@@ -52,7 +53,9 @@ KLForward = Callable[[], Iterable[tuple[torch.Tensor, torch.Tensor]]]
 
 class LoGRA(torch.optim.Optimizer):
     """RowAdam (or SGD) on the sketches of ``model``'s targets and on the dense gradient of its vocabulary
-    matrices (``embeddings="rows"``), nested AdamW on its other parameters.
+    matrices (``embeddings="rows"``), nested AdamW on its other parameters. ``model`` may be FSDP2-sharded
+    (its weights DTensors split by rows): each rank then keeps and steps its rows only
+    (:mod:`trajkit.optim.shards`); ``kl_budget`` needs an unsharded model.
 
     ``param_groups[0]`` holds the sketch targets, then the vocabulary weights (``rows``), and their settings
     (``lr``, ``beta2``, ``eps``, ``weight_decay``, ``update``, ``step``); the other groups are the nested
@@ -137,12 +140,12 @@ class LoGRA(torch.optim.Optimizer):
 
     def _directions(self, group: dict, t: int) -> dict[SketchState, torch.Tensor]:
         """``D: [out, rank]`` per target with a sketch (computed in place over the sketch buffer)."""
-        return {state: self._direction(state.sketch, extra, group, t)
+        return {state: self._direction(rows_of(state.sketch, state.weight), extra, group, t)
                 for state, extra in zip(self.sketches.states, self.sketch_state) if state.sketch is not None}
 
     def _row_directions(self, group: dict, t: int) -> dict[torch.Tensor, torch.Tensor]:
         """``D: [V, hidden]`` per vocabulary weight with a gradient (computed in place over its ``.grad``)."""
-        return {w: self._direction(w.grad.float(), extra, group, t)
+        return {w: self._direction(local(w.grad).float(), extra, group, t)
                 for w, extra in zip(self.rows, self.row_state) if w.grad is not None}
 
     def _row_deltas(self, directions: dict[torch.Tensor, torch.Tensor],
@@ -161,17 +164,18 @@ class LoGRA(torch.optim.Optimizer):
         steps += [(w, extra, row_directions[w], None) for w, extra in zip(self.rows, self.row_state)
                   if w in row_directions]
         for w, extra, d, state in steps:
+            weight = local(w.data)  # a sharded weight's row block [out_r, in], like d's rows
             if w.dtype in (torch.float16, torch.bfloat16) and "master" not in extra:
-                extra["master"] = w.detach().float()
-            target = extra.get("master", w.data)
+                extra["master"] = weight.float()
+            target = extra.get("master", weight)
             if wd:
                 target.mul_(1 - lr * wd)
             if state is None:
                 target.add_(d, alpha=-lr)
             else:
                 target.addmm_(d, state.projection().float(), alpha=-lr)
-            if target is not w.data:
-                w.copy_(target)
+            if target is not weight:
+                weight.copy_(target)
 
     def _native_step(self, record: bool) -> dict[torch.Tensor, torch.Tensor]:
         """The nested AdamW step. With ``record``: the parameters are left where they were and their
@@ -253,6 +257,33 @@ class LoGRA(torch.optim.Optimizer):
         for w, saved, extra in zip(weights, sketch["state"] + rows, self.sketch_state + self.row_state):
             extra.clear()
             extra.update({k: v.to(device=w.device, dtype=torch.float32) for k, v in saved.items()})
+
+    def sharded_state_dict(self) -> dict:
+        """The state for ``torch.distributed.checkpoint`` (which reshards it): ``group`` (the first group's
+        settings and step), ``targets`` / ``rows`` (per weight: ``row_v`` and, for low-precision weights,
+        ``master``, as DTensors of the weight's row split on a sharded model; a weight not stepped yet gets
+        the zeros and copy its first step would make). The nested AdamW's state is not in it: DCP's
+        ``get_optimizer_state_dict(model, opt.native)`` keys that by parameter name."""
+        def per_weight(w: torch.Tensor, extra: dict) -> dict:
+            block = local(w.detach())
+            out = {"row_v": extra.get("row_v", torch.zeros(block.shape[0], 1, device=block.device))}
+            if w.dtype in (torch.float16, torch.bfloat16):
+                out["master"] = extra.get("master", block.float())
+            return {k: as_rows(v, w) for k, v in out.items()}
+
+        group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        return {"group": group,
+                "targets": {s.name: per_weight(s.weight, e) for s, e in zip(self.sketches.states, self.sketch_state)},
+                "rows": {str(i): per_weight(w, e) for i, (w, e) in enumerate(zip(self.rows, self.row_state))}}
+
+    def load_sharded_state_dict(self, blob: dict) -> None:
+        """Restore :meth:`sharded_state_dict`'s ``blob`` (as loaded into a template of this optimiser's own)."""
+        self.param_groups[0].update(blob["group"])
+        self.sketches.step = self.param_groups[0]["step"]
+        extras = [*zip(blob["targets"].values(), self.sketch_state), *zip(blob["rows"].values(), self.row_state)]
+        for saved, extra in extras:
+            extra.clear()
+            extra.update({k: local(v).detach().clone() for k, v in saved.items()})
 
     def remove(self) -> None:
         """Take the sketch and vocabulary hooks off the model (its modules train normally again)."""

@@ -60,17 +60,19 @@ class SketchState:
     module: torch.nn.Linear
     sketches: Sketches
     sketch: torch.Tensor | None = None
+    dtype: torch.dtype | None = None  # the weight's dtype in the last forward (FSDP2 may gather it in another)
 
     @property
     def weight(self) -> torch.Tensor:
         return self.module.weight
 
     def projection(self) -> torch.Tensor:
-        """This step's ``A: [rank, in]`` in the weight's dtype, redrawn from the stable seed."""
+        """This step's ``A: [rank, in]`` in the weight's dtype (as the forward saw it), redrawn from the
+        stable seed."""
         s = self.sketches.settings
         w = self.weight
         return make_projection(s.distribution, s.rank, w.shape[1], projection_seed(s.seed, self.name,
-                               self.sketches.step), w.device, w.dtype)
+                               self.sketches.step), w.device, self.dtype or w.dtype)
 
     def accumulate(self, h: torch.Tensor, xa: torch.Tensor) -> None:
         """``S += Hᵀ (X Aᵀ)`` with ``h: [tokens, out]``, ``xa: [tokens, rank]``, accumulated in float32."""
@@ -136,6 +138,7 @@ def _sketched_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
         return y + fwAD.make_dual(torch.zeros_like(fwAD.unpack_dual(y).primal), extra.reshape(y.shape))
     if not torch.is_grad_enabled():
         return F.linear(x, self.weight, self.bias)
+    state.dtype = self.weight.dtype
     return _SketchLinear.apply(x, state.sketches.trigger, self.weight, self.bias, state, state.projection())
 
 

@@ -56,5 +56,5 @@ def build_backend(cfg: TrainConfig, infer, drafter=None):
     num_cpus = 0 if cfg.cluster.ray else 1
     return make_backend("vllm", model_dir=folder, python=cfg.rollout.vllm_python or vllm_python(),
                         max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed, speculative_config=spec,
-                        num_cpus=num_cpus,
+                        num_cpus=num_cpus, lora_rank=cfg.policy.lora.rank or None,
                         weight_transfer="nccl" if cfg.cluster.weight_transfer == "nccl" else None)

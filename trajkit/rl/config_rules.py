@@ -37,9 +37,12 @@ def lora_combinations(cfg: TrainConfig) -> None:
     if cfg.optim.name != "adamw":
         raise ConfigError(f"policy.lora with optim.name={cfg.optim.name}: the adapters train with AdamW; set "
                           "optim.name=adamw (or policy.lora.rank=0 for full weights)")
-    if cfg.rollout.backend != "trajkit":
-        raise ConfigError(f"policy.lora with rollout.backend={cfg.rollout.backend}: adapter-only weight sync is "
-                          "implemented for trajkit's engine; set rollout.backend=trajkit")
+    if cfg.rollout.backend == "vllm" and "unembed" in cfg.policy.lora.targets:
+        raise ConfigError("policy.lora.targets with unembed and rollout.backend=vllm: vLLM's LoRA on the output "
+                          "layer is not tested; drop unembed from policy.lora.targets or set rollout.backend=trajkit")
+    if cfg.rollout.backend == "vllm" and cfg.draft.kind != "none":
+        raise ConfigError(f"policy.lora with rollout.backend=vllm and draft.kind={cfg.draft.kind}: vLLM's "
+                          "speculation with a LoRA adapter is not tested; set draft.kind=none")
     if cfg.cluster.ray:
         raise ConfigError("policy.lora with cluster.ray=true: the Ray policy worker ships full state dicts; set "
                           "cluster.ray=false")

@@ -36,10 +36,10 @@ SHARDS = "sharded"  # a sharded checkpoint's DCP folder (trajkit.rl.sharded_chec
 def check_config(cfg) -> None:
     """Refuse what ``policy.fsdp=true`` does not support (:class:`ConfigError` naming the key)."""
     o = cfg.optim
-    if o.name == "logra":
-        raise ConfigError("optim.name=logra with policy.fsdp=true: its sketches and RowAdam state are not "
-                          "sharded yet; use optim.name=adamw or muon (each matrix gathered whole for its "
-                          "orthogonalisation), or policy.fsdp=false")
+    if o.name == "logra" and o.kl_budget:
+        raise ConfigError("optim.kl_budget with policy.fsdp=true: the KL prediction's forward-mode pass does "
+                          "not run on sharded weights; set optim.kl_budget=0 (LoGRA itself shards), or "
+                          "policy.fsdp=false")
     if o.logits_chunk:
         raise ConfigError("optim.logits_chunk with policy.fsdp=true: the chunked output layer bypasses the "
                           "sharded root's forward; set optim.logits_chunk=0")
@@ -179,11 +179,11 @@ def full_state(model) -> dict:
 def save_shards(model, optimizer, folder: str) -> None:
     """DCP-save ``model``'s (and ``optimizer``'s, unless None) state into ``folder/sharded`` (every rank)."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     blob = {"model": get_model_state_dict(model)}
     if optimizer is not None:
-        blob["optim"] = get_optimizer_state_dict(model, optimizer)
+        blob.update(_optimizer_blob(model, optimizer))
     dcp.save(blob, checkpoint_id=str(Path(folder) / SHARDS))
 
 
@@ -191,20 +191,47 @@ def load_shards(model, optimizer, folder) -> None:
     """DCP-load ``folder/sharded`` into ``model`` and ``optimizer`` (sharded over any number of ranks, or
     whole in one process); a checkpoint saved without optimiser state leaves the optimiser as it is."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_optimizer_state_dict,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
     path = str(Path(folder) / SHARDS)
     saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
     blob = {"model": get_model_state_dict(model)}
-    has_optim = any(key.startswith("optim.") for key in saved)
+    has_optim = any(key.startswith(("optim.", "logra.")) for key in saved)
     if has_optim:
-        blob["optim"] = get_optimizer_state_dict(model, optimizer)
+        blob.update(_optimizer_blob(model, optimizer))
+        if ("logra" in blob) != any(key.startswith("logra.") for key in saved):
+            raise ConfigError(f"checkpoint.resume_from: {folder} holds the state of another optim.name than "
+                              "this run's; resume with the optimiser that wrote it, or set log.save_optimizer="
+                              "false when saving")
     dcp.load(blob, checkpoint_id=path)
     set_model_state_dict(model, blob["model"])
     if has_optim:
+        _load_optimizer(model, optimizer, blob)
+
+
+def _optimizer_blob(model, optimizer) -> dict:
+    """``{"optim": ...}`` (DCP's optimiser state, keyed by parameter name), plus ``"logra"`` for LoGRA (its row
+    state, :meth:`trajkit.optim.logra.LoGRA.sharded_state_dict`; ``"optim"`` is then its nested AdamW's)."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    from trajkit.optim import LoGRA
+
+    if not isinstance(optimizer, LoGRA):
+        return {"optim": get_optimizer_state_dict(model, optimizer)}
+    out = {"logra": optimizer.sharded_state_dict()}
+    if optimizer.native is not None:
+        out["optim"] = get_optimizer_state_dict(model, optimizer.native)
+    return out
+
+
+def _load_optimizer(model, optimizer, blob: dict) -> None:
+    from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+    if "logra" not in blob:
         set_optimizer_state_dict(model, optimizer, blob["optim"])
+        return
+    optimizer.load_sharded_state_dict(blob["logra"])
+    if optimizer.native is not None:
+        set_optimizer_state_dict(model, optimizer.native, blob["optim"])
+        optimizer.param_groups[1:] = optimizer.native.param_groups  # load_state_dict made new group dicts
+        optimizer.state = optimizer.native.state

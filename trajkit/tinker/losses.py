@@ -12,9 +12,22 @@ the current policy's log-prob of ``target_tokens`` at each position (with grad),
   thresholds from ``loss_fn_config`` (default 0.8 and 1.2, Schulman et al. 2017's epsilon 0.2).
 - ``cispo``: ``-sum(sg(clip(ratio, low, high)) * A * logp)`` (MiniMax-M1's clipped IS-weight policy
   gradient; same thresholds and defaults as ``ppo``).
+- ``dro``: ``-sum(logp * A - beta/2 * (logp - logprobs)^2)`` (Richemond et al. 2024's direct reward
+  optimisation as Tinker's "DRO" page writes it; the soft advantages are the client's). Tinker's page
+  passes ``beta`` in ``loss_fn_config`` and publishes no default, so this server requires it.
+- ``gspo``: GSPO-token (Zheng et al. 2025, as Tinker's "GSPO" page defines it): the sequence log-ratio
+  ``r = mean over sequence_ratio_mask != 0 of sg(logp) - logprobs``, every token's ratio
+  ``s_t = exp(r + logp - sg(logp))`` (the sequence ratio's value, its own token's gradient), then PPO's
+  clipped objective ``-sum(min(s_t A, clip(s_t, low, high) A))``. The mask is a required input; the
+  thresholds (``clip_low_threshold``, ``clip_high_threshold``, as for ``ppo``) are required too, because
+  GSPO's range (the paper's 1 - 3e-4 .. 1 + 4e-4) is far from PPO's and Tinker publishes no default.
 
-``dro``, ``gspo``, ``stable_reinforce`` and ``custom`` are not implemented here; asking for one is the
-user error :class:`UnknownLoss` naming those that are.
+``custom`` needs nothing here: the SDK's ``forward_backward_custom`` with a Python callable runs a
+``cross_entropy`` forward (``forward_only``), differentiates the user's loss on the returned log-probs on
+the client, and sends ``cross_entropy`` with ``weights = -dC/dlogp`` (tinker 0.38.0,
+``TrainingClient._compute_custom_loss``). A server-side traced loss (``loss_fn="custom"`` with a
+``loss_id`` from ``create_custom_loss``) is not supported: :class:`UnknownLoss` says so.
+``stable_reinforce`` has no published definition (the SDK only lists the name), so it is refused too.
 """
 from __future__ import annotations
 
@@ -25,7 +38,8 @@ import torch
 from trajkit.errors import InputError
 
 Loss = Callable[[torch.Tensor, dict, dict], torch.Tensor]
-KNOWN_NOT_IMPLEMENTED = ("dro", "gspo", "stable_reinforce", "custom")
+KNOWN_NOT_IMPLEMENTED = {"stable_reinforce": "has no published definition to implement",
+                         "custom": "a server-side traced loss, which this server does not run; forward_backward_custom with a Python callable works (it needs only cross_entropy)"}
 
 
 class UnknownLoss(InputError):
@@ -60,16 +74,46 @@ def cispo(logp: torch.Tensor, inputs: dict, config: dict) -> torch.Tensor:
     return -(weight * inputs["advantages"] * logp).sum()
 
 
+def _required(config: dict, key: str, loss: str) -> float:
+    if key not in config:
+        raise InputError(f"loss_fn {loss!r} needs loss_fn_config[{key!r}] (Tinker publishes no default for it)",
+                         field="loss_fn_config")
+    try:
+        return float(config[key])
+    except (TypeError, ValueError):
+        raise InputError(f"loss_fn_config[{key!r}] must be a number, got {config[key]!r}",
+                         field="loss_fn_config") from None
+
+
+def dro(logp: torch.Tensor, inputs: dict, config: dict) -> torch.Tensor:
+    beta = _required(config, "beta", "dro")
+    penalty = (logp - inputs["logprobs"]).square()
+    return -(logp * inputs["advantages"] - 0.5 * beta * penalty).sum()
+
+
+def gspo(logp: torch.Tensor, inputs: dict, config: dict) -> torch.Tensor:
+    low, high = (_required(config, k, "gspo") for k in ("clip_low_threshold", "clip_high_threshold"))
+    marked = inputs["sequence_ratio_mask"] != 0
+    if not marked.any():
+        raise InputError("loss_fn 'gspo': sequence_ratio_mask marks no token (the sequence ratio is a mean over "
+                         "the marked tokens)", field="loss_fn_inputs")
+    log_ratio = (logp.detach() - inputs["logprobs"])[marked].mean()
+    ratio, adv = torch.exp(log_ratio + logp - logp.detach()), inputs["advantages"]
+    return -torch.minimum(ratio * adv, ratio.clamp(low, high) * adv).sum()
+
+
 LOSSES: dict[str, Loss] = {"cross_entropy": cross_entropy, "importance_sampling": importance_sampling,
-                           "ppo": ppo, "cispo": cispo}
+                           "ppo": ppo, "cispo": cispo, "dro": dro, "gspo": gspo}
 # the loss_fn_inputs each loss reads besides target_tokens
 INPUTS = {"cross_entropy": ("weights",), "importance_sampling": ("logprobs", "advantages"),
-          "ppo": ("logprobs", "advantages"), "cispo": ("logprobs", "advantages")}
+          "ppo": ("logprobs", "advantages"), "cispo": ("logprobs", "advantages"),
+          "dro": ("logprobs", "advantages"), "gspo": ("logprobs", "advantages", "sequence_ratio_mask")}
 
 
 def loss_fn(name: str) -> Loss:
     """The loss called ``name``, or :class:`UnknownLoss` saying which ones this server runs."""
     if name in LOSSES:
         return LOSSES[name]
-    known = "a Tinker loss trajkit does not implement yet" if name in KNOWN_NOT_IMPLEMENTED else "not a Tinker loss"
+    known = (f"a Tinker loss trajkit does not implement: {KNOWN_NOT_IMPLEMENTED[name]}" if name in KNOWN_NOT_IMPLEMENTED
+             else "not a Tinker loss")
     raise UnknownLoss(f"loss_fn {name!r} is {known}; this server runs {', '.join(LOSSES)}", field="loss_fn")
