@@ -123,7 +123,14 @@ def test_print_config_lists_every_key_and_round_trips():
 def test_packaged_configs_load_by_name():
     shipped = packaged_configs()
     assert {"rep", "grpo_smollm2"} <= set(shipped)
+    from trajkit.envs.harbor.sft import is_sft_config, load_sft_config
+
+    sft = {name for name in shipped if is_sft_config(name)}
+    assert sft == {"sft_harbor_smollm2"}  # `trainer: sft` configs load as SFTConfig, the rest as TrainConfig
     for name, path in shipped.items():
-        assert to_dict(load_config(name)) == to_dict(load_config(path))
+        if name in sft:
+            assert load_sft_config(name) == load_sft_config(path)
+        else:
+            assert to_dict(load_config(name)) == to_dict(load_config(path))
     with pytest.raises(ConfigError, match="not a packaged config"):
         load_config("no_such_config")
