@@ -22,6 +22,9 @@ def _shapes(cfg: dict) -> dict[str, tuple[int, int]]:
 
 
 def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp_path, capsys):
+    """Every arm but Muon: torch's Muon orthogonalises in bfloat16, which this AVX2-only CPU has no kernels for;
+    its one step on SmolLM2 ran over 10 minutes here (a CI run). Muon's optimiser is tested on the tiny model
+    (tests/optim/test_muon.py, tests/rl/test_muon_trainer.py); its row is measured with `trajkit bench optim`."""
     cfg = json.loads((Path(smollm2_folder) / "config.json").read_text())
     assert cfg["tie_word_embeddings"] and not cfg["attention_bias"] and not cfg["mlp_bias"]
     shapes, layers, h = _shapes(cfg), cfg["num_hidden_layers"], cfg["hidden_size"]
@@ -31,11 +34,12 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
     out = tmp_path / "optim.json"
     args = build_parser().parse_args(["bench", "optim", "--rows", "2", "--length", "8", "--micro-batch", "1",
                                       "--rank", str(rank), "--steps", "1", "--threads", "1", "--checkpointing",
-                                      "--logits-chunk", "3", "--out", str(out)])
+                                      "--logits-chunk", "3", "--arms", "adamw,lora,logra,logra-nested",
+                                      "--out", str(out)])
     assert args.handler(args) == 0
     res = json.loads(out.read_text())
     arms = {a["arm"]: a for a in res["arms"]}
-    assert list(arms) == ["adamw", "lora", "logra", "logra-nested", "muon"]
+    assert list(arms) == ["adamw", "lora", "logra", "logra-nested"]
     lora = layers * rank * sum(i + o for i, o in shapes.values())
     vocab = cfg["vocab_size"] * h
     assert arms["adamw"]["trainable_params"] == projections + rest == 134_515_008
@@ -44,10 +48,7 @@ def test_bench_optim_trains_the_right_parameters_in_each_arm(smollm2_folder, tmp
         assert arms[name]["trainable_params"] == arms["adamw"]["adam_state_params"] == projections + rest
     assert arms["logra-nested"]["adam_state_params"] == rest  # tied embedding and norms under the nested AdamW
     assert arms["logra"]["adam_state_params"] == rest - vocab  # the embedding under RowAdam: norms only
-    muon = arms["muon"]  # Muon's momentum on the projections, AdamW's moments on the tied embedding and norms
-    assert (muon["trainable_params"], muon["muon_state_params"], muon["adam_state_params"]) == (
-        projections + rest, projections, rest)
-    assert all(a["muon_state_params"] == 0 for name, a in arms.items() if name != "muon")
+    assert all(a["muon_state_params"] == 0 for a in arms.values())
     for a in arms.values():
         assert 0 < a["runtime_rss_mib"] <= a["after_load_rss_mib"] <= a["peak_rss_mib"]
         assert a["training_rss_mib"] == a["peak_rss_mib"] - a["runtime_rss_mib"]
