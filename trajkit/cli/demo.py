@@ -38,6 +38,7 @@ def register(sub) -> None:
     import argparse
 
     from trajkit.demo import STAGES
+    from trajkit.envs.harbor.loop import LoopConfig
 
     p = sub.add_parser("demo", help=COMMANDS["demo"],
                        description="Run the end-to-end demo on bundled data; nothing is downloaded. "
@@ -52,10 +53,11 @@ def register(sub) -> None:
                                      "Oracle traces, SFT, GRPO from the SFT policy, held-out eval of base, SFT and "
                                      "RL; then a report with pass rates, curves, trace stats and audit verdicts.",
                          epilog=AGENT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    a.add_argument("--out", default="runs/agent_loop", help="output folder (default: runs/agent_loop)")
-    a.add_argument("--sft", default="sft_harbor_smollm2", help="the SFT config (packaged name or YAML file)")
-    a.add_argument("--rl", default="grpo_harbor_smollm2", help="the RL config (packaged name or YAML file)")
+    d = LoopConfig()  # the defaults are the config's, declared once
+    a.add_argument("--seeds", default=",".join(map(str, d.seeds)), help=f"comma-separated seeds (default {','.join(map(str, d.seeds))})")
+    a.add_argument("--out", default=d.out, help=f"output folder (default: {d.out})")
+    a.add_argument("--sft", default=d.sft, help=f"the SFT config, packaged name or YAML file (default {d.sft})")
+    a.add_argument("--rl", default=d.rl, help=f"the RL config, packaged name or YAML file (default {d.rl})")
     a.add_argument("--set", action="append", metavar="sft.KEY=V|rl.KEY=V",
                    help="override a key of the SFT or RL config (repeatable)")
     a.set_defaults(handler=cmd_agent)
