@@ -44,7 +44,7 @@ def _sets(policy) -> list[str]:
             "sft.heldout_n=1", "sft.steps=2", "sft.batch_size=1", "sft.threads=1", "sft.eval_jobs=2",
             "sft.eval_max_turns=1", "sft.eval_max_tokens=40", "sft.eval_timeout_multiplier=1", "rl.steps=2",
             "rl.threads=1", "rl.rollout.prompts_per_step=1", "rl.rollout.group_size=2", "rl.rollout.max_new_tokens=40",
-            "rl.optim.micro_batch_size=2", "rl.eval.every=1", "rl.task.max_turns=1", "rl.log.report_to=[]",
+            "rl.optim.micro_batch_size=2", "rl.eval.every=2", "rl.task.max_turns=1", "rl.log.report_to=[]",
             "rl.log.dump_samples=2"]
     return [x for s in sets for x in ("--set", s)]
 
@@ -70,7 +70,10 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
     argv = ["demo", "agent", "--seeds", "0,1", "--out", str(out), *_sets(memorised)]
     assert main(argv) == 0
     first = capsys.readouterr().out
-    assert "seed 1: rl step 2/2" in first and "ETA" in first  # plain progress lines (stdout is not a TTY)
+    lines = [x for x in first.splitlines() if x.startswith("[")]  # plain progress lines (stdout is not a TTY)
+    # per seed: 6 SFT stages (tasks, traces, export, eval_base, losses, eval_sft), 2 RL steps, the RL eval
+    assert len(lines) == 18 and lines[-1].startswith("[18/18] seed 1: rl held-out eval |") and "ETA 0 s" in lines[-1]
+    assert "[16/18] seed 1: rl step 1/2 |" in first
     report = json.loads((out / "report.json").read_text())
 
     for seed, arm, model in ((0, "base", memorised), (0, "sft", out / "seed0" / "sft" / "final"),
