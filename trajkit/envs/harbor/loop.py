@@ -204,7 +204,9 @@ def _jsonable(cfg) -> dict:
 def run_loop(cfg: LoopConfig) -> dict:
     """Every seed (module docstring), then the report -> the report's JSON (also ``OUT/report.json``)."""
     from trajkit.envs.harbor.loop_report import write_report
+    from trajkit.progress import quiet_transformers
 
+    quiet_transformers()  # its weight-loading bars would break the loop's one progress display
     configs = {s: seed_configs(cfg, s) for s in cfg.seeds}  # all overrides checked before anything runs
     progress = LoopProgress(sum(units(*c) for c in configs.values()))
     t0 = time.perf_counter()
