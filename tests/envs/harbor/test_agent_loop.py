@@ -83,7 +83,7 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
         assert got["all"]["pass_rate"] == ref["pass_rate"] and got["all"]["stderr"] == ref["stderr"], (seed, arm)
         assert got["heldout_instances"]["pass_rate"] == _split(ref, True), (seed, arm)
         assert got["heldout_families"]["pass_rate"] == _split(ref, False), (seed, arm)
-        assert got["all"]["n"] == ref["n_tasks"] == 2
+        assert got["all"]["n"] == ref["n_tasks"] == 2 and got["errors"] == ref["errors"] == 0
     # the memorised reply: seed 0's held-out write-file instance solved, the held-out family not, seed 1 nothing
     assert report["per_seed"]["0"]["base"]["heldout_instances"]["pass_rate"] == 1.0
     assert report["per_seed"]["0"]["base"]["heldout_families"]["pass_rate"] == 0.0

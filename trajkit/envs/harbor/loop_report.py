@@ -4,7 +4,8 @@
 - **pass rates** base -> SFT -> RL on the held-out tasks, split into *held-out instances* (held-out tasks of a
   family trained on: new parameters and wording) and *held-out families* (families never trained on), each a
   mean over tasks with its standard error (:func:`trajkit.envs.harbor.evaluate.mean_se`, tasks as the unit, as
-  ``trajkit envs eval``); per seed, and the mean over seeds with the standard error over seeds;
+  ``trajkit envs eval``); per seed, and the mean over seeds with the standard error over seeds; and each
+  evaluation's trial errors (timeouts, sandbox failures: scored 0, so a pass rate of 0 may be the machine's);
 - **curves**: SFT loss, RL training reward (``reward/raw``) and RL held-out pass rate (``eval/reward``; step 0
   is the SFT policy) against the step, one line per seed (matplotlib's Agg canvas);
 - **traces**: ``trajkit traces stats`` (:func:`trajkit.traces.stats.compute_stats`) of the first and the last RL
@@ -37,7 +38,8 @@ def split_rates(evaluation: dict, trained: set[str]) -> dict:
     tasks = evaluation["tasks"]
     chosen = {"heldout_instances": [t for t in tasks if t["family"] in trained],
               "heldout_families": [t for t in tasks if t["family"] not in trained], "all": tasks}
-    return {k: vars(mean_se([t["pass_rate"] for t in v])) if v else None for k, v in chosen.items()}
+    rates = {k: vars(mean_se([t["pass_rate"] for t in v])) if v else None for k, v in chosen.items()}
+    return {**rates, "errors": evaluation["errors"]}
 
 
 def seed_rates(run: dict, sft_dir: Path) -> dict:
@@ -72,8 +74,6 @@ def step_stats(rl_dir: Path, steps: int) -> dict:
         scored = [r for r in rewards if isinstance(r, (int, float))]
         out[str(step)] = {"path": str(path), "traces": d["traces"], "assistant_turns": d["assistant_turns"],
                           "mean_turns": d["distributions"]["turns"]["mean"],
-                          "nonzero_exit_responses": d["nonzero_exit_responses"],
-                          "failed_trajectories": d["failed_trajectories"],
                           "mean_reward": sum(scored) / len(scored) if scored else None,
                           "unscored": len(rewards) - len(scored)}
     return out
@@ -126,7 +126,10 @@ def draw_curves(runs: dict, folder: Path) -> dict:
                 ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"seed {seed}")
         ax.set(title=title, xlabel="step", ylabel=ylabel)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=8)
+        if any(lines.values()):
+            ax.legend(fontsize=8)
+        else:  # e.g. rl.eval.every=0: no held-out eval during RL
+            ax.text(0.5, 0.5, "no data in this run", ha="center", va="center", transform=ax.transAxes)
         fig.tight_layout()
         paths[name] = str(folder / f"{name}.png")
         fig.savefig(paths[name], dpi=100)
@@ -152,16 +155,19 @@ def markdown(report: dict) -> str:
         for split in SPLITS:
             cells = [_rate(r[arm][split] if r[arm] else None) for arm in ARMS]
             lines.append(f"| {seed} | {SPLIT_NAMES[split]} | " + " | ".join(cells) + " |")
+    lines += ["", "Trial errors (agent or verifier timeouts, sandbox failures; each scored 0), per seed, base / SFT / RL: "
+              + "; ".join(f"seed {seed} " + " / ".join(str(r[arm]["errors"]) if r[arm] else "–" for arm in ARMS)
+                          for seed, r in report["per_seed"].items())]
     lines += ["", "## Curves", ""] + [f"![{k}](curves/{k}.png)" for k in report["curves"]]
     lines += ["", "## Episodes of the first and last RL step (`trajkit traces stats`)", "",
-              "| seed | step | traces | assistant turns | mean turns | nonzero exits | mean reward |",
+              "| seed | step | traces | assistant turns | mean turns | mean reward | unscored |",
               "|---|---|---|---|---|---|---|"]
     for seed, steps in report["traces"].items():
         for step, d in steps.items():
             if d:
                 reward = "–" if d["mean_reward"] is None else f"{d['mean_reward']:.3f}"
                 lines.append(f"| {seed} | {step} | {d['traces']} | {d['assistant_turns']} | {d['mean_turns']:.2f} | "
-                             f"{d['nonzero_exit_responses']} | {reward} |")
+                             f"{reward} | {d['unscored']} |")
     audit = report["audit"]
     lines += ["", f"## `trajkit audit seeds` (RL vs SFT, held-out pass rate): {audit['seeds']['verdict']}", ""]
     lines += [f"- {c['id']}: {c['verdict']} — {c['detail']}" for c in audit["seeds"]["checks"]]
