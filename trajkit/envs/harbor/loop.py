@@ -129,7 +129,7 @@ class LoopProgress:
             self.ran += 1
             self.seconds = now - self.t0
         left = self.total - self.done
-        eta = f"{self.seconds / self.ran * left:.0f} s" if self.ran else "?"
+        eta = f"{self.seconds / self.ran * left:.0f} s" if self.ran else "0 s" if not left else "?"
         if self.plain:
             self.bar.write(f"[{self.done}/{self.total}] seed {seed}: {what}{' (already done)' if skipped else ''}"
                            f" | {now - self.t0:.0f} s so far, ETA {eta}")
