@@ -2,7 +2,8 @@
 folder that ``policy.path`` and ``trajkit serve --model`` load.
 
 1. **tasks**: ``train_n`` training instances of every training family and ``heldout_n`` held-out instances of
-   every family (:mod:`trajkit.envs.harbor.families`) under ``OUT/tasks/{train,heldout}``;
+   every family (:mod:`trajkit.envs.harbor.families`) under ``OUT/tasks/{train,heldout}``; of the ``families``
+   listed, the held-out families (never trained on) are generated in the held-out split only;
 2. **traces**: each training task's Oracle replayed through the shell agent's protocol in a real trial
    (:mod:`trajkit.envs.harbor.trajectories`), kept when the verifier pays 1 -> ``OUT/oracle.jsonl``;
 3. **export**: those traces rendered with the policy's own chat template and checked token by token against
@@ -17,9 +18,9 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
    :func:`trajkit.envs.harbor.evaluate.evaluate_model` (greedy, ``eval_max_turns``), written to
    ``OUT/report.json`` with the counts of every stage and the wall time of each.
 
-Each finished stage is recorded in ``OUT/stages.json`` with the config it ran under; a rerun with the same
-``out_dir`` and the same config takes those results instead of running the stage again (a killed run resumes
-after its last finished stage).
+Each finished stage is recorded in ``OUT/stages.json`` with the config it ran under
+(:mod:`trajkit.envs.harbor.stages`); a rerun with the same ``out_dir`` and the same config takes those results
+instead of running the stage again (a killed run resumes after its last finished stage).
 
 Why trajkit's own loop and not TRL's ``SFTTrainer``: the export is already token ids with labels checked
 against the source; ``SFTTrainer`` would either re-tokenize the conversations with its own template handling
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -113,13 +113,30 @@ def model_folder(cfg: SFTConfig) -> str:
     return str(PREPARE[cfg.model]())
 
 
+def split_families(families: str, split: str) -> str:
+    """The ``families`` of a split: a held-out family (never trained on) is left out of the train split.
+
+    >>> split_families("write-file,upper-case", "train"), split_families("write-file,upper-case", "heldout")
+    ('write-file', 'write-file,upper-case')
+    """
+    from trajkit.envs.harbor.families import HELDOUT_FAMILIES
+
+    if families == "all" or split == "heldout":
+        return families
+    kept = [f.strip() for f in families.split(",") if f.strip() and f.strip() not in HELDOUT_FAMILIES]
+    if not kept:
+        raise ConfigError(f"families: {families!r} has no family to train on ({', '.join(HELDOUT_FAMILIES)} are "
+                          "held-out only); add a training family")
+    return ",".join(kept)
+
+
 def make_tasks(cfg: SFTConfig, out: Path) -> dict:
     from trajkit.envs.harbor.families import generate
 
     counts = {}
     for split, n in (("train", cfg.train_n), ("heldout", cfg.heldout_n)):
         if n and not (out / "tasks" / split / "tasks.jsonl").exists():
-            generate(cfg.families, split, n, cfg.seed, out / "tasks" / split)
+            generate(split_families(cfg.families, split), split, n, cfg.seed, out / "tasks" / split)
         counts[split] = n and len((out / "tasks" / split / "tasks.jsonl").read_text().splitlines())
     return counts
 
@@ -201,40 +218,28 @@ def held_out(cfg: SFTConfig, out: Path, folder: str) -> dict | None:
     return evaluate_model(tasks, folder, how).to_json()
 
 
-def run_sft(cfg: SFTConfig, log=print) -> dict:
-    """Every stage of the module docstring; returns (and writes to ``OUT/report.json``) the report."""
+def run_sft(cfg: SFTConfig, log=print, on_stage=None) -> dict:
+    """Every stage of the module docstring; returns (and writes to ``OUT/report.json``) the report.
+    ``on_stage(name, seconds, skipped)`` is told each stage as it ends (:class:`~trajkit.envs.harbor.stages.Stages`)."""
     import torch
+
+    from trajkit.envs.harbor.stages import Stages
 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report, seconds = {"config": asdict(cfg)}, {}
-
-    done = out / "stages.json"  # each finished stage's result: a rerun of the same out_dir resumes after it
-    finished = json.loads(done.read_text()) if done.exists() else {}
-
-    def stage(name, fn, *args):
-        if name in finished and finished[name]["config"] == report["config"]:
-            report[name], seconds[name] = finished[name]["result"], finished[name]["seconds"]
-            log(f"sft: {name} already done ({done})")
-            return
-        t0 = time.perf_counter()
-        log(f"sft: {name} ...")
-        report[name] = fn(*args)
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        finished[name] = {"config": report["config"], "result": report[name], "seconds": seconds[name]}
-        done.write_text(json.dumps(finished), encoding="utf-8")
-        log(f"sft: {name} done in {seconds[name]} s")
-
+    report = {"config": asdict(cfg)}
+    # each finished stage's result: a rerun of the same out_dir resumes after it
+    stages = Stages(out / "stages.json", report["config"], log, "sft", on_stage)
     folder = model_folder(cfg)
-    stage("tasks", make_tasks, cfg, out)
-    stage("traces", make_traces, out, cfg.eval_jobs)
-    stage("export", export, out, folder, cfg.max_length)
+    report["tasks"] = stages.run("tasks", make_tasks, cfg, out)
+    report["traces"] = stages.run("traces", make_traces, out, cfg.eval_jobs)
+    report["export"] = stages.run("export", export, out, folder, cfg.max_length)
     if cfg.eval_before:
-        stage("eval_base", held_out, cfg, out, folder)
-    stage("losses", fine_tune, cfg, out, folder, log)
-    stage("eval_sft", held_out, cfg, out, str(out / "final"))
-    report["seconds"] = seconds
+        report["eval_base"] = stages.run("eval_base", held_out, cfg, out, folder)
+    report["losses"] = stages.run("losses", fine_tune, cfg, out, folder, log)
+    report["eval_sft"] = stages.run("eval_sft", held_out, cfg, out, str(out / "final"))
+    report["seconds"] = stages.seconds
     (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return report
