@@ -2,7 +2,8 @@
 
 The N actors sit in the run's one placement group (bundles 0..N-1, :mod:`trajkit.cluster.placement`) and
 join one ``torch.distributed`` process group (gloo on the CPU, NCCL on CUDA) at rank 0's address; each
-builds and shards the policy exactly as a torchrun rank does (:func:`trajkit.rl.sharded.build_side`) and
+builds and shards the policy exactly as a torchrun rank does (:func:`trajkit.rl.sharded.build_side`:
+only rank 0 builds it whole, the others on the meta device, then receive their shards from rank 0) and
 runs the same :class:`~trajkit.rl.sharded.ShardWorker`. Where torchrun's rank 0 broadcasts each learner
 call to its peers, here the controller sends it to every actor at once (:class:`GangLearner`) and waits
 for all of them (``cluster.timeout_s``); the answer is rank 0's. Weight sync: every actor gathers, rank 0
@@ -47,7 +48,7 @@ class ShardActor:
 
         shard, _ = init_group(self.cfg, self.rank, self.world, init_method)
         self.tokenizer = build_tokenizer(self.cfg)
-        side, self.draft = build_side(self.cfg, self.tokenizer)
+        side, self.draft = build_side(self.cfg, self.tokenizer, shard.rank)
         self.worker = ShardWorker(self.cfg, shard, side)
         p = side.policy
         return {"pid": os.getpid(), "rank": self.rank, "vocab_size": int(p.config.vocab_size),

@@ -168,6 +168,34 @@ def shard_model(model, dtype: torch.dtype):
     return model
 
 
+def load_from_rank0(model, whole: dict | None, device: torch.device) -> None:
+    """Give the sharded ``model`` (:func:`shard_model`) rank 0's weights, on every rank together. Rank 0 passes
+    its whole state dict (taken before sharding: it built the model whole), every other rank ``None`` and a
+    model built on the meta device (:func:`trajkit.rl.build.policy_skeleton`), which first gets empty storage
+    for its shards only (``to_empty`` after ``fully_shard``: a weight tied to another stays one parameter).
+    The parameters are broadcast one tensor at a time, each rank keeping its own rows (torch's
+    ``set_model_state_dict(full_state_dict=True, broadcast_from_rank0=True)``), so a rank > 0 never holds
+    more than its shards and one whole tensor. The buffers are broadcast whole: a non-persistent one (the
+    rotary ``inv_freq``) is in no state dict, and a meta buffer has no values to recompute from."""
+    import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if whole is None:
+        model.to_empty(device=device)
+    set_model_state_dict(model, whole if whole is not None else {},
+                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for _, buffer in sorted(model.named_buffers()):
+        dist.broadcast(buffer, src=0)
+
+
+def local_bytes(model) -> int:
+    """The bytes of parameters this rank holds (a DTensor counts its local shard; a meta tensor none)."""
+    def local(t):
+        t = t.to_local() if hasattr(t, "to_local") else t
+        return 0 if t.is_meta else t.numel() * t.element_size()
+    return sum(local(p) for p in model.parameters())
+
+
 def full_state(model) -> dict:
     """The whole state dict on rank 0, on the CPU, gathered one parameter at a time (``{}`` elsewhere);
     every rank must call it."""
