@@ -25,9 +25,12 @@ INIT = "init"  # a run whose first override is this only builds the sharded side
 def init_run(cfg) -> None:
     """Build this rank's side (:func:`trajkit.rl.sharded.build_side`), run one forward, and save to
     ``init_rank_N.pt`` under ``log.out_dir``: its local parameter bytes, whether the output layer is still
-    tied to the embeddings, the forward's logits, and on rank 0 the gathered policy and reference."""
+    tied to the embeddings, the forward's logits, on rank 0 the gathered policy and reference, and what the
+    NCCL weight transfer's source (:class:`trajkit.cluster.nccl.ShardSource`) declares and yields (rank 0: the
+    tensors; the others: the shapes)."""
     import torch
 
+    from trajkit.cluster.nccl import ShardSource
     from trajkit.rl.build import build_tokenizer
     from trajkit.rl.fsdp import full_state, local_bytes
     from trajkit.rl.sharded import build_side
@@ -38,8 +41,11 @@ def init_run(cfg) -> None:
     with torch.no_grad():
         logits = p(torch.arange(2, 14).view(2, 6)).logits
     policy, reference = full_state(p), full_state(side.reference)
+    source = ShardSource(p)  # the NCCL weight transfer's source: every rank iterates, each parameter gathered
+    sent = [(name, tensor.clone() if rank == 0 else tuple(tensor.shape)) for name, tensor in source]
     torch.save({"bytes": local_bytes(p), "tied": p.lm_head.weight is p.model.embed_tokens.weight,
-                "logits": logits, "policy": policy, "reference": reference},
+                "logits": logits, "policy": policy, "reference": reference, "layout": source.layout(),
+                "sent": sent},
                Path(cfg.log.out_dir) / f"init_rank_{rank}.pt")
 
 

@@ -198,6 +198,26 @@ def test_ranks_build_on_meta_and_receive_their_shards_of_the_hf_load(sharded):
     assert max(rows) / whole < 0.51
 
 
+def test_the_nccl_source_gathers_each_parameter_whole_in_one_order(sharded):
+    """vLLM's NCCL weight transfer from shards (trajkit.cluster.nccl.ShardSource; the GPU send itself is
+    tests/cluster/test_nccl.py): both ranks iterate the same parameters in the declared order (the gathers
+    are collectives in lockstep), each yielded whole with its declared global shape, rank 0's equal to the HF
+    weights bit for bit, the tied matrix once; what is declared is what vLLM's engine sizes its receive
+    buffers from."""
+    from trajkit.models.load import load_model
+
+    hf = load_model(sharded["hf"])
+    ranks = [torch.load(sharded["init"] / f"init_rank_{r}.pt", weights_only=False) for r in range(2)]
+    declared = [(name, p.dtype, tuple(p.shape)) for name, p in hf.named_parameters()]
+    assert ranks[0]["layout"] == ranks[1]["layout"] == declared
+    assert "lm_head.weight" not in [name for name, _, _ in declared]  # tied: sent once, as the embedding
+    assert [(n, shape) for n, shape in ranks[1]["sent"]] == [(n, shape) for n, _, shape in declared]
+    want = dict(hf.named_parameters())
+    assert [n for n, _ in ranks[0]["sent"]] == list(want)
+    for name, tensor in ranks[0]["sent"]:
+        assert torch.equal(tensor, want[name].detach()), name
+
+
 def test_a_skeleton_allocates_nothing(tiny, tied):
     """What a rank > 0 builds before its shards come: every parameter and buffer on the meta device, tied
     weights tied, the modules of the real build (same names and shapes)."""

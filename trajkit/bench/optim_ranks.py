@@ -10,8 +10,8 @@ Per rank it reports what the rank holds, counted from its tensors: the parameter
 gradients and AdamW's two moments (``state MiB``), and the process's memory: on the CPU the peak RSS of the
 whole run (``peak``), the peak of building and sharding the model (``load peak``: as ``policy.fsdp=true``
 builds it, rank 0 loads the whole float32 model, the other ranks build it on the meta device and receive
-their shards from rank 0, :func:`trajkit.rl.fsdp.load_from_rank0`) and the peak during the training steps alone (``step peak``: the
-high-water mark is reset after sharding, Linux only), on CUDA
+their shards from rank 0, :func:`trajkit.rl.fsdp.load_from_rank0`) and the peak during the training steps
+alone (``step peak``: the high-water mark is reset after sharding, Linux only), on CUDA
 ``max_memory_allocated`` over the steps. The ``x 1 rank`` columns divide by the unsharded run's value.
 
 Arms (``--arms``, those that shard): ``adamw``; ``logra`` / ``logra-nested`` (its RowAdam moments and

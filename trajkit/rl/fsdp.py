@@ -9,6 +9,9 @@ a unit's full weights exist only while its forward or backward runs. ``policy.dt
 gathers the weights in that dtype (FSDP2's ``MixedPrecisionPolicy``; gradients reduced in float32) on top
 of the autocast every forward already runs under (:mod:`trajkit.rl.precision`).
 
+Initialisation: only rank 0 builds the model whole; the other ranks build it on the meta device, shard it,
+and receive their rows of rank 0's weights (:func:`load_from_rank0`), so no rank but 0 ever holds the whole.
+
 Gradients are *summed* over the ranks (``set_gradient_divide_factor(1.0)`` with sum reduction), not
 averaged as FSDP does by default: every rank's loss is already normalised by the whole optimiser slice's
 counts (:class:`trajkit.rl.losses.LossNorm`), so the sum is the unsharded gradient.
@@ -53,13 +56,14 @@ def check_config(cfg) -> None:
     if c.ray and c.policy_workers < 2:
         raise ConfigError("policy.fsdp=true with cluster.ray=true shards over cluster.policy_workers Ray actors: "
                           "set cluster.policy_workers=N (N >= 2), or cluster.ray=false to shard under torchrun")
-    if c.weight_transfer != "object_store":
-        raise ConfigError(f"cluster.weight_transfer={c.weight_transfer} with policy.fsdp=true: sharded policy "
-                          "workers send weights through the object store only; set cluster.weight_transfer="
-                          "object_store")
-    if cfg.rollout.backend != "trajkit":
-        raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true: not tested yet; "
-                          "set rollout.backend=trajkit")
+    if c.weight_transfer != "object_store" and not c.ray:
+        raise ConfigError(f"cluster.weight_transfer={c.weight_transfer} with policy.fsdp=true under torchrun: rank 0 "
+                          "loads the gathered weights into its own engine; set cluster.weight_transfer=object_store "
+                          "(or shard on Ray: cluster.ray=true cluster.policy_workers=N)")
+    if cfg.rollout.backend != "trajkit" and not c.ray:
+        raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true under torchrun: rank 0 "
+                          "generates in process with trajkit's engine; set rollout.backend=trajkit (or shard on "
+                          "Ray, where the rollout workers run any backend)")
 
 
 def world_size() -> int:

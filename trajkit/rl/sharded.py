@@ -15,6 +15,9 @@ that learner is first broadcast to the other ranks (:func:`follow` runs them), s
                    (normalised by the slice's counts), FSDP2 sums the gradients, each rank steps AdamW on
                    its shard; the loss statistics are summed over the ranks
 
+Every rank but 0 builds the policy and reference on the meta device and receives its shards from rank 0
+(:func:`build_side`): only rank 0, which generates with the whole policy anyway, loads it whole.
+
 The single-controller shape of :mod:`trajkit.cluster` (one controller, workers behind the
 :class:`~trajkit.rl.learner.Learner` seam), with ``torch.distributed`` as the transport. Same seed and
 config: the samples, metrics and gathered weights equal the in-process trainer's up to float32 summation
@@ -201,7 +204,8 @@ def build_sharded_state(cfg: TrainConfig, shard: Shard, *, tokenizer=None, polic
                           "policy.path / rollout.backend instead of a module or a backend object")
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     made = {}
-    side, draft = build_side(cfg, tokenizer, shard.rank, keep=lambda p, d: made.setdefault("rollout", Rollout(cfg, p, d)))
+    side, draft = build_side(cfg, tokenizer, shard.rank,
+                             keep=lambda p, d: made.setdefault("rollout", Rollout(cfg, p, d)))
     task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
