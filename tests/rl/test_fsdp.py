@@ -224,15 +224,19 @@ def test_a_skeleton_allocates_nothing(tiny, tied):
     from trajkit.rl.build import build_models, build_tokenizer, policy_skeleton
     from trajkit.rl.fsdp import local_bytes
 
-    for cfg in (tiny(), tiny("policy.source=path", f"policy.path={tied}", "optim.gradient_checkpointing=true")):
+    yarn = ("policy.rope_scaling.type=yarn", "policy.rope_scaling.factor=4")
+    for cfg in (tiny(*yarn), tiny("policy.source=path", f"policy.path={tied}", "optim.gradient_checkpointing=true"),
+                tiny("policy.source=path", f"policy.path={tied}", *yarn)):
         tok = build_tokenizer(cfg)
         skeleton, (built, _) = policy_skeleton(cfg, tok), build_models(cfg, tok)
         assert local_bytes(skeleton) == 0 and all(b.is_meta for b in skeleton.buffers())
         assert {n: p.shape for n, p in skeleton.named_parameters()} == {n: p.shape for n, p in built.named_parameters()}
         assert skeleton.training and skeleton.config.tie_word_embeddings == built.config.tie_word_embeddings
+        assert skeleton.config.rope_parameters == built.config.rope_parameters
+        assert (skeleton.config.rope_parameters["rope_type"] == "yarn") == cfg.policy.rope_scaling.active
         if built.config.tie_word_embeddings:
             assert skeleton.lm_head.weight is skeleton.model.embed_tokens.weight
-    assert skeleton.is_gradient_checkpointing
+        assert skeleton.is_gradient_checkpointing == cfg.optim.gradient_checkpointing
 
 
 def test_the_tolerance_sees_a_changed_update(tiny, sharded):
