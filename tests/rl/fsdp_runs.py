@@ -35,15 +35,22 @@ def init_run(cfg) -> None:
     from trajkit.rl.fsdp import full_state, local_bytes
     from trajkit.rl.sharded import build_side
 
-    rank = dist.get_rank()
-    side, _ = build_side(cfg, build_tokenizer(cfg), rank)
+    import trajkit.rl.sharded as sharded
+
+    rank, built = dist.get_rank(), []
+    whole_build = sharded.build_models  # counted, not replaced: which ranks build the whole model
+    sharded.build_models = lambda *a, **k: built.append(1) or whole_build(*a, **k)
+    try:
+        side, _ = build_side(cfg, build_tokenizer(cfg), rank)
+    finally:
+        sharded.build_models = whole_build
     p = side.policy
     with torch.no_grad():
         logits = p(torch.arange(2, 14).view(2, 6)).logits
     policy, reference = full_state(p), full_state(side.reference)
     source = ShardSource(p)  # the NCCL weight transfer's source: every rank iterates, each parameter gathered
     sent = [(name, tensor.clone() if rank == 0 else tuple(tensor.shape)) for name, tensor in source]
-    torch.save({"bytes": local_bytes(p), "tied": p.lm_head.weight is p.model.embed_tokens.weight,
+    torch.save({"bytes": local_bytes(p), "whole_builds": len(built), "tied": p.lm_head.weight is p.model.embed_tokens.weight,
                 "logits": logits, "policy": policy, "reference": reference, "layout": source.layout(),
                 "sent": sent},
                Path(cfg.log.out_dir) / f"init_rank_{rank}.pt")

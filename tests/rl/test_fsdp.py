@@ -4,7 +4,9 @@ in-process trainer does.
 One torchrun launch (module fixture) runs the sharded runs of 2 steps on the tiny model (AdamW; Muon, each
 matrix gathered for its orthogonalisation; a KL reference with micro-batches, minibatches and gradient
 checkpointing; LoGRA with micro-batches and minibatches, its sketches reduce-scattered to each rank's rows;
-a resume of each of the last two), each compared with the same config trained in this process. ``shaping.control=random`` gives every group rewards with
+a resume of each of the last two), each compared with the same config trained in this process; and an
+``init`` run on a tiny HF folder with tied embeddings: rank 1 builds on the meta device and receives its
+shards from rank 0, and the NCCL weight transfer's source is iterated on both ranks. ``shaping.control=random`` gives every group rewards with
 signal (the tiny random policy scores 0 on its task), so the updates are not zero.
 
 Tolerance: the weights agree to ``WEIGHT_ATOL`` = 1e-6 (Muon: ``MUON_ATOL``, see there) (measured: 1.2e-7, one float32 ulp of the largest
@@ -188,6 +190,7 @@ def test_ranks_build_on_meta_and_receive_their_shards_of_the_hf_load(sharded):
             assert torch.equal(got[key], tensor), f"{name}: {key}"
     with torch.no_grad():
         logits = hf(torch.arange(2, 14).view(2, 6)).logits
+    assert [b["whole_builds"] for b in ranks] == [1, 0]  # rank 1 built the skeleton only
     for r, blob in enumerate(ranks):
         assert blob["tied"], r
         torch.testing.assert_close(blob["logits"], logits, rtol=0, atol=1e-6, msg=f"rank {r}")
