@@ -92,6 +92,14 @@ def test_logra_on_a_gang_equals_the_in_process_trainer(ray_cluster, tmp_path):
         torch.testing.assert_close(saved[name], tensor, atol=1e-6, rtol=0, msg=name)
 
 
+def test_a_gang_may_send_by_nccl_to_vllm_rollouts(tmp_path):
+    """Under torchrun these are refused (tests/rl/test_fsdp.py); a gang's rollout workers are any Ray run's, and
+    its NCCL send is trajkit.cluster.nccl's (run only on GPUs: tests/cluster/test_nccl.py)."""
+    cfg = config(tmp_path, "x", *GANG, "rollout.backend=vllm", "cluster.weight_transfer=nccl",
+                 "cluster.worker_gpus=0.5")
+    assert (cfg.cluster.weight_transfer, cfg.rollout.backend) == ("nccl", "vllm")
+
+
 @pytest.mark.parametrize("overrides, match", [
     (("cluster.ray=true", "cluster.policy_workers=2"), r"cluster\.policy_workers=2 .* set policy\.fsdp=true"),
     (("cluster.ray=true", "policy.fsdp=true"), r"cluster\.policy_workers=N"),

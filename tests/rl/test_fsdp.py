@@ -346,7 +346,8 @@ def test_a_killed_rank_ends_the_run(sharded):
 @pytest.mark.parametrize("override, key", [
     ("optim.name=logra;optim.kl_budget=0.01", "optim.kl_budget"),
     ("optim.logits_chunk=4", "optim.logits_chunk"), ("draft.distill=true", "draft.distill"),
-    ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model")])
+    ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model"),
+    ("rollout.backend=vllm", "rollout.backend=vllm with policy.fsdp=true under torchrun")])
 def test_unsupported_combinations_name_the_key(tiny, override, key):
     extra = ("draft.kind=model",) if override.startswith("draft.") else ()
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
