@@ -67,6 +67,39 @@ def test_a_killed_policy_worker_fails_the_step_naming_it(gang_run):
     assert waited < 60  # cluster.timeout_s
 
 
+LOGRA = ("optim.name=logra", "optim.logra_rank=8", "optim.minibatches=2")
+
+
+def test_logra_on_a_gang_equals_the_in_process_trainer(ray_cluster, tmp_path):
+    """LoGRA sharded over the gang (its sketches reduce-scattered to each actor's rows, RowAdam state per
+    shard; tests/rl/test_fsdp.py's torchrun arm) trains as in process: 2 steps of 2 optimiser steps each."""
+    gang = ClusterTrainer(config(tmp_path, "gang", *GANG, *LOGRA), logger=False)
+    try:
+        got = [gang.step_once().metrics for _ in range(2)]
+        path = gang.save(str(tmp_path / "ckpt"))
+    finally:
+        gang.close()
+    ref = Trainer(config(tmp_path, "ref", *LOGRA), logger=False)
+    want = [ref.step_once().metrics for _ in range(2)]
+    for a, b in zip(want, got):
+        for key in COMPARED:
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
+    saved = load_model(f"{path}/policy", what="the gang's policy/").state_dict()
+    start = Trainer(config(tmp_path, "start", *LOGRA), logger=False).state.policy.state_dict()
+    key = "model.layers.0.mlp.up_proj.weight"  # a sketched matrix: it moved, far beyond the tolerance
+    assert float((saved[key] - start[key]).abs().max()) > 1e-4
+    for name, tensor in ref.state.policy.state_dict().items():
+        torch.testing.assert_close(saved[name], tensor, atol=1e-6, rtol=0, msg=name)
+
+
+def test_a_gang_may_send_by_nccl_to_vllm_rollouts(tmp_path):
+    """Under torchrun these are refused (tests/rl/test_fsdp.py); a gang's rollout workers are any Ray run's, and
+    its NCCL send is trajkit.cluster.nccl's (run only on GPUs: tests/cluster/test_nccl.py)."""
+    cfg = config(tmp_path, "x", *GANG, "rollout.backend=vllm", "cluster.weight_transfer=nccl",
+                 "cluster.worker_gpus=0.5")
+    assert (cfg.cluster.weight_transfer, cfg.rollout.backend) == ("nccl", "vllm")
+
+
 @pytest.mark.parametrize("overrides, match", [
     (("cluster.ray=true", "cluster.policy_workers=2"), r"cluster\.policy_workers=2 .* set policy\.fsdp=true"),
     (("cluster.ray=true", "policy.fsdp=true"), r"cluster\.policy_workers=N"),

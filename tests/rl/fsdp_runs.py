@@ -19,16 +19,55 @@ from trajkit.rl.config import load_config  # noqa: E402
 from trajkit.rl.sharded import train  # noqa: E402
 
 
+INIT = "init"  # a run whose first override is this only builds the sharded side and records it (init_run)
+
+
+def init_run(cfg) -> None:
+    """Build this rank's side (:func:`trajkit.rl.sharded.build_side`), run one forward, and save to
+    ``init_rank_N.pt`` under ``log.out_dir``: its local parameter bytes, whether the output layer is still
+    tied to the embeddings, the forward's logits, on rank 0 the gathered policy and reference, and what the
+    NCCL weight transfer's source (:class:`trajkit.cluster.nccl.ShardSource`) declares and yields (rank 0: the
+    tensors; the others: the shapes)."""
+    import torch
+
+    from trajkit.cluster.nccl import ShardSource
+    from trajkit.rl.build import build_tokenizer
+    from trajkit.rl.fsdp import full_state, local_bytes
+    from trajkit.rl.sharded import build_side
+
+    import trajkit.rl.sharded as sharded
+
+    rank, built = dist.get_rank(), []
+    whole_build = sharded.build_models  # counted, not replaced: which ranks build the whole model
+    sharded.build_models = lambda *a, **k: built.append(1) or whole_build(*a, **k)
+    try:
+        side, _ = build_side(cfg, build_tokenizer(cfg), rank)
+    finally:
+        sharded.build_models = whole_build
+    p = side.policy
+    with torch.no_grad():
+        logits = p(torch.arange(2, 14).view(2, 6)).logits
+    policy, reference = full_state(p), full_state(side.reference)
+    source = ShardSource(p)  # the NCCL weight transfer's source: every rank iterates, each parameter gathered
+    sent = [(name, tensor.clone() if rank == 0 else tuple(tensor.shape)) for name, tensor in source]
+    torch.save({"bytes": local_bytes(p), "whole_builds": len(built), "tied": p.lm_head.weight is p.model.embed_tokens.weight,
+                "logits": logits, "policy": policy, "reference": reference, "layout": source.layout(),
+                "sent": sent},
+               Path(cfg.log.out_dir) / f"init_rank_{rank}.pt")
+
+
 def main(runs: list[str]) -> None:
     quiet_transformers()
     dist.init_process_group("gloo")
     for run in runs:
-        cfg = load_config(None, TINY + ["policy.fsdp=true"] + [o for o in run.split(";") if o])
+        overrides = [o for o in run.split(";") if o]
+        only_init = overrides[:1] == [INIT]
+        cfg = load_config(None, TINY + ["policy.fsdp=true"] + overrides[only_init:])
         pids = Path(cfg.log.out_dir) / "pids"
         pids.mkdir(parents=True, exist_ok=True)
         (pids / f"rank_{dist.get_rank()}").write_text(str(os.getpid()))
         try:
-            train(cfg)
+            init_run(cfg) if only_init else train(cfg)
         except Exception as exc:
             traceback.print_exc()
             errors = Path(cfg.log.out_dir) / "errors"

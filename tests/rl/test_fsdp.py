@@ -4,7 +4,9 @@ in-process trainer does.
 One torchrun launch (module fixture) runs the sharded runs of 2 steps on the tiny model (AdamW; Muon, each
 matrix gathered for its orthogonalisation; a KL reference with micro-batches, minibatches and gradient
 checkpointing; LoGRA with micro-batches and minibatches, its sketches reduce-scattered to each rank's rows;
-a resume of each of the last two), each compared with the same config trained in this process. ``shaping.control=random`` gives every group rewards with
+a resume of each of the last two), each compared with the same config trained in this process; and an
+``init`` run on a tiny HF folder with tied embeddings: rank 1 builds on the meta device and receives its
+shards from rank 0, and the NCCL weight transfer's source is iterated on both ranks. ``shaping.control=random`` gives every group rewards with
 signal (the tiny random policy scores 0 on its task), so the updates are not zero.
 
 Tolerance: the weights agree to ``WEIGHT_ATOL`` = 1e-6 (Muon: ``MUON_ATOL``, see there) (measured: 1.2e-7, one float32 ulp of the largest
@@ -58,14 +60,24 @@ def torchrun(runs: list[list[str]], timeout: float = 240.0, **kw) -> subprocess.
 
 
 @pytest.fixture(scope="module")
-def sharded(tmp_path_factory):
+def tied(tmp_path_factory) -> Path:
+    """A tiny HF folder with tied embeddings (:func:`tied_folder`)."""
+    return tied_folder(tmp_path_factory.mktemp("tied") / "hf")
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory, tied):
     """The sharded runs' output folders: one per arm, ``resumed`` / ``logra_resumed`` (the kl_micro / logra
     arm resumed from its step-1 checkpoint, on 2 ranks), ``failed`` (a run whose reward function raises at step 2) and ``killed`` (a long
     run, last: rank 1 is killed once it has logged a step, which ends the launch); ``"output"``: the
     launch's console output, ``"ended_s"``: seconds from the kill to the launch's end."""
     root = tmp_path_factory.mktemp("fsdp")
-    out = {name: root / name for name in (*ARMS, "resumed", "logra_resumed", "failed", "killed")}
-    runs = [[*COMMON, *ARMS["adamw"], f"log.out_dir={out['adamw']}"],
+    out = {name: root / name for name in (*ARMS, "resumed", "logra_resumed", "failed", "killed", "init")}
+    out["hf"] = tied
+    out["init"].mkdir()
+    runs = [["init", "policy.source=path", f"policy.path={out['hf']}", "loss.kl_coef=0.05",
+             f"log.out_dir={out['init']}"],
+            [*COMMON, *ARMS["adamw"], f"log.out_dir={out['adamw']}"],
             [*COMMON, *ARMS["muon"], "checkpoint.every=1", f"log.out_dir={out['muon']}"],
             [*COMMON, *ARMS["kl_micro"], "checkpoint.every=1", f"log.out_dir={out['kl_micro']}"],
             [*COMMON, *ARMS["kl_micro"], f"log.out_dir={out['resumed']}",
@@ -88,6 +100,23 @@ def sharded(tmp_path_factory):
     for name in (*ARMS, "resumed", "logra_resumed"):
         assert (out[name] / "checkpoints" / "step_000002" / "trainer_state.pt").is_file(), out["output"][-4000:]
     return out
+
+
+def tied_folder(folder: Path) -> Path:
+    """A tiny Llama folder whose output layer is tied to its embeddings (as SmolLM2's), with the byte
+    tokenizer; 3 layers, so the root and every layer unit hold weights of odd row counts (259)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(
+            vocab_size=259, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, tie_word_embeddings=True, initializer_range=0.2, rope_theta=500.0))
+    model.save_pretrained(folder)
+    byte_tokenizer().save_pretrained(folder)
+    return folder
 
 
 def reference(tiny, arm: str, *extra: str) -> tuple[Trainer, list[dict]]:
@@ -142,6 +171,75 @@ def test_muon_gathers_each_matrix_whole(tiny, sharded):
     assert len(names) == 7
     for name in names:
         assert torch.equal(got[name], ref.state.policy.state_dict()[name]), name
+
+
+def test_ranks_build_on_meta_and_receive_their_shards_of_the_hf_load(sharded):
+    """Rank 1 builds the policy on the meta device and gets its rows from rank 0: the gathered policy and
+    reference equal the Hugging Face load bit for bit, the output layer stays tied to the embeddings, the
+    rotary buffers (in no state dict) are rank 0's (both ranks' logits equal the HF model's), and each rank
+    holds exactly its rows of every parameter: half the whole, by torch.chunk's split of the first dim."""
+    from trajkit.models.load import load_model
+
+    hf = load_model(sharded["hf"])
+    ranks = [torch.load(sharded["init"] / f"init_rank_{r}.pt", weights_only=True) for r in range(2)]
+    want = hf.state_dict()
+    for name in ("policy", "reference"):
+        got = ranks[0][name]
+        assert set(got) == set(want), name
+        for key, tensor in want.items():
+            assert torch.equal(got[key], tensor), f"{name}: {key}"
+    with torch.no_grad():
+        logits = hf(torch.arange(2, 14).view(2, 6)).logits
+    assert [b["whole_builds"] for b in ranks] == [1, 0]  # rank 1 built the skeleton only
+    for r, blob in enumerate(ranks):
+        assert blob["tied"], r
+        torch.testing.assert_close(blob["logits"], logits, rtol=0, atol=1e-6, msg=f"rank {r}")
+    unique = list(hf.parameters())  # the tied matrix once
+    whole = sum(p.numel() * 4 for p in unique)
+    rows = [sum(p.chunk(2)[r].numel() * 4 for p in unique) for r in range(2)]
+    assert [b["bytes"] for b in ranks] == rows and sum(rows) == whole
+    assert max(rows) / whole < 0.51
+
+
+def test_the_nccl_source_gathers_each_parameter_whole_in_one_order(sharded):
+    """vLLM's NCCL weight transfer from shards (trajkit.cluster.nccl.ShardSource; the GPU send itself is
+    tests/cluster/test_nccl.py): both ranks iterate the same parameters in the declared order (the gathers
+    are collectives in lockstep), each yielded whole with its declared global shape, rank 0's equal to the HF
+    weights bit for bit, the tied matrix once; what is declared is what vLLM's engine sizes its receive
+    buffers from."""
+    from trajkit.models.load import load_model
+
+    hf = load_model(sharded["hf"])
+    ranks = [torch.load(sharded["init"] / f"init_rank_{r}.pt", weights_only=False) for r in range(2)]
+    declared = [(name, p.dtype, tuple(p.shape)) for name, p in hf.named_parameters()]
+    assert ranks[0]["layout"] == ranks[1]["layout"] == declared
+    assert "lm_head.weight" not in [name for name, _, _ in declared]  # tied: sent once, as the embedding
+    assert [(n, shape) for n, shape in ranks[1]["sent"]] == [(n, shape) for n, _, shape in declared]
+    want = dict(hf.named_parameters())
+    assert [n for n, _ in ranks[0]["sent"]] == list(want)
+    for name, tensor in ranks[0]["sent"]:
+        assert torch.equal(tensor, want[name].detach()), name
+
+
+def test_a_skeleton_allocates_nothing(tiny, tied):
+    """What a rank > 0 builds before its shards come: every parameter and buffer on the meta device, tied
+    weights tied, the modules of the real build (same names and shapes)."""
+    from trajkit.rl.build import build_models, build_tokenizer, policy_skeleton
+    from trajkit.rl.fsdp import local_bytes
+
+    yarn = ("policy.rope_scaling.type=yarn", "policy.rope_scaling.factor=4")
+    for cfg in (tiny(*yarn), tiny("policy.source=path", f"policy.path={tied}", "optim.gradient_checkpointing=true"),
+                tiny("policy.source=path", f"policy.path={tied}", *yarn)):
+        tok = build_tokenizer(cfg)
+        skeleton, (built, _) = policy_skeleton(cfg, tok), build_models(cfg, tok)
+        assert local_bytes(skeleton) == 0 and all(b.is_meta for b in skeleton.buffers())
+        assert {n: p.shape for n, p in skeleton.named_parameters()} == {n: p.shape for n, p in built.named_parameters()}
+        assert skeleton.training and skeleton.config.tie_word_embeddings == built.config.tie_word_embeddings
+        assert skeleton.config.rope_parameters == built.config.rope_parameters
+        assert (skeleton.config.rope_parameters["rope_type"] == "yarn") == cfg.policy.rope_scaling.active
+        if built.config.tie_word_embeddings:
+            assert skeleton.lm_head.weight is skeleton.model.embed_tokens.weight
+        assert skeleton.is_gradient_checkpointing == cfg.optim.gradient_checkpointing
 
 
 def test_the_tolerance_sees_a_changed_update(tiny, sharded):
@@ -248,7 +346,8 @@ def test_a_killed_rank_ends_the_run(sharded):
 @pytest.mark.parametrize("override, key", [
     ("optim.name=logra;optim.kl_budget=0.01", "optim.kl_budget"),
     ("optim.logits_chunk=4", "optim.logits_chunk"), ("draft.distill=true", "draft.distill"),
-    ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model")])
+    ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model"),
+    ("rollout.backend=vllm", "rollout.backend=vllm with policy.fsdp=true under torchrun")])
 def test_unsupported_combinations_name_the_key(tiny, override, key):
     extra = ("draft.kind=model",) if override.startswith("draft.") else ()
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

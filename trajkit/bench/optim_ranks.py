@@ -8,9 +8,10 @@ The step of :mod:`trajkit.bench.optim` (forward and backward of a token-level po
 
 Per rank it reports what the rank holds, counted from its tensors: the parameters (its shards), the
 gradients and AdamW's two moments (``state MiB``), and the process's memory: on the CPU the peak RSS of the
-whole run (``peak``), the peak of loading the whole model and sharding it (``load peak``: every rank loads
-the whole float32 model first) and the peak during the training steps alone (``step peak``: the
-high-water mark is reset after sharding, Linux only), on CUDA
+whole run (``peak``), the peak of building and sharding the model (``load peak``: as ``policy.fsdp=true``
+builds it, rank 0 loads the whole float32 model, the other ranks build it on the meta device and receive
+their shards from rank 0, :func:`trajkit.rl.fsdp.load_from_rank0`) and the peak during the training steps
+alone (``step peak``: the high-water mark is reset after sharding, Linux only), on CUDA
 ``max_memory_allocated`` over the steps. The ``x 1 rank`` columns divide by the unsharded run's value.
 
 Arms (``--arms``, those that shard): ``adamw``; ``logra`` / ``logra-nested`` (its RowAdam moments and
@@ -99,15 +100,18 @@ def run_rank(arm: str, rank: int, world: int, port: int, settings: dict, results
             torch.cuda.set_device(rank)
             device = torch.device("cuda", rank)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
-    model = load_bench_model(settings["model"], device)
+    model = load_bench_model(settings["model"], device, empty=rank > 0)
     if settings["checkpointing"]:
         from trajkit.rl.build import enable_activation_checkpointing
 
         enable_activation_checkpointing(model)
     if world > 1:
-        from trajkit.rl.fsdp import shard_model
+        from trajkit.rl.fsdp import load_from_rank0, shard_model
 
+        whole = model.state_dict() if rank == 0 else None
         shard_model(model, torch.float32)
+        load_from_rank0(model, whole, device)
+        del whole
     from trajkit.bench.optim_step import OPTIMIZERS
 
     model, opt = OPTIMIZERS[arm](model, settings["rank"], settings["lr"])

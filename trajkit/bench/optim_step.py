@@ -23,22 +23,27 @@ def mmap_large_allocations() -> bool:
         return False
 
 
-def load_bench_model(name: str, device):
-    """The benchmark's model in float32, train mode."""
+def load_bench_model(name: str, device, empty: bool = False):
+    """The benchmark's model in float32, train mode; ``empty``: built on the meta device instead (no storage:
+    a sharded rank > 0, which receives its shard from rank 0)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from trajkit.models.load import empty_model
     from trajkit.recipes.smollm2 import prepare_model
 
     folder = str(prepare_model())
     if MODELS[name] is None:
+        if empty:
+            return empty_model(folder, what="the benchmark's model").train()
         return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).train()
     config = AutoConfig.from_pretrained(folder)
     for key, value in MODELS[name].items():
         setattr(config, key, value)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), torch.device("meta" if empty else "cpu"):
         torch.manual_seed(0)
-        return AutoModelForCausalLM.from_config(config, dtype=torch.float32).to(device).train()
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return (model if empty else model.to(device)).train()
 
 
 def peak_rss_mib() -> float:

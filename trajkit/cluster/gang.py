@@ -2,7 +2,8 @@
 
 The N actors sit in the run's one placement group (bundles 0..N-1, :mod:`trajkit.cluster.placement`) and
 join one ``torch.distributed`` process group (gloo on the CPU, NCCL on CUDA) at rank 0's address; each
-builds and shards the policy exactly as a torchrun rank does (:func:`trajkit.rl.sharded.build_side`) and
+builds and shards the policy exactly as a torchrun rank does (:func:`trajkit.rl.sharded.build_side`:
+only rank 0 builds it whole, the others on the meta device, then receive their shards from rank 0) and
 runs the same :class:`~trajkit.rl.sharded.ShardWorker`. Where torchrun's rank 0 broadcasts each learner
 call to its peers, here the controller sends it to every actor at once (:class:`GangLearner`) and waits
 for all of them (``cluster.timeout_s``); the answer is rank 0's. Weight sync: every actor gathers, rank 0
@@ -47,7 +48,7 @@ class ShardActor:
 
         shard, _ = init_group(self.cfg, self.rank, self.world, init_method)
         self.tokenizer = build_tokenizer(self.cfg)
-        side, self.draft = build_side(self.cfg, self.tokenizer)
+        side, self.draft = build_side(self.cfg, self.tokenizer, shard.rank)
         self.worker = ShardWorker(self.cfg, shard, side)
         p = side.policy
         return {"pid": os.getpid(), "rank": self.rank, "vocab_size": int(p.config.vocab_size),
@@ -61,6 +62,17 @@ class ShardActor:
         """Rank 0: ``{"policy": the gathered state dict, "draft": None}``; the others None (they gather too)."""
         full = self.worker.weights()
         return {"policy": full, "draft": None} if self.rank == 0 else None
+
+    def init_nccl(self, handles: list, port: int, address: str) -> None:
+        """Make vLLM's NCCL trainer engine over this rank's shards (:class:`trajkit.cluster.nccl.NcclSender`;
+        rank 0 opens the group at ``address:port`` with the engines ``handles``; CUDA only)."""
+        from trajkit.cluster.nccl import NcclSender
+
+        self.sender = NcclSender(self.worker.side.policy, handles, port, rank=self.rank, address=address)
+
+    def send_nccl(self) -> None:
+        """One NCCL sync: every rank joins each parameter's gather, rank 0 broadcasts to the engines."""
+        self.sender.send()
 
     def save(self, path: str, step: int, stream: dict, alarm: dict) -> str:
         """Every rank writes its shard into rank 0's temporary folder; rank 0 publishes the checkpoint."""
@@ -113,8 +125,8 @@ class _GangSave:
 class GangLearner:
     """The :class:`~trajkit.rl.learner.Learner` over a gang of :class:`ShardActor` (controller side)."""
 
-    def __init__(self, actors: list, timeout_s: float):
-        self.actors, self.timeout_s = actors, timeout_s
+    def __init__(self, actors: list, timeout_s: float, transfer: str = "object_store"):
+        self.actors, self.timeout_s, self.transfer = actors, timeout_s, transfer
 
     def _all(self, what: str, call) -> list:
         refs = [call(a) for a in self.actors]
@@ -122,6 +134,10 @@ class GangLearner:
 
     def push_weights(self, rollout) -> None:
         with rollout.lock:
+            if self.transfer == "nccl":  # every rank gathers, rank 0 broadcasts (trajkit.cluster.nccl)
+                self._all("NCCL weight send", lambda a: a.send_nccl.remote())
+                rollout.backend.arrived()
+                return
             refs = [a.weights.remote() for a in self.actors]
             gather(refs[1:], [f"policy worker {i} weight gather" for i in range(1, len(refs))], self.timeout_s)
             rollout.backend.load(refs[0])  # rank 0's full state, straight from the object store

@@ -10,6 +10,15 @@ broadcast) / ``finish_weight_update`` on every engine, driven through :class:`Vl
 prefix cache reset. A trained draft goes the same way after ``start_draft_weight_update`` (vLLM's drafter
 refit), over its own group.
 
+From a sharded gang (``cluster.policy_workers=N``, ``policy.fsdp=true``): every policy actor makes the engine
+with its gang rank (vLLM's ``TrainerInitInfo.rank``; rank 0 is the sender and alone opens the NCCL group,
+the others ``is_sender=False``), over a :class:`ShardSource` of its shards, and every actor calls
+``send_weights()`` together: the source gathers one parameter at a time (``DTensor.full_tensor()``, a
+collective of the gang, in ``named_parameters`` order on every rank), and vLLM packs the sender's gathered
+tensors into its broadcast buckets (``packed_buffer_size_bytes``, double-buffered). So no rank holds the
+whole model: the sender holds one whole parameter plus vLLM's packed buffers; the others one whole
+parameter, dropped as soon as it is gathered.
+
 Not run here: this machine has no CUDA device and its vLLM is the CPU build (whose NCCL engine cannot
 start); tests/cluster/test_nccl.py is marked ``gpu`` and skipped without one. The policy worker needs
 vLLM importable for the trainer-side engine (``cluster.policy_python``, a venv with vLLM and trajkit).
@@ -62,20 +71,48 @@ def require_cuda_vllm():
         raise ConfigError("cluster.weight_transfer=nccl: the policy worker's python has no vLLM 0.32 (its "
                           "trainer-side NCCL engine); set cluster.policy_python to a venv with vLLM and trajkit"
                           ) from None
-    return ModuleSource, NCCLTrainerInitInfo, NCCLTrainerWeightTransferEngine
+    return ModuleSource, NCCLTrainerInitInfo, NCCLTrainerWeightTransferEngine  # ModuleSource: checks the import
+
+
+class ShardSource:
+    """vLLM's ``WeightSource`` contract (``metadata()`` and a fresh iteration per sync) over a module that may
+    be FSDP2-sharded: ``metadata()`` gives every parameter's name, dtype and *global* shape without any
+    communication; iterating yields ``(name, whole tensor)`` in the same order, each DTensor gathered on its
+    own (``full_tensor()``: every rank of the gang must iterate, in lockstep) and each plain tensor as it is.
+    A tied parameter comes once, under its first name (``named_parameters``), as vLLM expects."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def metadata(self) -> list:
+        from vllm.distributed.weight_transfer.base import ParamMeta
+
+        return [ParamMeta(name, dtype, shape) for name, dtype, shape in self.layout()]
+
+    def layout(self) -> list[tuple[str, object, tuple[int, ...]]]:
+        """``(name, dtype, global shape)`` of each parameter, in send order (no communication)."""
+        return [(name, p.dtype, tuple(p.shape)) for name, p in self.module.named_parameters()]
+
+    def __iter__(self):
+        for name, p in self.module.named_parameters():
+            whole = p.full_tensor() if hasattr(p, "full_tensor") else p
+            yield name, whole.detach()
 
 
 class NcclSender:
-    """The policy worker's side: one NCCL group per model (policy; draft when trained) with every engine."""
+    """A policy worker's side: one NCCL group per model (policy; draft when trained) with every engine.
+    ``rank``: the worker's rank in a sharded gang (0 sends; the others only join each parameter's gather)."""
 
-    def __init__(self, module, handles: list, port: int, draft: bool = False):
+    def __init__(self, module, handles: list, port: int, draft: bool = False, rank: int = 0,
+                 address: str | None = None):
         import ray
 
-        source_cls, info_cls, engine_cls = require_cuda_vllm()
-        info = info_cls(master_address=ray.util.get_node_ip_address(), master_port=port,
-                        world_size=1 + len(handles), rank=0)
-        self.engine = engine_cls.trainer_init(info, client=VllmActorsClient(handles, draft), source=source_cls(module))
+        _, info_cls, engine_cls = require_cuda_vllm()
+        info = info_cls(master_address=address or ray.util.get_node_ip_address(), master_port=port,
+                        world_size=1 + len(handles), rank=rank)
+        self.engine = engine_cls.trainer_init(info, client=VllmActorsClient(handles, draft), source=ShardSource(module))
 
     def send(self) -> None:
-        """Broadcast the module's current parameters into every engine (blocks until they have loaded)."""
+        """Broadcast the module's current parameters into every engine (blocks until they have loaded; in a
+        gang every rank calls it at once)."""
         self.engine.send_weights()

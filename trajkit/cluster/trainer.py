@@ -62,8 +62,9 @@ def start_rollouts(cfg: TrainConfig, placement: Placement, first_bundle: int = 1
     return RayRollouts(workers, infos, c.timeout_s)
 
 
-def connect_nccl(policy, rollouts: RayRollouts, timeout_s: float) -> None:
-    """Open the NCCL groups between the policy worker and every rollout worker's vLLM engine (CUDA only)."""
+def connect_nccl(policy, rollouts: RayRollouts, timeout_s: float, gang: list | None = None) -> None:
+    """Open the NCCL groups between the policy worker and every rollout worker's vLLM engine (CUDA only); a
+    sharded ``gang``'s every actor makes its engine (rank 0 opens the group on its node)."""
     handles = gather([w.vllm_actor.remote() for w in rollouts.workers],
                      [f"rollout worker {i} vLLM actor" for i in range(len(rollouts.workers))], timeout_s)
     import socket
@@ -71,7 +72,13 @@ def connect_nccl(policy, rollouts: RayRollouts, timeout_s: float) -> None:
     with socket.socket() as sock:  # a free port for the rendezvous (on this node; fine for a local group)
         sock.bind(("", 0))
         port = sock.getsockname()[1]
-    gather([policy.init_nccl.remote(handles, port)], ["policy worker NCCL init"], timeout_s)
+    if not gang:
+        gather([policy.init_nccl.remote(handles, port)], ["policy worker NCCL init"], timeout_s)
+        return
+    address = gather([gang[0].address.remote()], ["policy worker 0 address"], timeout_s)[0]
+    host = address.removeprefix("tcp://").rsplit(":", 1)[0]
+    gather([a.init_nccl.remote(handles, port, host) for a in gang],
+           [f"policy worker {r} NCCL init" for r in range(len(gang))], timeout_s)
 
 
 @dataclass
@@ -96,7 +103,7 @@ class Cluster:
             # first the policy worker(s): a warm start built there is cached before the rollout workers read it
             if c.policy_workers > 1:
                 gang, info = start_gang(cfg, placement, actor_env())
-                policy, learner = gang[0], GangLearner(gang, c.timeout_s)
+                policy, learner = gang[0], GangLearner(gang, c.timeout_s, c.weight_transfer)
             else:
                 gang = []
                 policy = start_actor(PolicyWorker, (cfg,), python=c.policy_python, env=actor_env(),
@@ -105,7 +112,7 @@ class Cluster:
                 learner = RemoteLearner(policy, c.timeout_s, c.weight_transfer)
             rollouts = start_rollouts(cfg, placement, first_bundle=c.policy_workers)
             if c.weight_transfer == "nccl":
-                connect_nccl(policy, rollouts, c.timeout_s)
+                connect_nccl(policy, rollouts, c.timeout_s, gang)
         except BaseException:
             placement.remove()  # its actors go with it
             if owns:

@@ -30,7 +30,7 @@ import torch
 from trajkit.engine.drafters.registry import DraftShape, draft_kind
 from trajkit.errors import ConfigError
 from trajkit.models.fit import Schedule
-from trajkit.models.load import load_model, load_tokenizer
+from trajkit.models.load import empty_model, load_model, load_tokenizer
 from trajkit.models.logprobs import check_chunkable
 from trajkit.models.rope import needs_rescaling, rescaled
 from trajkit.models.spec import TinySpec, build_model
@@ -131,6 +131,24 @@ def build_models(cfg: TrainConfig, tokenizer, policy=None):
     if draft is not None:
         draft = draft.to(device).train()
     return policy.train(), draft
+
+
+def policy_skeleton(cfg: TrainConfig, tokenizer):
+    """The policy :func:`build_models` builds, on the meta device (no storage, no values): what a sharded rank
+    other than 0 builds before it receives its shard of rank 0's weights (:func:`trajkit.rl.fsdp.
+    load_from_rank0`), so that no such rank ever holds the whole model. A warm start's architecture is its
+    random model's (the weights come from rank 0)."""
+    if cfg.policy.lora.rank:
+        raise ConfigError("policy.lora: a policy skeleton has no adapters; set policy.lora.rank=0")
+    folder = policy_folder(cfg.policy)
+    if folder is not None:
+        policy = empty_model(folder, what="policy.path", rope_scaling=cfg.policy.rope_scaling)
+    else:
+        with torch.device("meta"):
+            policy = rescaled(random_model(cfg.policy, len(tokenizer)), cfg.policy.rope_scaling)
+    if cfg.optim.gradient_checkpointing:
+        enable_activation_checkpointing(policy)
+    return policy.train()
 
 
 def enable_activation_checkpointing(model) -> None:

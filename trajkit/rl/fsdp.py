@@ -9,6 +9,9 @@ a unit's full weights exist only while its forward or backward runs. ``policy.dt
 gathers the weights in that dtype (FSDP2's ``MixedPrecisionPolicy``; gradients reduced in float32) on top
 of the autocast every forward already runs under (:mod:`trajkit.rl.precision`).
 
+Initialisation: only rank 0 builds the model whole; the other ranks build it on the meta device, shard it,
+and receive their rows of rank 0's weights (:func:`load_from_rank0`), so no rank but 0 ever holds the whole.
+
 Gradients are *summed* over the ranks (``set_gradient_divide_factor(1.0)`` with sum reduction), not
 averaged as FSDP does by default: every rank's loss is already normalised by the whole optimiser slice's
 counts (:class:`trajkit.rl.losses.LossNorm`), so the sum is the unsharded gradient.
@@ -53,13 +56,14 @@ def check_config(cfg) -> None:
     if c.ray and c.policy_workers < 2:
         raise ConfigError("policy.fsdp=true with cluster.ray=true shards over cluster.policy_workers Ray actors: "
                           "set cluster.policy_workers=N (N >= 2), or cluster.ray=false to shard under torchrun")
-    if c.weight_transfer != "object_store":
-        raise ConfigError(f"cluster.weight_transfer={c.weight_transfer} with policy.fsdp=true: sharded policy "
-                          "workers send weights through the object store only; set cluster.weight_transfer="
-                          "object_store")
-    if cfg.rollout.backend != "trajkit":
-        raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true: not tested yet; "
-                          "set rollout.backend=trajkit")
+    if c.weight_transfer != "object_store" and not c.ray:
+        raise ConfigError(f"cluster.weight_transfer={c.weight_transfer} with policy.fsdp=true under torchrun: rank 0 "
+                          "loads the gathered weights into its own engine; set cluster.weight_transfer=object_store "
+                          "(or shard on Ray: cluster.ray=true cluster.policy_workers=N)")
+    if cfg.rollout.backend != "trajkit" and not c.ray:
+        raise ConfigError(f"rollout.backend={cfg.rollout.backend} with policy.fsdp=true under torchrun: rank 0 "
+                          "generates in process with trajkit's engine; set rollout.backend=trajkit (or shard on "
+                          "Ray, where the rollout workers run any backend)")
 
 
 def world_size() -> int:
@@ -166,6 +170,34 @@ def shard_model(model, dtype: torch.dtype):
             module.set_gradient_divide_factor(1.0)  # sum, not mean (gloo has no pre-multiplied sum)
             module.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def load_from_rank0(model, whole: dict | None, device: torch.device) -> None:
+    """Give the sharded ``model`` (:func:`shard_model`) rank 0's weights, on every rank together. Rank 0 passes
+    its whole state dict (taken before sharding: it built the model whole), every other rank ``None`` and a
+    model built on the meta device (:func:`trajkit.rl.build.policy_skeleton`), which first gets empty storage
+    for its shards only (``to_empty`` after ``fully_shard``: a weight tied to another stays one parameter).
+    The parameters are broadcast one tensor at a time, each rank keeping its own rows (torch's
+    ``set_model_state_dict(full_state_dict=True, broadcast_from_rank0=True)``), so a rank > 0 never holds
+    more than its shards and one whole tensor. The buffers are broadcast whole: a non-persistent one (the
+    rotary ``inv_freq``) is in no state dict, and a meta buffer has no values to recompute from."""
+    import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if whole is None:
+        model.to_empty(device=device)
+    set_model_state_dict(model, whole if whole is not None else {},
+                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for _, buffer in sorted(model.named_buffers()):
+        dist.broadcast(buffer, src=0)
+
+
+def local_bytes(model) -> int:
+    """The bytes of parameters this rank holds (a DTensor counts its local shard; a meta tensor none)."""
+    def local(t):
+        t = t.to_local() if hasattr(t, "to_local") else t
+        return 0 if t.is_meta else t.numel() * t.element_size()
+    return sum(local(p) for p in model.parameters())
 
 
 def full_state(model) -> dict:

@@ -15,6 +15,9 @@ that learner is first broadcast to the other ranks (:func:`follow` runs them), s
                    (normalised by the slice's counts), FSDP2 sums the gradients, each rank steps AdamW on
                    its shard; the loss statistics are summed over the ranks
 
+Every rank but 0 builds the policy and reference on the meta device and receives its shards from rank 0
+(:func:`build_side`): only rank 0, which generates with the whole policy anyway, loads it whole.
+
 The single-controller shape of :mod:`trajkit.cluster` (one controller, workers behind the
 :class:`~trajkit.rl.learner.Learner` seam), with ``torch.distributed`` as the transport. Same seed and
 config: the samples, metrics and gathered weights equal the in-process trainer's up to float32 summation
@@ -34,11 +37,11 @@ import torch
 
 from trajkit.errors import ConfigError, TrajkitError
 from trajkit.rl.batching import Batch, batch_logprobs, chunks
-from trajkit.rl.build import build_models, build_tokenizer, frozen_copy
+from trajkit.rl.build import build_models, build_tokenizer, frozen_copy, policy_skeleton
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.fsdp import Shard, close_group, full_state, init_group, shard_model
+from trajkit.rl.fsdp import Shard, close_group, full_state, init_group, load_from_rank0, shard_model
 from trajkit.rl.mismatch import mismatch_metrics
-from trajkit.rl.precision import DTYPES, model_device
+from trajkit.rl.precision import DTYPES, model_device, resolve_device
 from trajkit.envs.registry import make_task
 from trajkit.rl.rollout import Rollout
 from trajkit.rl.state import PromptStream, TrainState
@@ -61,18 +64,26 @@ class ShardSide:
     reference: torch.nn.Module | None = None
 
 
-def build_side(cfg: TrainConfig, tokenizer, keep=None) -> ShardSide:
-    """The policy and reference built as in process, ``keep(policy, draft)`` called on the whole models (rank
-    0 makes the engine's inference copies there), then both sharded and the optimiser made over the shards.
-    -> (side, draft)."""
-    policy, draft = build_models(cfg, tokenizer)
+def build_side(cfg: TrainConfig, tokenizer, rank: int, keep=None) -> ShardSide:
+    """This rank's shard of the policy and reference, the optimiser over the shards -> (side, draft or None).
+    Rank 0 builds the models whole as in process and calls ``keep(policy, draft)`` on them (a torchrun rank 0
+    makes the engine's inference copies there); every other rank builds them on the meta device
+    (:func:`trajkit.rl.build.policy_skeleton`, no draft). Both are sharded, then every rank receives its
+    rows of rank 0's weights (:func:`trajkit.rl.fsdp.load_from_rank0`): only rank 0 ever holds the whole."""
+    if rank == 0:
+        policy, draft = build_models(cfg, tokenizer)
+    else:
+        policy, draft = policy_skeleton(cfg, tokenizer), None
     reference = frozen_copy(policy) if cfg.loss.kl_coef > 0 else None
     if keep is not None:
         keep(policy, draft)
-    dtype = DTYPES[cfg.policy.dtype]
-    shard_model(policy, dtype)
-    if reference is not None:
-        shard_model(reference, dtype)
+    dtype, device = DTYPES[cfg.policy.dtype], resolve_device(cfg.policy.device)
+    for model in (policy, reference):
+        if model is not None:
+            whole = model.state_dict() if rank == 0 else None
+            shard_model(model, dtype)
+            load_from_rank0(model, whole, device)
+            del whole
     return ShardSide(policy, make_optimizer(policy, cfg), reference), draft
 
 
@@ -193,7 +204,8 @@ def build_sharded_state(cfg: TrainConfig, shard: Shard, *, tokenizer=None, polic
                           "policy.path / rollout.backend instead of a module or a backend object")
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     made = {}
-    side, draft = build_side(cfg, tokenizer, keep=lambda p, d: made.setdefault("rollout", Rollout(cfg, p, d)))
+    side, draft = build_side(cfg, tokenizer, shard.rank,
+                             keep=lambda p, d: made.setdefault("rollout", Rollout(cfg, p, d)))
     task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
@@ -234,7 +246,7 @@ def train(cfg: TrainConfig, progress=None) -> list[dict]:
         torch.set_num_threads(cfg.threads)
     shard, made = init_group(cfg)
     if shard.rank != 0:
-        side, _ = build_side(cfg, build_tokenizer(cfg))
+        side, _ = build_side(cfg, build_tokenizer(cfg), shard.rank)
         follow(ShardWorker(cfg, shard, side))  # a resumed run's load comes as rank 0's first call
         if made:
             close_group()
