@@ -2,9 +2,9 @@
 
 Input messages: ``{"role", "content"}``; assistant messages may carry ``reasoning_content`` (or
 ``reasoning``) and ``tool_calls: [{"id", "type": "function", "function": {"name", "arguments": str}}]``;
-tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is stored in canonical Hermes
-form (reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks, each tool message -> one
-``<tool_response>`` block), so one set of metrics, plots and exports serves both formats.
+tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is stored in the one Hermes
+layout (:mod:`trajkit.traces.hermes_text`: reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks,
+each tool message -> one ``<tool_response>`` envelope), so one set of metrics, plots and exports serves both formats.
 
 Rendering to Hermes text is made safe for untrusted content: JSON inside a block has the ``<`` of block tags written
 ``\\u003c`` (the same JSON), so arguments holding ``</tool_call>`` cannot end their block; plain text that
@@ -23,8 +23,9 @@ from typing import Any, Literal
 
 from trajkit.errors import InputError
 from trajkit.traces import jsonvalue
-from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
+from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, parse_call_body
 from trajkit.traces.harness import decode_json_text, judge
+from trajkit.traces.hermes_text import THINK_GLUE, call_block, response_block, think_block
 from trajkit.traces.model import Diagnostic, Message, Segment, ToolCall, ToolResponse, Trace
 from trajkit.traces.tools import normalize_tools, schema_problems, tools_from_json
 
@@ -86,7 +87,9 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
     segments: list[Segment] = []
     reasoning = msg.get("reasoning_content", msg.get("reasoning"))
     if isinstance(reasoning, str):
-        segments.append(Segment("think", f"<think>\n{reasoning}\n</think>\n"))
+        think = think_block(reasoning)
+        segments.append(Segment("think", think[:-len(THINK_GLUE)]))
+        segments.append(Segment("text", THINK_GLUE))
     if text:
         segments.append(Segment("text", text))
     calls: list[ToolCall] = []
@@ -101,9 +104,9 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
         body = _call_body(fn, f"messages[{i}].tool_calls[{k}].function")
         call = parse_call_body(body)
         call.id = tc.get("id")
-        if segments:
+        if text or calls:  # the layout's newline before a call (trajkit.traces.hermes_text.assistant_text)
             segments.append(Segment("text", "\n"))
-        segments.append(Segment("tool_call", f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}", len(calls)))
+        segments.append(Segment("tool_call", call_block(body), len(calls)))
         calls.append(call)
     return Message("assistant", segments, tool_calls=calls)
 
@@ -134,7 +137,7 @@ def _tool(msg: dict[str, Any], text: str) -> Message:
     resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
                         failed=failed, exit_code=exit_code, truncated=truncated)
     envelope = _inert(_json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result}))
-    return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
+    return Message("tool", [Segment("tool_response", response_block(envelope), 0)],
                    tool_responses=[resp])
 
 
