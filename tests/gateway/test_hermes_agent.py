@@ -40,15 +40,26 @@ def _decode(tok, ids):
     return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
+def _as_the_agent_saves(turn: dict) -> dict:
+    """A turn of trajkit's Hermes text as the agent's saver writes it: it adds an empty think block to a ``gpt``
+    turn without reasoning and strips the turn (trajkit writes the bytes the model wrote and was trained on:
+    :mod:`trajkit.traces.hermes_text`)."""
+    if turn["from"] != "gpt":
+        return turn
+    value = turn["value"] if "<think>" in turn["value"] else "<think>\n</think>\n" + turn["value"]
+    return {**turn, "value": value.strip()}
+
+
 def _saved_matches_export(saved_path, session) -> list[dict]:
     """The agent's last saved trajectory equals the gateway's export of the session, turn for turn (system
-    turns compared by their tool lists: the agent saves its own Hermes system prompt); the export."""
+    turns compared by their tool lists: the agent saves its own Hermes system prompt; ``gpt`` turns up to the
+    saver's empty think block, :func:`_as_the_agent_saves`); the export."""
     saved = [json.loads(line) for line in saved_path.read_text().splitlines()]
     ours = session_hermes_rows(session)
     theirs, mine = saved[-1]["conversations"], ours[-1]["conversations"]
     assert [t["from"] for t in theirs] == [t["from"] for t in mine]
     assert tools_from_system_prompt(theirs[0]["value"]) == tools_from_system_prompt(mine[0]["value"])
-    assert theirs[1:] == mine[1:]
+    assert theirs[1:] == [_as_the_agent_saves(t) for t in mine[1:]]
     return ours
 
 

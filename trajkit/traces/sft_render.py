@@ -5,9 +5,10 @@
 - ``inline``: the Hermes text itself. The system message keeps the trace's system text when it holds the
   ``<tools>`` block, else the schemas are written as the Hermes system prompt after it
   (:func:`~trajkit.traces.hermes_text.with_tools_system`, as the gateway's inline rendering does); an
-  assistant message's ``content`` is its full Hermes text (``<think>`` block, narration and ``<tool_call>`` blocks, malformed ones included);
-  tool results are their ``<tool_response>`` text in the role the template renders (``tool``, else
-  ``user``). Two private keys ride along for the think policies (templates ignore unknown keys):
+  assistant message's ``content`` is its full Hermes text (``<think>`` block, narration and ``<tool_call>``
+  blocks, malformed ones included); tool results are their ``<tool_response>`` text in the role the
+  template renders (``tool``, else ``user``). Two private keys ride along for the think policies
+  (templates ignore unknown keys):
   :data:`NO_REASONING` (the content without its think block) and :data:`REASONING` (the think text).
 
 Every rendered conversation also carries the :class:`~trajkit.traces.source_check.SourceTurn` of each
