@@ -5,7 +5,8 @@ what it would record: its renderer writes each prompt (SmolLM2's content-only Ch
 format parses each reply into the message it returns, the records are stitched into the training chain
 (:func:`trajkit.gateway.stitch.stitch`) and exported as a Hermes row (:func:`session_hermes_rows`). Only the
 sampling is replaced: the "sampled" ids are the tokenizer's ids of the written text (``test_scripted.py`` runs
-the same path with a real model sampling under trajkit's own template). The row then goes through the real
+the same path with a real model sampling under trajkit's own template). Under trajkit's own (structured)
+template too. The row then goes through the real
 ``trajkit traces export --format tokens`` and its ids and trained positions must equal the chain's, and its
 ``gpt`` turns must be the model's texts. Conversations: the real Hermes row of the shared fixtures, and a
 hand-written one (an empty think, two calls in one turn, two results in one tool turn, a turn without think,
@@ -23,6 +24,7 @@ from trajkit.gateway.parse import NOT_REPRODUCIBLE
 from trajkit.gateway.render import ChatRenderer
 from trajkit.gateway.sessions import CallRecord, ChoiceRecord, Session
 from trajkit.gateway.stitch import stitch
+from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.traces.hermes_text import hermes_conversation, parse_envelope, parse_tool_turn
 
 from ..conftest import _load_real
@@ -93,13 +95,16 @@ def _export(tmp_path, row, folder) -> dict:
     return example
 
 
-def _round_trip(tmp_path, folder, conversation, tools):
+def _round_trip(tmp_path, folder, conversation, tools, mode="inline"):
     tok = AutoTokenizer.from_pretrained(folder)
-    assert _gateway_parts(tok)[0].rendering.mode == "inline"  # the gateway writes the Hermes text itself
+    assert _gateway_parts(tok)[0].rendering.mode == mode
     session, texts, history = _session(tok, conversation, tools)
     [chain] = stitch(session.records)  # no fork: every reply renders back token for token
     [row] = session_hermes_rows(session)
-    assert [t["value"] for t in row["conversations"] if t["from"] == "gpt"] == texts  # the model's own bytes
+    # inline, the gateway writes Hermes text: the row's gpt turns are the model's own bytes; a structured
+    # template writes its own glue after </think> (trajkit's: two newlines), the row Hermes text's one
+    hermes = [t.replace("</think>\n\n", "</think>\n", 1) if mode == "structured" else t for t in texts]
+    assert [t["value"] for t in row["conversations"] if t["from"] == "gpt"] == hermes
     example = _export(tmp_path, row, folder)
     decode = lambda ids: tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)  # noqa: E731
     # byte for byte, and as ids under the tokenizer; the export goes on with the template's newline after the
@@ -127,6 +132,16 @@ def test_a_hand_written_conversation_trains_what_the_export_writes(tmp_path, smo
                                                               ("read_file", "hello")]
     system = row["conversations"][0]["value"]
     assert system.startswith("You are a careful agent.\n\nYou are a function calling AI model.")
+
+
+def test_under_trajkits_own_template_the_export_renders_the_trained_tokens_again(tmp_path):
+    """Structured: the template renders reasoning, calls and results itself, with two newlines after
+    </think>; the model writes that layout, the row has Hermes text's, and the export gives the tokens back.
+    (Not the leading space of a reasoning: the structured export strips reasoning, as ``Message.think`` does.)"""
+    byte_tokenizer().save_pretrained(tmp_path / "tok")
+    conversation = [(r, t.replace("</think>\n", "</think>\n\n") if r == "assistant" else t) for r, t in HAND
+                    if "leading space" not in t]
+    _round_trip(tmp_path, str(tmp_path / "tok"), conversation, TOOLS, mode="structured")
 
 
 def test_the_real_hermes_row_goes_through_the_gateway_and_comes_back_byte_for_byte(

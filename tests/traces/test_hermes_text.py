@@ -8,7 +8,8 @@ import pytest
 from trajkit.synth import sample_paths
 from trajkit.traces.hermes_text import (HERMES_SYSTEM, AssistantParts, assistant_text, call_body, hermes_conversation,
                                         inline_messages, message_text, parse_assistant_text, parse_envelope,
-                                        parse_tool_turn, response_envelope, tool_turn, tools_system)
+                                        parse_tool_turn, response_envelope, tool_turn, tools_system,
+                                        tools_system_preamble)
 
 from ..conftest import _load_real
 
@@ -122,3 +123,22 @@ def test_parse_of_render_gives_back_the_parts_of_the_data(request):
                 for b in bodies:
                     env = parse_envelope(b)
                     assert env is None or parse_envelope(response_envelope(**env)) == env
+
+
+CALL_BLOCK_SPACED = '<tool_call>\n{"name": "terminal", "arguments": {"command":  "ls"}}\n</tool_call>'
+
+
+def test_the_structured_export_keeps_the_system_prompt_before_the_tools_prompt():
+    from trajkit.traces.openai import to_openai
+    from trajkit.traces.hermes import parse_row
+
+    tools = [{"type": "function", "function": {"name": "terminal", "description": "Run.", "parameters": {}}}]
+    assert tools_system_preamble(tools_system(tools, "Be brief.")) == "Be brief."
+    assert tools_system_preamble(tools_system(tools)) == ""
+    assert tools_system_preamble(tools_system(tools, "Be brief.") + " edited") is None
+    row = {"conversations": [{"from": "system", "value": tools_system(tools, "Be brief.")},
+                             {"from": "human", "value": "go"},
+                             {"from": "gpt", "value": CALL_BLOCK_SPACED}]}
+    messages, listed = to_openai(parse_row(row))
+    assert messages[0] == {"role": "system", "content": "Be brief."} and listed[0]["function"]["name"] == "terminal"
+    assert messages[2]["tool_calls"][0]["function"]["arguments"] == '{"command":  "ls"}'  # as the model wrote them

@@ -78,6 +78,20 @@ def tools_system(tools: list[dict[str, Any]], preamble: str = "") -> str:
     return head + HERMES_SYSTEM.format(tools=json.dumps(tools, ensure_ascii=False))
 
 
+def tools_system_preamble(text: str) -> str | None:
+    """``preamble`` when ``text`` is ``tools_system(tools, preamble)`` for the tools it lists (``""``: none),
+    else None: the system prompt the writer of a row had, less the tools prompt a template writes again."""
+    start = text.find(HERMES_SYSTEM[:40])
+    if start < 0 or (start and not text[:start].endswith("\n\n")):
+        return None
+    preamble = text[:start - 2] if start else ""
+    try:
+        tools = json.loads(text[text.index("<tools>\n", start) + 8:text.index("\n</tools>", start)])
+    except ValueError:
+        return None
+    return preamble if tools_system(tools, preamble) == text else None
+
+
 def think_block(reasoning: str, glue: str = THINK_GLUE) -> str:
     return THINK_OPEN + "\n" + reasoning + "\n" + THINK_CLOSE + glue
 
@@ -245,7 +259,7 @@ def _parts(text, segments, calls, glue: str, split_reasoning: bool) -> Assistant
     content, returned, why = _layout(items)
     arguments = []
     for call in returned:
-        written, exact = _arguments(call)
+        written, exact = arguments_text(call)
         arguments.append(written)
         if not exact:
             why.append(_call_layout_problem(call))
@@ -294,7 +308,7 @@ def _reasoning(segments, glue: str):
     return raw[len(head):len(raw) - len(tail)], ([Segment("text", rest)] if rest else []) + later
 
 
-def _arguments(call: ToolCall) -> tuple[str, bool]:
+def arguments_text(call: ToolCall) -> tuple[str, bool]:
     """``(arguments text, exact)``: the model's own text of the value when the block is written in the
     layout (``exact``), else the canonical JSON."""
     head = "\n" + call_body(call.name, "")[:-1]

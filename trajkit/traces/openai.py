@@ -25,7 +25,8 @@ from trajkit.errors import InputError
 from trajkit.traces import jsonvalue
 from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, parse_call_body
 from trajkit.traces.harness import decode_json_text, judge
-from trajkit.traces.hermes_text import THINK_GLUE, call_block, response_block, think_block
+from trajkit.traces.hermes_text import (THINK_GLUE, arguments_text, call_block, response_block, think_block,
+                                        tools_system_preamble)
 from trajkit.traces.model import Diagnostic, Message, Segment, ToolCall, ToolResponse, Trace
 from trajkit.traces.tools import normalize_tools, schema_problems, tools_from_json
 
@@ -151,7 +152,8 @@ def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
     """(messages, tools) in OpenAI form.
 
     ``system="auto"`` drops a system message that holds the ``<tools>`` block (the tools travel in
-    ``tools`` and the chat template renders them again); ``"keep"``/``"drop"`` do what they say.
+    ``tools`` and the chat template renders them again), keeping the system prompt written before trajkit's
+    Hermes tools prompt (:func:`trajkit.traces.hermes_text.tools_system_preamble`: the gateway's rows); ``"keep"``/``"drop"`` do what they say.
     Malformed calls cannot be OpenAI ``tool_calls``: ``malformed="error"`` raises :class:`InputError`,
     ``"as_text"`` keeps the raw block in the assistant content.
     """
@@ -159,8 +161,9 @@ def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
     last_ids: list[str] = []
     for i, msg in enumerate(trace.messages):
         if msg.role == "system":
-            if system == "keep" or (system == "auto" and "<tools>" not in msg.text):
-                out.append({"role": "system", "content": msg.text})
+            text = msg.text if system == "keep" or "<tools>" not in msg.text else tools_system_preamble(msg.text)
+            if system != "drop" and text:
+                out.append({"role": "system", "content": text})
         elif msg.role == "user":
             out.append({"role": "user", "content": msg.text})
         elif msg.role == "assistant":
@@ -186,7 +189,7 @@ def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
         call_id = call.id or f"call_{i}_{k}"
         ids.append(call_id)
         calls.append({"id": call_id, "type": "function",
-                      "function": {"name": call.name, "arguments": jsonvalue.dumps(call.arguments).decode()}})
+                      "function": {"name": call.name, "arguments": arguments_text(call)[0]}})
     entry: dict[str, Any] = {"role": "assistant", "content": content}
     if msg.think is not None:
         entry["reasoning_content"] = msg.think
