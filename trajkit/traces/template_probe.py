@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from trajkit.errors import ConfigError
-from trajkit.traces.hermes_text import assistant_text, call_body, response_block
+from trajkit.traces.hermes_text import assistant_text, call_body, response_block, tools_system
 
 Mode = Literal["structured", "inline"]
 MODES: tuple[Mode, ...] = ("structured", "inline")
@@ -59,7 +59,9 @@ def _assistant(mode: Mode, reasoning: str, content: str, call: bool) -> dict[str
 
 
 def hermes_tools_system(tools: list[dict[str, Any]], preamble: str = "") -> str:
-    """The Hermes function-calling system prompt: ``preamble`` then the schemas in ``<tools></tools>``."""
+    """A short Hermes function-calling system prompt: ``preamble`` then the schemas in ``<tools></tools>``.
+    Only the calculator tool env uses it (its warm-start demonstrations are cached on it); everything else
+    writes :func:`trajkit.traces.hermes_text.tools_system`, the data's prompt."""
     head = (preamble + "\n\n") if preamble else ""
     return (head + "You are a function calling AI model. You are provided with function signatures within "
             "<tools> </tools> XML tags. You may call one or more functions to assist with the user query.\n"
@@ -69,7 +71,7 @@ def hermes_tools_system(tools: list[dict[str, Any]], preamble: str = "") -> str:
 
 def probe_conversation(mode: Mode, tool_role: str = "tool") -> tuple[list[dict[str, Any]], list | None]:
     """The probe: system, a first query and answer, a second query, a tool call, its result, an answer."""
-    system = SYSTEM if mode == "structured" else hermes_tools_system(TOOLS, SYSTEM)
+    system = SYSTEM if mode == "structured" else tools_system(TOOLS, SYSTEM)  # as inline rendering writes it
     result = RESULT if mode == "structured" else response_block(RESULT)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_1},
                 _assistant(mode, EARLY_REASON, "first", False), {"role": "user", "content": USER_2},
