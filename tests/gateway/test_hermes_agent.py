@@ -21,6 +21,7 @@ from trajkit.models.load import load_model, load_tokenizer
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.recipes.scripted import ScriptedRecipe, scripted_model
+from trajkit.traces.blocks import parse_assistant
 from trajkit.traces.tools import tools_from_system_prompt
 
 from . import hermes_support as hs
@@ -41,12 +42,18 @@ def _decode(tok, ids):
 
 
 def _as_the_agent_saves(turn: dict) -> dict:
-    """A turn of trajkit's Hermes text as the agent's saver writes it: it adds an empty think block to a ``gpt``
-    turn without reasoning and strips the turn (trajkit writes the bytes the model wrote and was trained on:
-    :mod:`trajkit.traces.hermes_text`)."""
+    """A turn of trajkit's Hermes text as the agent's saver writes it: it re-serialises each call's JSON
+    (``json.dumps`` of the parsed arguments), adds an empty think block to a ``gpt`` turn without reasoning and
+    strips the turn. trajkit writes the bytes of the conversation the chain was trained on
+    (:mod:`trajkit.traces.hermes_text`): the model's reply, and the history as the agent sent it back (its
+    arguments compact)."""
     if turn["from"] != "gpt":
         return turn
-    value = turn["value"] if "<think>" in turn["value"] else "<think>\n</think>\n" + turn["value"]
+    segments, calls = parse_assistant(turn["value"], 0, [])
+    value = "".join("<tool_call>\n" + json.dumps({"name": calls[seg.ref].name, "arguments": calls[seg.ref].arguments},
+                                                 ensure_ascii=False) + "\n</tool_call>"
+                    if seg.kind == "tool_call" and calls[seg.ref].ok else seg.raw for seg in segments)
+    value = value if "<think>" in value else "<think>\n</think>\n" + value
     return {**turn, "value": value.strip()}
 
 
