@@ -21,6 +21,7 @@ from trajkit.models.load import load_model, load_tokenizer
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.recipes.scripted import ScriptedRecipe, scripted_model
+from trajkit.traces.blocks import parse_assistant
 from trajkit.traces.tools import tools_from_system_prompt
 
 from . import hermes_support as hs
@@ -40,15 +41,32 @@ def _decode(tok, ids):
     return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
+def _as_the_agent_saves(turn: dict) -> dict:
+    """A turn of trajkit's Hermes text as the agent's saver writes it: it re-serialises each call's JSON
+    (``json.dumps`` of the parsed arguments), adds an empty think block to a ``gpt`` turn without reasoning and
+    strips the turn. trajkit writes the bytes of the conversation the chain was trained on
+    (:mod:`trajkit.traces.hermes_text`): the model's reply, and the history as the agent sent it back (its
+    arguments compact)."""
+    if turn["from"] != "gpt":
+        return turn
+    segments, calls = parse_assistant(turn["value"], 0, [])
+    value = "".join("<tool_call>\n" + json.dumps({"name": calls[seg.ref].name, "arguments": calls[seg.ref].arguments},
+                                                 ensure_ascii=False) + "\n</tool_call>"
+                    if seg.kind == "tool_call" and calls[seg.ref].ok else seg.raw for seg in segments)
+    value = value if "<think>" in value else "<think>\n</think>\n" + value
+    return {**turn, "value": value.strip()}
+
+
 def _saved_matches_export(saved_path, session) -> list[dict]:
     """The agent's last saved trajectory equals the gateway's export of the session, turn for turn (system
-    turns compared by their tool lists: the agent saves its own Hermes system prompt); the export."""
+    turns compared by their tool lists: the agent saves its own Hermes system prompt; ``gpt`` turns up to the
+    saver's empty think block, :func:`_as_the_agent_saves`); the export."""
     saved = [json.loads(line) for line in saved_path.read_text().splitlines()]
     ours = session_hermes_rows(session)
     theirs, mine = saved[-1]["conversations"], ours[-1]["conversations"]
     assert [t["from"] for t in theirs] == [t["from"] for t in mine]
     assert tools_from_system_prompt(theirs[0]["value"]) == tools_from_system_prompt(mine[0]["value"])
-    assert theirs[1:] == mine[1:]
+    assert theirs[1:] == [_as_the_agent_saves(t) for t in mine[1:]]
     return ours
 
 

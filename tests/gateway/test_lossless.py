@@ -63,10 +63,10 @@ def call_block(draw) -> tuple[str, dict | None, bool]:
 def completion(draw) -> tuple[str, list[dict], bool]:
     """(text, its well-formed calls, whether every piece is in the canonical layout)."""
     canonical = True
-    think = draw(st.sampled_from(["none", "canonical", "unclosed", "one_newline", "empty"]))
+    think = draw(st.sampled_from(["none", "canonical", "unclosed", "two_newlines", "empty"]))
     reasoning = draw(TEXT.filter(lambda t: "<" not in t))
-    text = {"none": "", "canonical": f"<think>\n{reasoning}\n</think>\n\n", "unclosed": f"<think>\n{reasoning}",
-            "one_newline": f"<think>\n{reasoning}\n</think>\n", "empty": "<think>\n</think>\n"}[think]
+    text = {"none": "", "canonical": f"<think>\n{reasoning}\n</think>\n", "unclosed": f"<think>\n{reasoning}",
+            "two_newlines": f"<think>\n{reasoning}\n</think>\n\n", "empty": "<think>\n</think>\n"}[think]
     if think == "unclosed":
         return text, [], True  # an unclosed think runs to the end: all of it is content
     content = draw(TEXT)

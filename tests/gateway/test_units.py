@@ -1,19 +1,34 @@
 """Pure pieces: parsing model text into the API message, stitching by token prefixes."""
+from trajkit.gateway.formats import Hermes, think_glue
 from trajkit.gateway.parse import parse_output
 from trajkit.gateway.render import hermes_assistant_text
 from trajkit.gateway.sessions import CallRecord, ChoiceRecord
 from trajkit.gateway.stitch import stitch
+from trajkit.models.tokenizer import byte_tokenizer
+
+
+CALLS = ('Let me look.\n<tool_call>\n{"name": "terminal", "arguments": {"command": "ls -l"}}'
+         '\n</tool_call>\n<tool_call>\n{"name": "read", "arguments": {"path": "a", "n": 10}}\n</tool_call>')
 
 
 def test_parse_splits_reasoning_content_and_calls_and_renders_back():
-    text = ('<think>\nplan\n</think>\n\nLet me look.\n<tool_call>\n{"name": "terminal", "arguments": {"command": "ls -l"}}'
-            '\n</tool_call>\n<tool_call>\n{"name": "read", "arguments": {"path": "a", "n": 10}}\n</tool_call>')
+    text = '<think>\nplan\n</think>\n' + CALLS  # Hermes text: one newline after </think>
     m = parse_output(text, "x")
     assert (m.reasoning, m.content) == ("plan", "Let me look.")
     assert [(c["function"]["name"], c["function"]["arguments"]) for c in m.calls] == [
         ("terminal", '{"command": "ls -l"}'), ("read", '{"path": "a", "n": 10}')]
     assert len({c["id"] for c in m.calls}) == 2 and not m.diagnostics
     assert hermes_assistant_text(m.message()) == text
+
+
+def test_a_templates_own_think_glue_is_split_off_with_it():
+    text = '<think>\nplan\n</think>\n\n' + CALLS  # trajkit's own template and Qwen3 write two newlines
+    glued = parse_output(text, "x", think_glue="\n\n")
+    assert (glued.reasoning, glued.content, glued.diagnostics) == ("plan", "Let me look.", [])
+    assert Hermes(think_glue="\n\n").assistant_text(glued.message()) == text
+    plain = parse_output(text, "x")  # read as Hermes text, the second newline is content: still lossless
+    assert (plain.reasoning, plain.content, plain.diagnostics) == ("plan", "\nLet me look.", [])
+    assert think_glue(byte_tokenizer()) == "\n\n"
 
 
 def test_an_unparseable_call_stays_in_content_with_a_diagnostic():

@@ -35,6 +35,7 @@ from trajkit.envs.sample import Sample
 from trajkit.envs.calculator import evaluate
 from trajkit.envs.single_turn import Generate, Prompt, completion_text, encode, rng_for
 from trajkit.traces.blocks import parse_assistant
+from trajkit.traces.hermes_text import tool_turn
 from trajkit.traces.template_probe import (
     choose_rendering,
     hermes_tools_system,
@@ -119,8 +120,9 @@ def tool_format(tokenizer) -> ToolFormat:
 
 
 def hermes_tool_value(results: list[dict]) -> str:
-    """Tool results as the ``value`` of a Hermes ``tool`` turn."""
-    return "\n".join(f"<tool_response>\n{json.dumps(r)}\n</tool_response>" for r in results)
+    """Tool results as the ``value`` of a Hermes ``tool`` turn (one ``{"name", "content"}`` block each; the
+    calculator's calls carry no ids)."""
+    return tool_turn([json.dumps(r) for r in results])
 
 
 def forced_text(tokenizer, chat: list[dict], results: list[dict], fmt: ToolFormat = ToolFormat()) -> str:

@@ -17,13 +17,13 @@ template (rendered inline: the gateway writes the Hermes text itself) is always 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trajkit.errors import ConfigError
 from trajkit.gateway.parse import ParsedMessage, call_id, not_reproducible, parse_output
-from trajkit.gateway.render import hermes_assistant_text
 from trajkit.models.chat import render
+from trajkit.traces.hermes_text import THINK_CLOSE, THINK_GLUE, message_text
 
 PROBE_CALL = {"id": "call_probe", "type": "function", "function": {"name": "probe_fn", "arguments": '{"q": "Zq9"}'}}
 PROBE_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
@@ -32,14 +32,18 @@ PROBE_TOOLS = [{"type": "function", "function": {"name": "probe_fn", "descriptio
 
 @dataclass(frozen=True)
 class Hermes:
+    """Hermes text (:mod:`trajkit.traces.hermes_text`); ``think_glue``: what follows ``</think>`` (the
+    template's, :func:`think_glue`; Hermes text's own when the gateway writes it inline)."""
+
     name: str = "hermes"
     holds: str = "<"
+    think_glue: str = THINK_GLUE
 
     def parse(self, text: str, id_seed: str = "") -> ParsedMessage:
-        return parse_output(text, id_seed)
+        return parse_output(text, id_seed, self.think_glue)
 
     def assistant_text(self, msg: dict) -> str:
-        return hermes_assistant_text(msg)
+        return message_text(msg, self.think_glue)
 
     def forced(self, tool_choice: Any) -> str:
         if tool_choice == "required":
@@ -191,6 +195,27 @@ def detect_format(tokenizer) -> str | None:
     return next((name for name, f in FORMATS.items() if f.assistant_text(msg) in text), None)
 
 
+def think_glue(tokenizer) -> str:
+    """What the template writes between ``</think>`` and the content of an assistant turn with
+    ``reasoning_content`` (``\\n\\n`` for trajkit's own template and Qwen3); Hermes text's
+    :data:`~trajkit.traces.hermes_text.THINK_GLUE` when the template renders no reasoning."""
+    reason, content = "Rq7zreason", "Cq7zcontent"
+    msg = {"role": "assistant", "content": content, "reasoning_content": reason}
+    try:
+        text = render(tokenizer, [{"role": "user", "content": "hi"}, msg], None)
+    except Exception:  # noqa: BLE001 - a template that cannot render reasoning has no glue of its own
+        return THINK_GLUE
+    start = text.find(reason + "\n" + THINK_CLOSE)
+    end = text.find(content, start)
+    if start < 0 or end < 0:
+        return THINK_GLUE
+    return text[start + len(reason) + 1 + len(THINK_CLOSE):end]
+
+
+def _hermes(tokenizer) -> Hermes:
+    return replace(FORMATS["hermes"], think_glue=think_glue(tokenizer))
+
+
 def resolve_format(name: str, tokenizer, mode: str):
     """The format for ``--tool-call-format NAME`` (``auto``: :func:`detect_format`) and the rendering mode;
     returns ``(format, note)``, the note saying how it was chosen."""
@@ -200,9 +225,9 @@ def resolve_format(name: str, tokenizer, mode: str):
                               "gateway writes tool calls as Hermes text; use --tool-call-format hermes (or auto)")
         return FORMATS["hermes"], "Hermes text written inline (content-only template)"
     if name != "auto":
-        return FORMATS[name], "set by --tool-call-format"
+        return (_hermes(tokenizer) if name == "hermes" else FORMATS[name]), "set by --tool-call-format"
     found = detect_format(tokenizer)
     if found is None:
-        return FORMATS["hermes"], ("the template's call format is none trajkit reads: calls parsed as Hermes "
-                                   "<tool_call> blocks (set --tool-call-format)")
-    return FORMATS[found], "detected from the chat template"
+        return _hermes(tokenizer), ("the template's call format is none trajkit reads: calls parsed as Hermes "
+                                    "<tool_call> blocks (set --tool-call-format)")
+    return (_hermes(tokenizer) if found == "hermes" else FORMATS[found]), "detected from the chat template"

@@ -6,9 +6,11 @@ as the SFT export chooses it (:func:`~trajkit.traces.template_probe.choose_rende
 - ``structured``: the template renders OpenAI fields itself (``tools``, assistant ``tool_calls`` and
   ``reasoning_content``, ``tool`` messages): trajkit's own template, Qwen-style templates;
 - ``inline``: the template renders only ``content`` (SmolLM2's plain ChatML): the gateway writes the Hermes
-  text into ``content`` (tool schemas as the Hermes ``<tools>`` system block, an assistant turn as
-  ``<think>\\n…\\n</think>\\n\\n`` + content + ``\\n<tool_call>\\n{json}\\n</tool_call>`` per call, tool results as
-  ``<tool_response>`` text in the role the template keeps).
+  text into ``content``, in the one layout of :mod:`trajkit.traces.hermes_text` (tool schemas as the Hermes
+  ``<tools>`` system prompt, an assistant turn as ``<think>\\n…\\n</think>\\n`` + content +
+  ``\\n<tool_call>\\n{json}\\n</tool_call>`` per call, the results of one turn's calls as ONE tool turn of
+  ``<tool_response>`` envelopes in the role the template keeps): the text a Hermes row of the same
+  conversation holds.
 
 ``tool_choice="none"`` renders no tools; ``auto``, ``required`` and a named function render them all;
 ``required`` and a named function also force the start of the call after the prompt
@@ -16,17 +18,14 @@ as the SFT export chooses it (:func:`~trajkit.traces.template_probe.choose_rende
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from trajkit.models.chat import render
-from trajkit.traces.template_probe import (
-    Rendering,
-    choose_rendering,
-    hermes_tools_system,
-    probe_template,
-)
+from trajkit.traces.hermes_text import inline_messages, message_text
+from trajkit.traces.template_probe import Rendering, choose_rendering, probe_template
+
+__all__ = ["ChatRenderer", "hermes_assistant_text", "inline_messages"]
 
 
 @dataclass
@@ -50,35 +49,5 @@ class ChatRenderer:
 
 
 def hermes_assistant_text(msg: dict) -> str:
-    """An assistant message as the Hermes text trajkit's template renders (the canonical layout)."""
-    out = ""
-    reasoning = msg.get("reasoning_content")
-    if isinstance(reasoning, str):
-        out += "<think>\n" + reasoning + "\n</think>\n\n"
-    body = msg.get("content") or ""
-    out += body
-    for i, call in enumerate(msg.get("tool_calls") or []):
-        fn = call["function"]
-        args = fn["arguments"] if isinstance(fn["arguments"], str) else json.dumps(fn["arguments"])
-        if i or body:
-            out += "\n"
-        out += "<tool_call>\n{\"name\": " + json.dumps(fn["name"]) + ", \"arguments\": " + args + "}\n</tool_call>"
-    return out
-
-
-def inline_messages(messages: list[dict], tools: list[dict] | None, tool_role: str) -> list[dict]:
-    """``messages`` with everything written into ``content`` as Hermes text (for content-only templates)."""
-    out: list[dict] = []
-    for m in messages:
-        if m["role"] == "assistant":
-            out.append({"role": "assistant", "content": hermes_assistant_text(m)})
-        elif m["role"] == "tool":
-            out.append({"role": tool_role, "content": f"<tool_response>\n{m.get('content') or ''}\n</tool_response>"})
-        else:
-            out.append({"role": m["role"], "content": m.get("content") or ""})
-    if tools:
-        if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": hermes_tools_system(tools, out[0]["content"])}
-        else:
-            out.insert(0, {"role": "system", "content": hermes_tools_system(tools)})
-    return out
+    """An assistant message as Hermes text (kept for importers: :func:`trajkit.traces.hermes_text.message_text`)."""
+    return message_text(msg)

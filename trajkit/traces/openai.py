@@ -2,9 +2,9 @@
 
 Input messages: ``{"role", "content"}``; assistant messages may carry ``reasoning_content`` (or
 ``reasoning``) and ``tool_calls: [{"id", "type": "function", "function": {"name", "arguments": str}}]``;
-tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is stored in canonical Hermes
-form (reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks, each tool message -> one
-``<tool_response>`` block), so one set of metrics, plots and exports serves both formats.
+tool messages carry ``tool_call_id`` and usually ``name``. An OpenAI trace is stored in the one Hermes
+layout (:mod:`trajkit.traces.hermes_text`: reasoning -> ``<think>`` block, calls -> ``<tool_call>`` blocks,
+each tool message -> one ``<tool_response>`` envelope), so one set of metrics, plots and exports serves both formats.
 
 Rendering to Hermes text is made safe for untrusted content: JSON inside a block has the ``<`` of block tags written
 ``\\u003c`` (the same JSON), so arguments holding ``</tool_call>`` cannot end their block; plain text that
@@ -23,8 +23,10 @@ from typing import Any, Literal
 
 from trajkit.errors import InputError
 from trajkit.traces import jsonvalue
-from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, RESP_CLOSE, RESP_OPEN, parse_call_body
+from trajkit.traces.blocks import CALL_CLOSE, CALL_OPEN, parse_call_body
 from trajkit.traces.harness import decode_json_text, judge
+from trajkit.traces.hermes_text import (THINK_GLUE, arguments_text, call_block, response_block, think_block,
+                                        tools_system_preamble)
 from trajkit.traces.model import Diagnostic, Message, Segment, ToolCall, ToolResponse, Trace
 from trajkit.traces.tools import normalize_tools, schema_problems, tools_from_json
 
@@ -86,7 +88,9 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
     segments: list[Segment] = []
     reasoning = msg.get("reasoning_content", msg.get("reasoning"))
     if isinstance(reasoning, str):
-        segments.append(Segment("think", f"<think>\n{reasoning}\n</think>\n"))
+        think = think_block(reasoning)
+        segments.append(Segment("think", think[:-len(THINK_GLUE)]))
+        segments.append(Segment("text", THINK_GLUE))
     if text:
         segments.append(Segment("text", text))
     calls: list[ToolCall] = []
@@ -101,9 +105,9 @@ def _assistant(msg: dict[str, Any], text: str, i: int) -> Message:
         body = _call_body(fn, f"messages[{i}].tool_calls[{k}].function")
         call = parse_call_body(body)
         call.id = tc.get("id")
-        if segments:
+        if text or calls:  # the layout's newline before a call (trajkit.traces.hermes_text.assistant_text)
             segments.append(Segment("text", "\n"))
-        segments.append(Segment("tool_call", f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}", len(calls)))
+        segments.append(Segment("tool_call", call_block(body), len(calls)))
         calls.append(call)
     return Message("assistant", segments, tool_calls=calls)
 
@@ -134,7 +138,7 @@ def _tool(msg: dict[str, Any], text: str) -> Message:
     resp = ToolResponse(text, tool_call_id=msg.get("tool_call_id"), name=msg.get("name"), result=result,
                         failed=failed, exit_code=exit_code, truncated=truncated)
     envelope = _inert(_json_text({"tool_call_id": resp.tool_call_id, "name": resp.name, "content": result}))
-    return Message("tool", [Segment("tool_response", f"{RESP_OPEN}\n{envelope}\n{RESP_CLOSE}", 0)],
+    return Message("tool", [Segment("tool_response", response_block(envelope), 0)],
                    tool_responses=[resp])
 
 
@@ -148,7 +152,8 @@ def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
     """(messages, tools) in OpenAI form.
 
     ``system="auto"`` drops a system message that holds the ``<tools>`` block (the tools travel in
-    ``tools`` and the chat template renders them again); ``"keep"``/``"drop"`` do what they say.
+    ``tools`` and the chat template renders them again), keeping the system prompt written before trajkit's
+    Hermes tools prompt (:func:`trajkit.traces.hermes_text.tools_system_preamble`: the gateway's rows); ``"keep"``/``"drop"`` do what they say.
     Malformed calls cannot be OpenAI ``tool_calls``: ``malformed="error"`` raises :class:`InputError`,
     ``"as_text"`` keeps the raw block in the assistant content.
     """
@@ -156,8 +161,9 @@ def to_openai(trace: Trace, *, system: SystemPolicy = "auto",
     last_ids: list[str] = []
     for i, msg in enumerate(trace.messages):
         if msg.role == "system":
-            if system == "keep" or (system == "auto" and "<tools>" not in msg.text):
-                out.append({"role": "system", "content": msg.text})
+            text = msg.text if system == "keep" or "<tools>" not in msg.text else tools_system_preamble(msg.text)
+            if system != "drop" and text:
+                out.append({"role": "system", "content": text})
         elif msg.role == "user":
             out.append({"role": "user", "content": msg.text})
         elif msg.role == "assistant":
@@ -183,7 +189,7 @@ def _assistant_to_openai(msg: Message, i: int, malformed: MalformedPolicy):
         call_id = call.id or f"call_{i}_{k}"
         ids.append(call_id)
         calls.append({"id": call_id, "type": "function",
-                      "function": {"name": call.name, "arguments": jsonvalue.dumps(call.arguments).decode()}})
+                      "function": {"name": call.name, "arguments": arguments_text(call)[0]}})
     entry: dict[str, Any] = {"role": "assistant", "content": content}
     if msg.think is not None:
         entry["reasoning_content"] = msg.think

@@ -3,11 +3,12 @@
 - ``structured``: :func:`trajkit.traces.openai.to_openai` (``tools``, assistant ``tool_calls`` and
   ``reasoning_content``, ``tool`` messages). Used when the template probe shows nothing is lost.
 - ``inline``: the Hermes text itself. The system message keeps the trace's system text when it holds the
-  ``<tools>`` block, else the schemas are written as the Hermes ``<tools>`` system block
-  (:func:`~trajkit.traces.template_probe.hermes_tools_system`); an assistant message's ``content`` is its
-  full Hermes text (``<think>`` block, narration and ``<tool_call>`` blocks, malformed ones included);
-  tool results are their ``<tool_response>`` text in the role the template renders (``tool``, else
-  ``user``). Two private keys ride along for the think policies (templates ignore unknown keys):
+  ``<tools>`` block, else the schemas are written as the Hermes system prompt after it
+  (:func:`~trajkit.traces.hermes_text.with_tools_system`, as the gateway's inline rendering does); an
+  assistant message's ``content`` is its full Hermes text (``<think>`` block, narration and ``<tool_call>``
+  blocks, malformed ones included); tool results are their ``<tool_response>`` text in the role the
+  template renders (``tool``, else ``user``). Two private keys ride along for the think policies
+  (templates ignore unknown keys):
   :data:`NO_REASONING` (the content without its think block) and :data:`REASONING` (the think text).
 
 Every rendered conversation also carries the :class:`~trajkit.traces.source_check.SourceTurn` of each
@@ -21,7 +22,8 @@ from typing import Any
 from trajkit.traces.model import Message, Trace
 from trajkit.traces.openai import SystemPolicy, to_openai, tools_to_openai
 from trajkit.traces.source_check import SourceTurn
-from trajkit.traces.template_probe import Rendering, hermes_tools_system
+from trajkit.traces.hermes_text import with_tools_system
+from trajkit.traces.template_probe import Rendering
 
 NO_REASONING = "trajkit_content_without_reasoning"
 REASONING = "trajkit_reasoning"
@@ -50,24 +52,17 @@ def render_trace(trace: Trace, rendering: Rendering, *, system: SystemPolicy = "
 
 
 def _inline(trace: Trace, tool_role: str) -> ChatConversation:
+    """The trace's own Hermes text per message, the tools' system prompt added as the gateway adds it
+    (:func:`trajkit.traces.hermes_text.with_tools_system`)."""
     tools = tools_to_openai(trace)
-    messages: list[dict[str, Any]] = []
+    turns = with_tools_system([(m.role, m.text) for m in trace.messages], tools)
+    shift = len(turns) - len(trace.messages)  # 1 when a system turn was added
+    messages: list[dict[str, Any]] = [{"role": tool_role if r == "tool" else r, "content": t} for r, t in turns]
     sources: dict[int, SourceTurn] = {}
-    for msg in trace.messages:
-        if msg.role == "system":
-            text = msg.text
-            messages.append({"role": "system", "content": text if "<tools>" in text or not tools
-                             else hermes_tools_system(tools, text)})
-        elif msg.role == "user":
-            messages.append({"role": "user", "content": msg.text})
-        elif msg.role == "assistant":
-            sources[len(messages)] = SourceTurn.of(msg)
-            messages.append(_inline_assistant(msg))
-        else:
-            messages.append({"role": tool_role, "content": msg.text})
-    if tools and not any(m["role"] == "system" for m in messages[:1]):
-        messages.insert(0, {"role": "system", "content": hermes_tools_system(tools)})
-        sources = {i + 1: s for i, s in sources.items()}
+    for i, msg in enumerate(trace.messages):
+        if msg.role == "assistant":
+            sources[i + shift] = SourceTurn.of(msg)
+            messages[i + shift] = _inline_assistant(msg)
     return ChatConversation(trace.id, messages, None, sources)
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from trajkit.errors import ConfigError
+from trajkit.traces.hermes_text import assistant_text, call_body, response_block, tools_system
 
 Mode = Literal["structured", "inline"]
 MODES: tuple[Mode, ...] = ("structured", "inline")
@@ -48,10 +49,8 @@ CALL = {"name": TOOL_NAME, "arguments": {"q": ARG_VALUE}}
 
 def _assistant(mode: Mode, reasoning: str, content: str, call: bool) -> dict[str, Any]:
     if mode == "inline":
-        text = f"<think>\n{reasoning}\n</think>\n{content}"
-        if call:
-            text += "\n<tool_call>\n" + json.dumps(CALL) + "\n</tool_call>"
-        return {"role": "assistant", "content": text}
+        bodies = [call_body(CALL["name"], CALL["arguments"])] if call else []
+        return {"role": "assistant", "content": assistant_text(content, bodies, reasoning)}
     msg: dict[str, Any] = {"role": "assistant", "content": content, "reasoning_content": reasoning}
     if call:
         msg["tool_calls"] = [{"id": "call_0", "type": "function",
@@ -60,7 +59,9 @@ def _assistant(mode: Mode, reasoning: str, content: str, call: bool) -> dict[str
 
 
 def hermes_tools_system(tools: list[dict[str, Any]], preamble: str = "") -> str:
-    """The Hermes function-calling system prompt: ``preamble`` then the schemas in ``<tools></tools>``."""
+    """A short Hermes function-calling system prompt: ``preamble`` then the schemas in ``<tools></tools>``.
+    Only the calculator tool env uses it (its warm-start demonstrations are cached on it); everything else
+    writes :func:`trajkit.traces.hermes_text.tools_system`, the data's prompt."""
     head = (preamble + "\n\n") if preamble else ""
     return (head + "You are a function calling AI model. You are provided with function signatures within "
             "<tools> </tools> XML tags. You may call one or more functions to assist with the user query.\n"
@@ -70,8 +71,8 @@ def hermes_tools_system(tools: list[dict[str, Any]], preamble: str = "") -> str:
 
 def probe_conversation(mode: Mode, tool_role: str = "tool") -> tuple[list[dict[str, Any]], list | None]:
     """The probe: system, a first query and answer, a second query, a tool call, its result, an answer."""
-    system = SYSTEM if mode == "structured" else hermes_tools_system(TOOLS, SYSTEM)
-    result = RESULT if mode == "structured" else f"<tool_response>\n{RESULT}\n</tool_response>"
+    system = SYSTEM if mode == "structured" else tools_system(TOOLS, SYSTEM)  # as inline rendering writes it
+    result = RESULT if mode == "structured" else response_block(RESULT)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": USER_1},
                 _assistant(mode, EARLY_REASON, "first", False), {"role": "user", "content": USER_2},
                 _assistant(mode, REASON, NARRATION, True), {"role": tool_role, "content": result},
