@@ -40,7 +40,7 @@ from trajkit.models.fit import Schedule, fit
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.recipes.cache import building, cache_dir
 
-VERSION = 1  # bump when this recipe changes what a key builds
+VERSION = 2  # bump when this recipe changes what a key builds (2: the one Hermes layout, traces/hermes_text)
 
 Conversation = tuple[list[dict], "list[dict] | None"]  # (messages, tools)
 Perturb = Callable[[list[dict], random.Random], list[dict]]  # messages -> messages with volatile text redrawn

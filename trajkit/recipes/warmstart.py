@@ -29,7 +29,7 @@ from trajkit.models.fit import Schedule, fit, next_token_loss, soft_cross_entrop
 from trajkit.models.load import load_model
 from trajkit.recipes.cache import building, cache_dir
 
-VERSION = 2  # bump when this recipe changes what a key builds
+VERSION = 3  # bump when this recipe changes what a key builds (3: the one Hermes layout, traces/hermes_text)
 
 Batches = Callable[[int], Iterator[Any]]  # offset -> endless batches with input_ids, attention, mask
 
