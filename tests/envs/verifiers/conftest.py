@@ -1,0 +1,18 @@
+"""The verifiers venv (``make verifiers-venv``: verifiers 0.4.0, uv, and the offline index of its harness
+script's packages): a test that needs it skips naming what is missing, or fails under
+``TRAJKIT_REQUIRE_FIXTURES=1``."""
+import pytest
+
+from tests.conftest import skip_or_fail
+
+
+@pytest.fixture
+def needs_verifiers(request):
+    from trajkit.envs.verifiers.process import offline_env, verifiers_python
+    from trajkit.errors import ConfigError
+
+    try:
+        offline_env()
+    except ConfigError as exc:
+        skip_or_fail(request, str(exc))
+    return str(verifiers_python())
