@@ -1,44 +1,50 @@
-"""The verifiers side of ``task.name=verifiers``: runs in the verifiers venv (``make verifiers-venv``) and imports
-nothing of trajkit. ``python driver.py TASKSET_ID [--config JSON] [--max-turns N]``
+"""The verifiers side of ``task.name=verifiers`` and ``envs check --verifiers``: runs in the verifiers venv
+(``make verifiers-venv``) and imports nothing of trajkit. ``python driver.py``
 
-One long-lived process per task: it loads the ``verifiers.v1`` environment once (the taskset ``TASKSET_ID``,
-verifiers' ``null`` harness, the ``subprocess`` runtime; never the cloud default) and keeps its interception
-server up (``Env.serving()``), then answers JSON lines on stdin, one JSON line each on stdout, concurrently
-(asyncio; each answer carries its request's ``id``):
+One long-lived process: it loads each ``verifiers.v1`` environment it is asked for once (a taskset by id and
+config, verifiers' ``null`` harness, the ``subprocess`` runtime; never the cloud default) and keeps its
+interception server up (``Env.serving()``) until it exits. It answers JSON lines on stdin, one JSON line each on
+stdout, concurrently (asyncio; each answer carries its request's ``id``). ``env`` names the environment:
+``{"taskset": "vf-sum", "config": {...}, "max_turns": 3}``.
 
-- ``{"id": 1, "op": "tasks", "start": 0, "count": 4}`` -> ``{"id": 1, "tasks": [{"idx", "prompt",
-  "system_prompt"}, ...], "size": N or null}`` (``size`` null: an infinite taskset);
-- ``{"id": 2, "op": "rollout", "task": 3, "session": "run-1-0", "model": "policy", "client": {...},
-  "sampling": {"temperature": 1.0, "max_tokens": 32}}`` -> ``{"id": 2, "reward": 1.0 or null, "rewards":
-  {name: weighted value}, "metrics": {...}, "replies": [assistant texts], "turns": N, "error": str or null}``.
+- ``{"id": 1, "op": "tasks", "env": {...}, "start": 0, "count": 4}`` -> ``{"id": 1, "tasks": [{"idx",
+  "prompt", "system_prompt"}, ...], "size": N or null}`` (``size`` null: an infinite taskset);
+- ``{"id": 2, "op": "rollout", "env": {...}, "task": 3, "session": "run-1-0", "model": "policy",
+  "client": {...}, "sampling": {"max_tokens": 32}}`` -> ``{"id": 2, "reward": 1.0 or null, "rewards": {name:
+  weighted value}, "metrics": {...}, "replies": [assistant texts], "turns": N, "error": str or null}``.
   ``client`` is a verifiers client config: ``{"type": "train", "base_url": gateway, "renderer_model_name":
   tokenizer folder, "renderer": {...}}`` (``TrainClient``: token ids over ``/inference/v1/generate``) or
   ``{"type": "eval", "base_url": ...}`` (``EvalClient``: chat completions, used by ``envs check``);
-- ``{"op": "close"}`` or end of input: tear the environment down and exit.
+- a request that fails is answered ``{"id": N, "failed": "Type: message", "traceback": ...}``;
+- ``{"op": "close"}`` or end of input: tear the environments down and exit.
 
 The rollout's trace id is set to ``session`` when the trace is minted (``on_trace``, before the harness runs):
 verifiers sends the trace id as ``X-Session-ID`` on every model call, so the gateway records the episode's calls
 in the session trajkit opened for it (with its forced sampling), and a stale or foreign session cannot be mixed
 in. The reward is the trace's (the weighted sum of its ``@vf.reward``s); ``null`` when scoring did not run or
-raised (unscorable), with ``error`` saying why.
+raised (unscorable), with ``error`` saying why. ``$TRAJKIT_VF_SCRIPTS`` is the folder verifiers writes harness
+scripts to (shared by every driver, so uv keeps one environment per script).
 """
-import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import sys
 import traceback
 
 from verifiers.v1 import ModelContext, SamplingConfig, load_environment, resolve_env_config
 from verifiers.v1.clients import EvalClientConfig, TrainClientConfig
 from verifiers.v1.env import RunSlot
+from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 
 
-class Driver:
-    def __init__(self, env, max_turns: int | None):
+class Loaded:
+    """One loaded environment and the tasks read from its taskset so far."""
+
+    def __init__(self, env):
         self.env = env
         self.taskset = env.taskset
-        self.max_turns = max_turns
         self._tasks: list = []
         self._iter = iter(self.taskset)
         self._exhausted = False
@@ -74,8 +80,31 @@ class Driver:
             out.append({"idx": i, "prompt": prompt, "system_prompt": data.system_prompt})
         return {"tasks": out, "size": size}
 
+
+class Driver:
+    """The environments asked for so far, each loaded once (``Env.serving()`` held until the driver exits)."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack):
+        self.stack = stack
+        self.envs: dict[str, Loaded] = {}
+        self._lock = asyncio.Lock()
+
+    async def loaded(self, spec: dict) -> Loaded:
+        key = json.dumps(spec, sort_keys=True)
+        async with self._lock:
+            if key not in self.envs:
+                config = env_config(spec["taskset"], spec.get("config") or {}, spec.get("max_turns"))
+                env = load_environment(resolve_env_config(config))
+                await self.stack.enter_async_context(env.serving())
+                self.envs[key] = Loaded(env)
+            return self.envs[key]
+
+    async def tasks(self, req: dict) -> dict:
+        return (await self.loaded(req["env"])).tasks(int(req.get("start", 0)), int(req.get("count", 1)))
+
     async def rollout(self, req: dict) -> dict:
-        task = self.task(int(req["task"]))
+        loaded = await self.loaded(req["env"])
+        task = loaded.task(int(req["task"]))
         client = req["client"]
         cls = TrainClientConfig if client.get("type", "train") == "train" else EvalClientConfig
         ctx = ModelContext(model=req["model"], client=cls.model_validate(client),
@@ -85,7 +114,7 @@ class Driver:
         def minted(trace) -> None:
             trace.id = session  # the gateway's session: X-Session-ID is the trace id (module docstring)
 
-        episode = await self.env.run_slot(RunSlot(task), ctx, on_trace=minted)
+        episode = await loaded.env.run_slot(RunSlot(task), ctx, on_trace=minted)
         return episode_record(episode)
 
 
@@ -119,7 +148,7 @@ async def serve(driver: Driver) -> None:
         rid = req.get("id")
         try:
             if req["op"] == "tasks":
-                answer(rid, driver.tasks(int(req.get("start", 0)), int(req.get("count", 1))))
+                answer(rid, await driver.tasks(req))
             elif req["op"] == "rollout":
                 answer(rid, await driver.rollout(req))
             else:
@@ -145,20 +174,16 @@ def env_config(taskset: str, config: dict, max_turns: int | None) -> dict:
     return {"taskset": {**config, "id": taskset}, "agent": agent}
 
 
-async def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("taskset")
-    p.add_argument("--config", default="{}", help="the taskset's config fields, JSON")
-    p.add_argument("--max-turns", type=int, default=None)
-    args = p.parse_args(argv)
-    env = load_environment(resolve_env_config(env_config(args.taskset, json.loads(args.config), args.max_turns)))
-    driver = Driver(env, args.max_turns)
-    sys.stdout.write(json.dumps({"id": None, "ready": True, "env": env.config.env_id}) + "\n")
-    sys.stdout.flush()
-    async with env.serving():
-        await serve(driver)
+async def main() -> None:
+    scripts = os.environ.get("TRAJKIT_VF_SCRIPTS")
+    if scripts:  # one folder for every driver: uv keys a script's environment by the script's path
+        SubprocessRuntime.scripts_dir = scripts
+    async with contextlib.AsyncExitStack() as stack:
+        sys.stdout.write(json.dumps({"id": None, "ready": True}) + "\n")
+        sys.stdout.flush()
+        await serve(Driver(stack))
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    asyncio.run(main(sys.argv[1:]))
+    asyncio.run(main())

@@ -3,7 +3,8 @@
 Makes verifiers' ``null`` harness installable offline: its PEP 723 script's packages are downloaded once
 (``pip download``, wheels only) into ``VENV/trajkit-offline/wheels``, indexed as a local PEP 503 index
 (``simple/``), and the script's environment is built once from that index with ``UV_OFFLINE=1`` into the uv
-cache ``uv-cache/`` (which proves the index is complete). ``ready`` (written last) holds the script's sha256:
+cache ``uv-cache/`` (which proves the index is complete), for the script at ``scripts/<sha256>.py``: where the
+trainer's verifiers runs write it (uv keys a script's environment by its path), so they reuse this one. ``ready`` (written last) holds the script's sha256:
 run again, it does nothing while the script is unchanged. At run time the trainer points uv at the index and the
 cache (``trajkit.envs.verifiers.process.offline_env``).
 
@@ -51,7 +52,8 @@ def main() -> None:
         return
     ready.unlink(missing_ok=True)
     out.mkdir(exist_ok=True)
-    script = out / "chat.py"
+    (out / "scripts").mkdir(exist_ok=True)
+    script = out / "scripts" / f"{digest}.py"  # the path verifiers' subprocess runtime writes it to at run time
     script.write_text(CHAT_PROGRAM_SOURCE)
     wheels = out / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "-d", str(wheels),

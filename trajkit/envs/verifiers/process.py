@@ -3,8 +3,9 @@
 Why a child process: ``verifiers==0.4.0`` pins ``mcp==2.0.0`` (and ``anthropic``, ``renderers``, ...) against
 trajkit's own venv (openenv-core's newer fastmcp), so it lives in its own venv (``make verifiers-venv``) and the
 trainer talks to it over pipes: :mod:`trajkit.envs.verifiers.driver` (which imports nothing of trajkit) reads
-JSON requests on stdin and answers on stdout. One child serves a whole run; its rollouts run concurrently
-inside it (asyncio), each one verifiers' ``null`` harness in verifiers' ``subprocess`` runtime.
+JSON requests on stdin and answers on stdout. One child serves a whole run (or a whole check); it loads
+each environment asked for once, and its rollouts run concurrently inside it (asyncio), each one verifiers'
+``null`` harness in verifiers' ``subprocess`` runtime.
 
 **Offline.** The ``null`` harness is a PEP 723 script that verifiers installs with ``uv sync --script`` before
 each runtime's first use. ``make verifiers-venv`` downloads the script's packages once
@@ -14,7 +15,9 @@ each runtime's first use. ``make verifiers-venv`` downloads the script's package
 neither reaches an index nor fetches an interpreter (verifiers sets ``UV_OFFLINE=false`` for its sync, which is
 why the index, not ``UV_OFFLINE``, is what keeps it local). The Hugging Face libraries run with
 ``HF_HUB_OFFLINE=1``. ``HOME`` is a fresh folder per child (verifiers keeps its runtimes' folders and scripts
-under ``~/.cache/verifiers``), removed at close.
+under ``~/.cache/verifiers``), removed at close; the harness scripts go to one shared folder
+(``trajkit-offline/scripts``: uv keys a script's environment by its path, so every run reuses the one environment
+``make verifiers-venv`` built).
 """
 from __future__ import annotations
 
@@ -71,23 +74,22 @@ def offline_env(python: Path | None = None) -> dict[str, str]:
 
 
 class Driver:
-    """The driver child for one taskset: ``request(op, ...)`` sends a request and waits for its answer; many
-    threads may wait at once (the gateway env runs a round's rollouts in threads)."""
+    """The driver child (module docstring): ``request(op, ...)`` sends a request and waits for its answer; many
+    threads may wait at once (the gateway env runs a round's rollouts in threads). ``path``: a folder added to
+    the verifiers venv's import path (tasksets that are not installed there)."""
 
-    def __init__(self, taskset: str, config: dict | None = None, max_turns: int | None = None,
-                 path: str | None = None, python: Path | None = None):
+    def __init__(self, path: str | None = None, python: Path | None = None):
         python = python or verifiers_python()
         env = {**os.environ, **offline_env(python)}
         self.home = tempfile.mkdtemp(prefix="trajkit-vf-home-")
         paths = [str(TASKSETS)] + ([str(Path(path).resolve())] if path else [])
-        env.update(HOME=self.home, PYTHONPATH=os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-        argv = [str(python), str(DRIVER), taskset, "--config", json.dumps(config or {})]
-        if max_turns is not None:
-            argv += ["--max-turns", str(max_turns)]
-        self.taskset = taskset
+        scripts = python.parent.parent / OFFLINE / "scripts"
+        scripts.mkdir(exist_ok=True)
+        env.update(HOME=self.home, TRAJKIT_VF_SCRIPTS=str(scripts),
+                   PYTHONPATH=os.pathsep.join(paths + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                      env=env, text=True, bufsize=1, start_new_session=True)
+        self._proc = subprocess.Popen([str(python), str(DRIVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=self._stderr, env=env, text=True, bufsize=1, start_new_session=True)
         self._ids = itertools.count(1)
         self._pending: dict[int, Future] = {}
         self._lock = threading.Lock()
@@ -117,8 +119,7 @@ class Driver:
             if fut is not None:
                 fut.set_result(msg)
         code = self._proc.wait()
-        error = DriverError(f"the verifiers driver for taskset {self.taskset!r} exited with code {code}; its "
-                            f"stderr ends:\n{self.stderr_tail()}")
+        error = DriverError(f"the verifiers driver exited with code {code}; its stderr ends:\n{self.stderr_tail()}")
         with self._lock:
             waiting, self._pending = list(self._pending.values()), {}
         for fut in [self._ready, *waiting]:
@@ -130,14 +131,15 @@ class Driver:
         rid = next(self._ids)
         with self._lock:
             if self._proc.poll() is not None:
-                raise DriverError(f"the verifiers driver for taskset {self.taskset!r} is not running (exit code "
-                                  f"{self._proc.returncode}); its stderr ends:\n{self.stderr_tail()}")
+                raise DriverError(f"the verifiers driver is not running (exit code {self._proc.returncode}); its "
+                                  f"stderr ends:\n{self.stderr_tail()}")
             self._pending[rid] = fut
             self._proc.stdin.write(json.dumps({"id": rid, "op": op, **body}) + "\n")
             self._proc.stdin.flush()
         msg = fut.result(timeout=timeout)
         if "failed" in msg:
-            raise DriverError(f"verifiers driver ({self.taskset}): {op} failed: {msg['failed']}\n"
+            env = body.get("env", {}).get("taskset")
+            raise DriverError(f"verifiers driver: {op} on taskset {env!r} failed: {msg['failed']}\n"
                               f"{msg.get('traceback', '')}")
         return msg
 

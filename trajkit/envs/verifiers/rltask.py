@@ -71,7 +71,8 @@ class VerifiersTask:
     def __init__(self, tokenizer, taskset: str, config: dict | None = None, max_turns: int | None = None,
                  path: str | None = None, gateway=None):
         self.tokenizer, self.taskset = tokenizer, taskset
-        self.driver = Driver(taskset, config, max_turns, path)
+        self.driver = Driver(path)
+        self.spec = {"taskset": taskset, "config": config or {}, "max_turns": max_turns}
         self._keep: list = []
         self.renderer_model = tokenizer_folder(tokenizer, self._keep)
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
@@ -80,7 +81,7 @@ class VerifiersTask:
         self.size = self._fetch(0)
 
     def _fetch(self, start: int) -> int | None:
-        msg = self.driver.request("tasks", start=start, count=CHUNK)
+        msg = self.driver.request("tasks", env=self.spec, start=start, count=CHUNK)
         self._tasks.update({t["idx"]: t for t in msg["tasks"]})
         if msg["size"] == 0:
             raise ConfigError(f"task.env={self.taskset}: the taskset has no tasks")
@@ -110,7 +111,7 @@ class VerifiersTask:
         budget = session.forced.max_tokens if session is not None and session.forced is not None else None
         client = {"type": "train", "base_url": run.base_url, "api_key_var": "TRAJKIT_GATEWAY_API_KEY",
                   "renderer_model_name": self.renderer_model, "renderer": RENDERER}
-        record = self.driver.request("rollout", timeout=ROLLOUT_TIMEOUT_S, task=run.columns["vf_task"],
+        record = self.driver.request("rollout", timeout=ROLLOUT_TIMEOUT_S, env=self.spec, task=run.columns["vf_task"],
                                      session=run.api_key, model=run.model, client=client,
                                      sampling={} if budget is None else {"max_tokens": budget})
         record.pop("id", None)
