@@ -62,6 +62,37 @@ def test_a_grpo_step_trains_the_gateways_ids_with_the_tasksets_rewards(tmp_path,
         trainer.close()
 
 
+def test_a_taskset_verifiers_cannot_load_is_one_clear_error(needs_verifiers):
+    from trajkit.envs.registry import TaskConfig
+    from trajkit.envs.verifiers.rltask import make_task
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    with pytest.raises(ConfigError, match=r"task.env=no-such-taskset: verifiers could not load the taskset: .*"
+                                          r"taskset 'no-such-taskset' not found"):
+        make_task(TaskConfig(name="verifiers", env="no-such-taskset"), 0, byte_tokenizer())
+    with pytest.raises(ConfigError, match="task.env_config must be a JSON object"):
+        make_task(TaskConfig(name="verifiers", env="vf-sum", env_config="[1]"), 0, byte_tokenizer())
+
+
 def test_the_taskset_id_is_required(tmp_path):
     with pytest.raises(ConfigError, match="task.env=TASKSET_ID"):
         load_config(None, TINY + ["task.name=verifiers"])
+
+
+def test_a_missing_setup_names_make_verifiers_venv(tmp_path, monkeypatch):
+    from trajkit.envs.verifiers.process import offline_env
+
+    python = tmp_path / "venv" / "bin" / "python"
+    monkeypatch.setenv("TRAJKIT_VERIFIERS_PYTHON", str(python))
+    with pytest.raises(ConfigError, match=r"verifiers' venv is missing .*run `make verifiers-venv`"):
+        offline_env()
+    python.parent.mkdir(parents=True)
+    python.touch()
+    with pytest.raises(ConfigError, match=r"offline package index .* is missing .*run `make verifiers-venv`"):
+        offline_env()
+    (tmp_path / "venv" / "trajkit-offline").mkdir()
+    (tmp_path / "venv" / "trajkit-offline" / "ready").write_text("0\n")
+    env = offline_env()
+    assert env["UV_PYTHON"] == str(python) and env["UV_PYTHON_DOWNLOADS"] == "never"
+    assert env["UV_DEFAULT_INDEX"] == (tmp_path / "venv" / "trajkit-offline" / "simple").as_uri()
+    assert env["UV_CACHE_DIR"] == str(tmp_path / "venv" / "trajkit-offline" / "uv-cache")

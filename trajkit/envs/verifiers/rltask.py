@@ -32,7 +32,7 @@ from pathlib import Path
 
 from trajkit.envs.agent import GatewayEnv, HarnessRun
 from trajkit.envs.single_turn import Prompt, encode
-from trajkit.envs.verifiers.process import Driver
+from trajkit.envs.verifiers.process import Driver, DriverError
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
 
@@ -71,9 +71,10 @@ class VerifiersTask:
     def __init__(self, tokenizer, taskset: str, config: dict | None = None, max_turns: int | None = None,
                  path: str | None = None, gateway=None):
         self.tokenizer, self.taskset = tokenizer, taskset
+        self._keep: list = []
+        self.env = None
         self.driver = Driver(path)
         self.spec = {"taskset": taskset, "config": config or {}, "max_turns": max_turns}
-        self._keep: list = []
         self.renderer_model = tokenizer_folder(tokenizer, self._keep)
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
         self.reward_funcs = [episode_reward]
@@ -81,7 +82,14 @@ class VerifiersTask:
         self.size = self._fetch(0)
 
     def _fetch(self, start: int) -> int | None:
-        msg = self.driver.request("tasks", env=self.spec, start=start, count=CHUNK)
+        try:
+            msg = self.driver.request("tasks", env=self.spec, start=start, count=CHUNK)
+        except DriverError as exc:
+            if start:
+                raise
+            self.close()
+            reason = str(exc).split("failed: ", 1)[-1].splitlines()[0]
+            raise ConfigError(f"task.env={self.taskset}: verifiers could not load the taskset: {reason}") from None
         self._tasks.update({t["idx"]: t for t in msg["tasks"]})
         if msg["size"] == 0:
             raise ConfigError(f"task.env={self.taskset}: the taskset has no tasks")
@@ -118,7 +126,8 @@ class VerifiersTask:
         return json.dumps(record)
 
     def close(self) -> None:
-        self.env.close()
+        if self.env is not None:
+            self.env.close()
         self.driver.close()
         for tmp in self._keep:
             tmp.cleanup()
