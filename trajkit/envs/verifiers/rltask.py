@@ -76,7 +76,9 @@ class VerifiersTask:
         self.driver = Driver(path)
         self.spec = {"taskset": taskset, "config": config or {}, "max_turns": max_turns}
         self.renderer_model = tokenizer_folder(tokenizer, self._keep)
-        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
+        # a driver request fails only when the driver is broken (an episode's own failure is in its record):
+        # a round in which every one failed raises
+        self.env = GatewayEnv(tokenizer, self.episode, config=gateway, name=self.name)
         self.reward_funcs = [episode_reward]
         self._tasks: dict[int, dict] = {}
         self.size = self._fetch(0)
@@ -123,6 +125,9 @@ class VerifiersTask:
                                      session=run.api_key, model=run.model, client=client,
                                      sampling={} if budget is None else {"max_tokens": budget})
         record.pop("id", None)
+        if not record["turns"] and record["error"]:  # no call reached the gateway: nothing to train, say why
+            raise RuntimeError(f"task {run.columns['vf_task']}: verifiers' episode failed before any model call: "
+                               f"{record['error'][-2000:]}")
         return json.dumps(record)
 
     def close(self) -> None:
