@@ -61,3 +61,25 @@ def test_the_cli_checks_a_verifiers_taskset(capsys, needs_verifiers):
     assert (row["verdict"], row["reference"], row["nop"], row["episodes"]) == ("vacuous", 1.0, 1.0, 1)
     assert main(["envs", "check", "--verifiers", "vf-sum"]) == 2
     assert "--reference" in capsys.readouterr().err
+
+
+def test_a_check_runs_with_no_network_at_all(needs_verifiers):
+    """verifiers' harness script is installed by uv at run time: from the local index only. The whole check (the
+    driver, uv, the harness, the policy server) runs in a network namespace with nothing but loopback."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs root, unshare and ip (a private network namespace)")
+    argv = ["envs", "check", "--verifiers", "vf-sum", "--reference", SOLVER, "--episodes", "1", "--json"]
+    cli = f"from trajkit.cli.main import main; raise SystemExit(main({argv!r}))"
+    cmd = f"ip link set lo up && exec {sys.executable} -c {shlex.quote(cli)}"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    proc = subprocess.run(["unshare", "--net", "sh", "-c", cmd], capture_output=True, text=True, timeout=600,
+                          env=env, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    [row] = json.loads(proc.stdout)
+    assert (row["verdict"], row["reference"], row["nop"]) == ("ok", 1.0, 0.0)
