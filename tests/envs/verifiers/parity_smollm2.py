@@ -7,7 +7,11 @@ the reply and the task's numbers. Prints one JSON line per sample and the verdic
 
     PYTHONPATH=. python tests/envs/verifiers/parity_smollm2.py
 """
-import json, random, re, sys, time
+import json
+import random
+import re
+import time
+
 from trajkit.rl.config import load_config
 from trajkit.rl.trainer import Trainer
 
