@@ -27,15 +27,18 @@ try:
     ok = True
     for s in result.samples:
         recs = gw.sessions.find(s.metadata["session"]).records
-        ids_ok = [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == [t for r in recs for t in r.choices[0].token_ids]
+        ids_ok = [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == \
+            [t for r in recs for t in r.choices[0].token_ids]
         lp_ok = [x for x, m in zip(s.logprobs, s.loss_mask) if m] == [x for r in recs for x in r.choices[0].logprobs]
         ep = json.loads(s.metadata["columns"]["harness_output"])
         idx = s.metadata["columns"]["vf_task"]
-        rng = random.Random(idx); want = rng.randint(1, 9) + rng.randint(1, 9)
+        rng = random.Random(idx)
+        want = rng.randint(1, 9) + rng.randint(1, 9)
         found = re.findall(r"-?\d+", ep["replies"][-1] if ep["replies"] else "")
         rub = 1.0 if found and int(found[-1]) == want else 0.0
         ok &= ids_ok and lp_ok and s.raw_reward == ep["reward"] == rub
-        print(json.dumps({"session": s.metadata["session"], "task": idx, "calls": len(recs), "endpoint": recs[0].endpoint,
+        print(json.dumps({"session": s.metadata["session"], "task": idx, "calls": len(recs),
+                          "endpoint": recs[0].endpoint,
                           "ids==sampled": ids_ok, "logprobs==": lp_ok, "reward": s.raw_reward, "rubric": rub,
                           "reply": ep["replies"][-1][:80] if ep["replies"] else None, "error": ep["error"]}))
     m = result.metrics

@@ -4,8 +4,8 @@ Makes verifiers' ``null`` harness installable offline: its PEP 723 script's pack
 (``pip download``, wheels only) into ``VENV/trajkit-offline/wheels``, indexed as a local PEP 503 index
 (``simple/``), and the script's environment is built once from that index with ``UV_OFFLINE=1`` into the uv
 cache ``uv-cache/`` (which proves the index is complete), for the script at ``scripts/<sha256>.py``: where the
-trainer's verifiers runs write it (uv keys a script's environment by its path), so they reuse this one. ``ready`` (written last) holds the script's sha256:
-run again, it does nothing while the script is unchanged. At run time the trainer points uv at the index and the
+trainer's verifiers runs write it (uv keys a script's environment by its path), so they reuse this one.
+``ready`` (written last) holds the script's sha256: run again, it does nothing while the script is unchanged. At run time the trainer points uv at the index and the
 cache (``trajkit.envs.verifiers.process.offline_env``).
 
     python prewarm.py           # into sys.prefix/trajkit-offline
