@@ -68,7 +68,13 @@ $(VERIFIERS_VENV)/.installed:
 	$(VERIFIERS_VENV)/bin/python -c 'import verifiers.v1, renderers.client, transformers'
 	touch $@
 
-verifiers-venv: $(VERIFIERS_VENV)/.installed
+# verifiers' `null` harness is a PEP 723 script that uv installs at run time: download its packages now into a
+# local index + warm uv cache inside the venv (task.name=verifiers points uv there; nothing reaches the network
+# at run time). Idempotent: prewarm.py does nothing while verifiers' script is unchanged.
+$(VERIFIERS_VENV)/trajkit-offline/ready: $(VERIFIERS_VENV)/.installed trajkit/envs/verifiers/prewarm.py
+	$(VERIFIERS_VENV)/bin/python trajkit/envs/verifiers/prewarm.py
+
+verifiers-venv: $(VERIFIERS_VENV)/.installed $(VERIFIERS_VENV)/trajkit-offline/ready
 
 # The four environments build in parallel (pip is mostly waiting on downloads and unpacking); the slowest
 # tests are listed at the end so that a suite growing past its time goal shows where.

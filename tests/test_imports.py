@@ -149,6 +149,14 @@ def test_the_vllm_worker_imports_nothing_of_trajkit():
     assert import_graph()["trajkit.backends.vllm_worker"] == set()
 
 
+def test_the_verifiers_side_imports_nothing_of_trajkit():
+    """The verifiers driver, its setup script and the example tasksets run in the verifiers venv's python."""
+    graph = import_graph()
+    for name in ("trajkit.envs.verifiers.driver", "trajkit.envs.verifiers.prewarm",
+                 "trajkit.envs.verifiers.tasksets.vf_sum"):
+        assert graph[name] == set(), name
+
+
 def test_the_ray_actors_and_the_nccl_path_reach_no_command_line_or_server_code():
     """The actor classes run in another process (maybe another venv: ``cluster.rollout_python``); what they
     import must be the trainer's own layers (the environments its rollouts run, below it, included), and

@@ -26,14 +26,23 @@ OpenEnv environments (--openenv pkg.module:Class in process, or ws://127.0.0.1:P
       --reference trajkit.envs.openenv.examples:guess_solver --adversarial
 The reference policy ((messages) -> reply) must earn >= --pass-reward on every seed, the NOP (empty reply) 0;
 with --adversarial the probes echo, shotgun, claim and overlong must earn 0. Verdicts: ok, env error, wrong
-solution, vacuous, hackable: PROBE."""
+solution, vacuous, hackable: PROBE.
+
+verifiers tasksets (--verifiers TASKSET_ID, a verifiers.v1 taskset run in the verifiers venv: make verifiers-venv):
+  trajkit envs check --verifiers vf-sum --reference trajkit.envs.verifiers.examples:sum_solver --adversarial
+Each task 0..--episodes-1 is a verifiers episode (null harness, subprocess runtime) whose model is the policy;
+--path DIR adds a folder to the verifiers venv's import path, --env-config JSON sets the taskset's config fields.
+The same rule, probes and verdicts as --openenv."""
 
 
 def cmd_check(args) -> int:
     if args.openenv:
         return _check_openenv(args)
+    if args.verifiers:
+        return _check_verifiers(args)
     if not args.dir:
-        raise SystemExit("trajkit envs check: give DIR (Harbor tasks) or --openenv ENV (see --help)")
+        raise SystemExit("trajkit envs check: give DIR (Harbor tasks), --openenv ENV or --verifiers TASKSET "
+                         "(see --help)")
     from trajkit.envs.harbor.check import check_tasks, table, to_json
 
     rows = check_tasks(args.dir, strict=args.strict, sandbox=args.sandbox, allow_run=args.allow_run, jobs=args.jobs,
@@ -58,6 +67,24 @@ def _check_openenv(args) -> int:
                           import_object(args.reference, "--reference"), args.episodes, args.max_turns,
                           args.pass_reward, args.adversarial)
     print(check.to_json([row]) if args.json else check.table([row]))
+    return 0 if row.ok else 1
+
+
+def _check_verifiers(args) -> int:
+    from trajkit.envs.imports import import_object
+    from trajkit.envs.openenv.check import table, to_json
+    from trajkit.envs.verifiers.check import check_taskset
+    from trajkit.errors import ConfigError
+
+    if not args.reference:
+        raise ConfigError("--verifiers needs --reference pkg.module:policy (a scripted solver: messages -> reply)")
+    try:
+        config = json.loads(args.env_config) if args.env_config else None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--env-config must be a JSON object of the taskset's config fields: {exc}") from None
+    row = check_taskset(args.verifiers, import_object(args.reference, "--reference"), args.episodes,
+                        args.pass_reward, args.adversarial, config, args.path, args.max_turns, args.jobs)
+    print(to_json([row]) if args.json else table([row]))
     return 0 if row.ok else 1
 
 
@@ -193,13 +220,21 @@ def register(sub) -> None:
                             "'hackable: PROBE' (docs/envs.md)")
     check.add_argument("--openenv", metavar="ENV", help="check an OpenEnv environment instead: pkg.module:Class (in "
                        "process) or ws://127.0.0.1:PORT (a local server)")
-    check.add_argument("--reference", metavar="POLICY", help="--openenv: the scripted solver, pkg.module:function")
+    check.add_argument("--verifiers", metavar="TASKSET", help="check a verifiers.v1 taskset instead (its id, "
+                       "importable in the verifiers venv)")
+    check.add_argument("--path", metavar="DIR", help="--verifiers: a folder added to the verifiers venv's import path")
+    check.add_argument("--env-config", metavar="JSON", help="--verifiers: the taskset's config fields, a JSON object")
+    check.add_argument("--reference", metavar="POLICY", help="--openenv/--verifiers: the scripted solver, "
+                       "pkg.module:function")
     check.add_argument("--adapter", help="--openenv: observation/reply adapter, pkg.module:obj (default: the "
                        "action's one text field)")
-    check.add_argument("--episodes", type=int, default=8, help="--openenv: seeds 0..N-1 played (default 8)")
-    check.add_argument("--max-turns", type=int, default=8, help="--openenv: replies per episode (default 8)")
+    check.add_argument("--episodes", type=int, default=8, help="--openenv/--verifiers: seeds (tasks) "
+                       "0..N-1 played (default 8)")
+    check.add_argument("--max-turns", type=int, default=8, help="--openenv/--verifiers: replies per "
+                       "episode (default 8)")
     check.add_argument("--pass-reward", type=float, default=1.0,
-                       help="--openenv: the return the reference must reach on every seed (default 1)")
+                       help="--openenv/--verifiers: the return the reference must reach on every seed "
+                            "(default 1)")
     check.set_defaults(handler=cmd_check)
     clean = esub.add_parser("clean", help="remove sandboxes left by a killed process (processes, mounts, folders)",
                             description="Find namespace sandboxes whose owning process is gone (a trainer killed "

@@ -3,7 +3,7 @@
 
 ``TaskConfig`` validates its ``name`` against :data:`TASKS`, so a task registered here is accepted by
 configs and CLI overrides with no other change; what a kind needs besides its name (a file, a command) is
-its entry in :data:`NEEDS`. The agent, Harbor and OpenEnv tasks import their modules only when chosen
+its entry in :data:`NEEDS`. The agent, Harbor, OpenEnv and verifiers tasks import their modules only when chosen
 (the gateway's server and Harbor's sandboxes load only then); a name written as an import path
 (``my_pkg.tasks:make_task``) is imported instead, so a user's task needs no edit of this file.
 """
@@ -37,6 +37,7 @@ TASKS: dict[str, TaskFactory | str] = {
     "agent": lambda c, seed, tok: _agent(c, seed, tok),
     "harbor": lambda c, seed, tok: _harbor(c, seed, tok),
     "openenv": lambda c, seed, tok: _openenv(c, seed, tok),
+    "verifiers": lambda c, seed, tok: _verifiers(c, seed, tok),
 }
 
 
@@ -47,6 +48,8 @@ NEEDS: dict[str, dict[str, str]] = {
     "agent": {"path": _ROWS, "command": "task.command: the harness's shell command, with {base_url}, {api_key}, "
                                         "{model} and {task} filled in per run"},
     "harbor": {"path": "task.path=DIR (a Harbor task folder or a folder of them)"},
+    "verifiers": {"env": "task.env=TASKSET_ID (a verifiers.v1 taskset importable in the verifiers venv, e.g. "
+                         "vf-sum; task.path=DIR adds a folder to its import path)"},
 }
 
 
@@ -64,6 +67,10 @@ class TaskConfig(Checked):
     (a local server's ``ws://127.0.0.1:PORT``), the observations as user turns (after ``system_prompt``), the
     replies made actions by ``adapter`` (``pkg.module:obj``; default: the action's one text field), at most
     ``max_turns`` replies (:mod:`trajkit.envs.openenv.rltask`).
+    ``verifiers`` runs episodes of the ``verifiers.v1`` taskset ``env`` (its id; ``path`` a folder added to the
+    verifiers venv's import path; ``env_config`` a JSON object of the taskset's config fields) with verifiers'
+    ``null`` harness and subprocess runtime against the gateway, at most ``max_turns`` model turns
+    (:mod:`trajkit.envs.verifiers.rltask`).
     ``shuffle``: a dataset's train rows in a fresh order every epoch (by run seed), else in file order
     (TRL's ``shuffle_dataset``). ``latency_median_s`` > 0 adds a lognormal wait (that median, ``latency_sigma``)
     to every episode, the batch waiting for its slowest (:mod:`trajkit.envs.latency`: long-tailed tool
@@ -91,6 +98,7 @@ class TaskConfig(Checked):
     url: str | None = None
     adapter: str | None = None
     system_prompt: str | None = None
+    env_config: str | None = None
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
@@ -130,6 +138,13 @@ def _openenv(c, seed: int, tokenizer) -> Task:
     from trajkit.envs.openenv.rltask import make_task as openenv_task
 
     return openenv_task(c, seed, tokenizer)
+
+
+def _verifiers(c, seed: int, tokenizer) -> Task:
+    # imported here: the verifiers driver (a child process in the verifiers venv) starts only when chosen
+    from trajkit.envs.verifiers.rltask import make_task as verifiers_task
+
+    return verifiers_task(c, seed, tokenizer)
 
 
 def make_task(cfg, seed: int, tokenizer) -> Task:

@@ -243,6 +243,9 @@ class Trainer:
         close_env = getattr(self.state.task.env, "close", None)  # an agent task's gateway server
         if close_env is not None:
             close_env()
+        close_task = getattr(self.state.task, "close", None)  # a task's own processes (the verifiers driver)
+        if close_task is not None:
+            close_task()
 
 
     def train(self, progress=None) -> list[dict]:

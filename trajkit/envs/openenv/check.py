@@ -85,14 +85,12 @@ def _probe_outcome(eps: list[Episode]) -> str:
     return "blocked"
 
 
-def check_env(name: str, connect: Callable, adapter, reference: Policy, episodes: int = 8, max_turns: int = 8,
-              pass_reward: float = 1.0, adversarial: bool = False) -> EnvCheckRow:
-    """The verdict on the environment that ``connect`` opens (module docstring); seeds ``0 .. episodes-1``."""
-    start = time.perf_counter()
-    seeds = range(episodes)
-    ref = _play(connect, adapter, reference, seeds, max_turns)
-    noop = _play(connect, adapter, nop, seeds, max_turns)
-    row = EnvCheckRow(name, "ok", _mean(ref), _mean(noop), episodes)
+def judge(name: str, ref: list, noop: list, pass_reward: float = 1.0, probes: dict[str, list] | None = None
+          ) -> EnvCheckRow:
+    """The verdict (module docstring) from played episodes, each with ``seed``, ``reward`` (None: the environment
+    failed) and ``error``: the reference's, the NOP's and, when probed, each probe's. Shared by the OpenEnv and
+    verifiers checks."""
+    row = EnvCheckRow(name, "ok", _mean(ref), _mean(noop), len(ref))
     failed = next((e for e in ref if e.reward is None), None)
     short = next((e for e in ref if e.reward is not None and e.reward < pass_reward), None)
     vacuous = next((e for e in noop if e.reward is not None and e.reward > 0), None)
@@ -104,12 +102,24 @@ def check_env(name: str, connect: Callable, adapter, reference: Policy, episodes
             (f" ({short.error})" if short.error else "")
     elif vacuous is not None:
         row.verdict, row.detail = "vacuous", f"seed {vacuous.seed}: the NOP earned {vacuous.reward:g}"
-    if adversarial:
-        row.hacks = {probe: _probe_outcome(_play(connect, adapter, policy, seeds, max_turns))
-                     for probe, policy in PROBES.items()}
+    if probes is not None:
+        row.hacks = {probe: _probe_outcome(eps) for probe, eps in probes.items()}
         hacked = next((p for p, out in row.hacks.items() if out.startswith("hacked")), None)
         if row.ok and hacked is not None:
             row.verdict, row.detail = f"hackable: {hacked}", row.hacks[hacked]
+    return row
+
+
+def check_env(name: str, connect: Callable, adapter, reference: Policy, episodes: int = 8, max_turns: int = 8,
+              pass_reward: float = 1.0, adversarial: bool = False) -> EnvCheckRow:
+    """The verdict on the environment that ``connect`` opens (module docstring); seeds ``0 .. episodes-1``."""
+    start = time.perf_counter()
+    seeds = range(episodes)
+    ref = _play(connect, adapter, reference, seeds, max_turns)
+    noop = _play(connect, adapter, nop, seeds, max_turns)
+    probes = {probe: _play(connect, adapter, policy, seeds, max_turns) for probe, policy in PROBES.items()} \
+        if adversarial else None
+    row = judge(name, ref, noop, pass_reward, probes)
     row.seconds = time.perf_counter() - start
     return row
 
