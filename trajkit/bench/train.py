@@ -317,8 +317,9 @@ def plot(summary: dict, path: str) -> None:
 
     drafting = [a for a in summary["arms"] if summary["arms"][a]["acceptance_length"] > 1.0]
     walled = [a for a in summary["arms"] if summary["arms"][a].get("wall_curve")]
-    count = 2 + bool(drafting) + bool(walled)
-    fig, panels = plt.subplots(1, count, figsize=(5 * count, 4))
+    count = 1 + bool(drafting) + bool(summary["reward"]) + bool(walled)  # no empty held-out panel
+    fig, panels = plt.subplots(1, count, figsize=(5 * count, 4), squeeze=False)
+    panels = list(panels[0])
     axes = list(panels)
     if walled:  # the last panel: train reward against wall-clock seconds (what steps per hour buys)
         for arm in walled:
@@ -344,7 +345,8 @@ def plot(summary: dict, path: str) -> None:
         line, = axes[1].plot(xs, ys, marker="o", label=f"{arm} (n={len(r['final'])})")
         axes[1].fill_between(xs, [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)],
                              color=line.get_color(), alpha=0.2)
-    axes[1].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
+    if summary["reward"]:
+        axes[1].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
     for ax in panels:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
