@@ -241,3 +241,26 @@ def test_batches_overlap_with_the_bound_held_exactly(tiny, k):
         expected = [inner.prompt(i).ids for i in range(s * p, (s + 1) * p) for _ in range(g)]
         assert [x.prompt_ids for x in result.samples] == expected  # each prompt once, in stream order
         assert m["gen/calls"] == 1  # the batch's own counters: not another batch's call
+
+
+def test_one_batch_at_a_time_where_overlapping_is_unsafe(tiny):
+    """K + 1 batches in flight for an environment that declares ``concurrent_rollouts``; one at a time
+    with dynamic sampling (its refills draw from the stream mid-batch) and for an environment that does
+    not declare it (a gateway environment: one server per client), still within the bound."""
+    from trajkit.rl.producer import batches_in_flight
+
+    t = Trainer(tiny("rollout.mode=async", "rollout.max_staleness=2"), logger=False)
+    try:
+        assert batches_in_flight(t.state) == 3
+        t.state.task.env = type("Plain", (), {"rollout": t.state.task.env.rollout})()  # no declaration
+        assert batches_in_flight(t.state) == 1
+    finally:
+        t.close()
+    cfg = tiny(*SIGNAL, "rollout.mode=async", "rollout.max_staleness=2", "rollout.dynamic_sampling=true")
+    t = Trainer(cfg, logger=False)
+    try:
+        assert batches_in_flight(t.state) == 1
+        got = [t.step_once().metrics for _ in range(3)]
+    finally:
+        t.close()
+    assert all(m["async/in_flight_max"] == 1 and m["async/staleness_max"] <= 2 for m in got)
