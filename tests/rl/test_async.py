@@ -264,3 +264,29 @@ def test_one_batch_at_a_time_where_overlapping_is_unsafe(tiny):
     finally:
         t.close()
     assert all(m["async/in_flight_max"] == 1 and m["async/staleness_max"] <= 2 for m in got)
+
+
+class FailingBatchTask(HeldEpisodesTask):
+    """Batch 1's episodes raise (a broken tool or verifier) while batch 0's run beside them."""
+
+    def rollout(self, generate, prompts, params):
+        if params.seed - self.seed * 1_000_003 == 1:
+            raise RuntimeError("verifier crashed")
+        return self.inner.env.rollout(generate, prompts, params)
+
+
+def test_a_failing_batch_fails_its_own_step_with_the_batch_named(tiny):
+    from trajkit.rl.build import build_tokenizer
+    from trajkit.rl.producer import ProducerError
+
+    cfg = tiny("rollout.mode=async", "rollout.max_staleness=1")
+    task = FailingBatchTask(make_task(cfg.task, cfg.seed, build_tokenizer(cfg)), cfg.seed, 1, 2)
+    trainer = Trainer(cfg, task=task, logger=False)
+    try:
+        first = trainer.step_once()  # batch 0 is handed over though batch 1 failed beside it (or not yet)
+        with pytest.raises(ProducerError, match="generating batch 1: verifier crashed") as err:
+            trainer.step_once()
+        assert isinstance(err.value.__cause__, RuntimeError)
+    finally:
+        trainer.close()
+    assert first.step == 1 and len(first.samples) == cfg.rollout.prompts_per_step * cfg.rollout.group_size

@@ -148,9 +148,11 @@ class Producer:
             self.cond.notify_all()
 
     def take(self, step: int) -> Produced:
-        """Batch ``step``, waiting for it; a producer failure is raised here as :class:`ProducerError`."""
+        """Batch ``step``, waiting for it; a producer failure is raised here as :class:`ProducerError` (a later
+        batch's failure once batch ``step`` is no longer generating: an earlier batch still trains)."""
         with self.cond:
-            self.cond.wait_for(lambda: step in self.ready or self.error is not None or self.stopping)
+            self.cond.wait_for(lambda: step in self.ready or self.stopping or
+                               (self.error is not None and step not in self.in_flight))
             if step in self.ready:
                 return self.ready.pop(step)
             if self.error is not None:
