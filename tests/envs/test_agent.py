@@ -14,7 +14,7 @@ from trajkit.errors import ConfigError
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl import Trainer
 from trajkit.envs.agent import AgentTask, EnvironmentDied, HarnessError, HarnessRun, command_harness
-from trajkit.envs.client import GenerationClient
+from trajkit.rl.rollout import CountingClient
 from trajkit.envs.sample import validate_sample
 
 HARNESS = Path(__file__).with_name("agent_harness.py")
@@ -65,6 +65,7 @@ def test_a_trainer_step_through_the_gateway_trains_exactly_the_sampled_tokens(ti
             assert s.ids == records[1].prompt_ids + records[1].choices[0].token_ids
             assert [m["role"] for m in s.metadata["completion"]] == ["assistant", "user", "assistant"]
             assert s.policy_version == records[0].policy_version == records[1].policy_version
+            assert s.token_versions == [s.policy_version if m else -1 for m in s.loss_mask]  # set by the env
     assert {s.policy_version for s in first.samples} == {1}
     assert {s.policy_version for s in second.samples} == {2}
     assert [s.metadata["prompt"][0]["content"] for s in first.samples[::4]] == \
@@ -187,7 +188,7 @@ def _step_on(tiny, wrap):
     task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
     trainer = Trainer(tiny(), task=task, logger=False)
     rollout = trainer.state.rollout
-    rollout.client = GenerationClient(wrap(rollout.backend), rollout.lock, rollout._record)
+    rollout.client = CountingClient(wrap(rollout.backend), rollout.lock)
     try:
         return task, trainer.step_once()
     finally:
@@ -228,7 +229,7 @@ def test_a_dying_gateway_thread_fails_the_step_with_its_traceback_and_the_task_n
     task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length], timeout_s=60)
     trainer = Trainer(tiny(), task=task, logger=False)
     rollout = trainer.state.rollout
-    rollout.client = GenerationClient(DeadSessions(rollout.backend), rollout.lock, rollout._record)
+    rollout.client = CountingClient(DeadSessions(rollout.backend), rollout.lock)
     try:
         with pytest.raises(EnvironmentDied) as info:
             trainer.step_once()

@@ -52,6 +52,20 @@ def test_stitch_extends_the_longest_prefix_chain_and_forks_otherwise():
     assert a.logprobs == [-0.5, -0.5, 0.0, -0.5] and a.policy_versions == [0, 1] and a.policy_version == -1
     assert (b.prompt_ids, b.completion_ids) == ([1, 5], [6]) and (b.fork_at["call"], b.fork_at["token"]) == (2, 1)
     assert "does not extend" in b.fork_at["reason"]  # no diagnostic on the replies: the generic reason
+    assert a.versions_of_tokens() == [0, 0, -1, 1] and b.versions_of_tokens() == [0]  # per token: its call's
+
+
+def test_an_agent_sample_carries_each_tokens_version():
+    """A push between two turns of a gateway episode (rollout.mode=async): the sample's tokens keep the
+    version of the call that sampled them (the stitch docstring's example, calls under versions 3 and 4)."""
+    from trajkit.envs.sample import Sample, validate_sample
+
+    [chain] = stitch([_rec(0, [1, 2], [7, 8], version=3), _rec(1, [1, 2, 7, 8, 3], [9], version=4)])
+    assert chain.versions_of_tokens() == [3, 3, -1, 4]
+    s = Sample(chain.prompt_ids, chain.completion_ids, chain.logprobs, chain.loss_mask, {},
+               policy_version=3, token_versions=chain.versions_of_tokens())
+    validate_sample(s, 0)
+    assert s.version_span == (3, 4)
 
 
 def test_stitch_branches_per_choice_and_continues_the_branch_that_was_used():

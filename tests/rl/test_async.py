@@ -54,7 +54,7 @@ def hold_updates_until_the_next_batch_is_made(trainer, steps: int) -> None:
 
     def held_update(step):
         if step + 1 < steps:
-            wait_for(lambda: trainer.producer.next_step > step + 1 or trainer.producer.error is not None)
+            wait_for(lambda: step + 1 in trainer.producer.ready or trainer.producer.error is not None)
         return real_update(step)
     learner.update = held_update
 
@@ -172,3 +172,121 @@ def test_async_config_is_checked(tiny):
         load_config(None, TINY + ["rollout.mode=fast"])
     with pytest.raises(ConfigError, match="torchrun"):
         tiny("rollout.mode=async", "policy.fsdp=true")
+
+
+class HeldEpisodesTask:
+    """The copy task on a scripted clock: batch ``s``'s episodes, after their engine call, wait (outside
+    the engine's lock, as a tool call or a sandbox does) until batch ``s + K`` has started, so a batch can
+    finish only if the producer starts batches while earlier ones are still running; ``events`` records
+    every batch's start and end, ``running`` how many batches were inside ``rollout`` at once."""
+
+    concurrent_rollouts = True
+
+    def __init__(self, inner, seed: int, k: int, steps: int):
+        self.inner, self.seed, self.k = inner, seed, k
+        self.name, self.reward_funcs, self.env = "held", inner.reward_funcs, self
+        self.started = [threading.Event() for _ in range(steps + 2 * k + 4)]
+        self.release = threading.Event()  # the end of the script: no batch waits any more
+        self.events: list[tuple[str, int]] = []
+        self.running, self.most_running = 0, 0
+        self.mutex = threading.Lock()
+
+    def prompt(self, index, split="train"):
+        return self.inner.prompt(index, split)
+
+    def rollout(self, generate, prompts, params):
+        batch = params.seed - self.seed * 1_000_003  # the step's seed (trajkit.rl.step.step_seed)
+        if not 0 <= batch < len(self.started):  # not a training batch (evaluation)
+            return self.inner.env.rollout(generate, prompts, params)
+        with self.mutex:
+            self.events.append(("start", batch))
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        self.started[batch].set()
+        samples = self.inner.env.rollout(generate, prompts, params)
+        wait_for(lambda: self.release.is_set() or self.started[batch + self.k].is_set())
+        with self.mutex:
+            self.events.append(("end", batch))
+            self.running -= 1
+        return samples
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_batches_overlap_with_the_bound_held_exactly(tiny, k):
+    """K + 1 batches in flight: batch ``s`` cannot end before batch ``s + K`` starts (the script above; a
+    producer that made one batch at a time would never finish batch 0 and the test would fail on its
+    deadlock guard). Batch ``s + K`` then starts at version ``s`` exactly: staleness ``min(s, K)``, never
+    more; at most K + 1 batches generate at once; every prompt trained once, in stream order."""
+    steps = 5
+    cfg = tiny(*SIGNAL, "rollout.mode=async", f"rollout.max_staleness={k}", "rollout.max_new_tokens=3")
+    from trajkit.rl.build import build_tokenizer
+    inner = make_task(cfg.task, cfg.seed, build_tokenizer(cfg))
+    task = HeldEpisodesTask(inner, cfg.seed, k, steps)
+    trainer = Trainer(cfg, task=task, logger=False)
+    try:
+        results = [trainer.step_once() for _ in range(steps)]
+        most_in_flight = trainer.producer.most_in_flight
+    finally:
+        task.release.set()
+        trainer.close()
+    order = task.events.index
+    for s in range(steps):
+        assert order(("start", s + k)) < order(("end", s))  # batch s + K started while batch s ran
+    assert task.most_running == most_in_flight == k + 1
+    p, g = cfg.rollout.prompts_per_step, cfg.rollout.group_size
+    for s, result in enumerate(results):
+        m = result.metrics
+        assert m["async/started_version"] == max(0, s - k)
+        assert m["async/staleness_max"] == min(s, k) and m["async/dropped_stale"] == 0
+        expected = [inner.prompt(i).ids for i in range(s * p, (s + 1) * p) for _ in range(g)]
+        assert [x.prompt_ids for x in result.samples] == expected  # each prompt once, in stream order
+        assert m["gen/calls"] == 1  # the batch's own counters: not another batch's call
+
+
+def test_one_batch_at_a_time_where_overlapping_is_unsafe(tiny):
+    """K + 1 batches in flight for an environment that declares ``concurrent_rollouts``; one at a time
+    with dynamic sampling (its refills draw from the stream mid-batch) and for an environment that does
+    not declare it (a gateway environment: one server per client), still within the bound."""
+    from trajkit.rl.producer import batches_in_flight
+
+    t = Trainer(tiny("rollout.mode=async", "rollout.max_staleness=2"), logger=False)
+    try:
+        assert batches_in_flight(t.state) == 3
+        t.state.task.env = type("Plain", (), {"rollout": t.state.task.env.rollout})()  # no declaration
+        assert batches_in_flight(t.state) == 1
+    finally:
+        t.close()
+    cfg = tiny(*SIGNAL, "rollout.mode=async", "rollout.max_staleness=2", "rollout.dynamic_sampling=true")
+    t = Trainer(cfg, logger=False)
+    try:
+        assert batches_in_flight(t.state) == 1
+        got = [t.step_once().metrics for _ in range(3)]
+    finally:
+        t.close()
+    assert all(m["async/in_flight_max"] == 1 and m["async/staleness_max"] <= 2 for m in got)
+
+
+class FailingBatchTask(HeldEpisodesTask):
+    """Batch 1's episodes raise (a broken tool or verifier) while batch 0's run beside them."""
+
+    def rollout(self, generate, prompts, params):
+        if params.seed - self.seed * 1_000_003 == 1:
+            raise RuntimeError("verifier crashed")
+        return self.inner.env.rollout(generate, prompts, params)
+
+
+def test_a_failing_batch_fails_its_own_step_with_the_batch_named(tiny):
+    from trajkit.rl.build import build_tokenizer
+    from trajkit.rl.producer import ProducerError
+
+    cfg = tiny("rollout.mode=async", "rollout.max_staleness=1")
+    task = FailingBatchTask(make_task(cfg.task, cfg.seed, build_tokenizer(cfg)), cfg.seed, 1, 2)
+    trainer = Trainer(cfg, task=task, logger=False)
+    try:
+        first = trainer.step_once()  # batch 0 is handed over though batch 1 failed beside it (or not yet)
+        with pytest.raises(ProducerError, match="generating batch 1: verifier crashed") as err:
+            trainer.step_once()
+        assert isinstance(err.value.__cause__, RuntimeError)
+    finally:
+        trainer.close()
+    assert first.step == 1 and len(first.samples) == cfg.rollout.prompts_per_step * cfg.rollout.group_size

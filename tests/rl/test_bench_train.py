@@ -95,3 +95,14 @@ def test_per_hour_is_hand_derived():
 
     got = _per_hour([{"wall/step_s": 2.0, "reward/raw": 0.5}, {"wall/step_s": 4.0, "reward/raw": 0.25}])
     assert got == {"wall_step_seconds": 3.0, "steps_per_hour": 1200.0, "reward_per_hour": 0.375 * 1200.0}
+
+
+def test_wall_curve_is_hand_derived():
+    """Reward against wall-clock: cumulative step seconds and reward/raw, each the mean over seeds (seed 0
+    steps of 2 s and 4 s, seed 1 of 4 s and 2 s: 3 s and 6 s)."""
+    from trajkit.bench.train import _wall_curve
+
+    seeds = [{"a": {"steps": [{"wall/step_s": 2.0, "reward/raw": 0.5}, {"wall/step_s": 4.0, "reward/raw": 0.25}]}},
+             {"a": {"steps": [{"wall/step_s": 4.0, "reward/raw": 0.0}, {"wall/step_s": 2.0, "reward/raw": 0.75}]}}]
+    assert _wall_curve(seeds, "a") == [[3.0, 0.25], [6.0, 0.5]]
+    assert _wall_curve([{"a": {"steps": [{"reward/raw": 0.5}]}}], "a") == []  # no wall clock measured

@@ -219,6 +219,7 @@ def summarize(seeds: list[dict]) -> dict:
                             "generation_share": stages[GENERATION] / step if step else 0.0,
                             "acceptance_length": _mean([r["gen/acceptance_length"] for r in rows])}
         out["arms"][arm].update(_train_curves(seeds, arm))
+        out["arms"][arm]["wall_curve"] = _wall_curve(seeds, arm)
         out["arms"][arm].update(_per_hour(rows))
         out["acceptance_length"][arm] = [_mean([rec[arm]["steps"][i]["gen/acceptance_length"] for rec in seeds])
                                          for i in range(len(seeds[0][arm]["steps"]))]
@@ -256,6 +257,17 @@ def _per_hour(rows: list[dict]) -> dict:
     per_hour = 3600.0 / wall if wall == wall and wall > 0 else float("nan")
     reward = _mean([r["reward/raw"] for r in rows if r.get("reward/raw") == r.get("reward/raw")])
     return {"wall_step_seconds": wall, "steps_per_hour": per_hour, "reward_per_hour": reward * per_hour}
+
+
+def _wall_curve(seeds: list[dict], arm: str) -> list[list[float]]:
+    """Train reward against wall-clock time: ``[seconds since the arm's first step began, reward/raw]`` per
+    step, both the mean over seeds (the x of reward-per-hour; empty when ``wall/step_s`` was not measured)."""
+    runs = [rec[arm]["steps"] for rec in seeds]
+    if not all(all("wall/step_s" in r for r in steps) for steps in runs):
+        return []
+    clocks = [[sum(r["wall/step_s"] for r in steps[:i + 1]) for i in range(len(steps))] for steps in runs]
+    return [[_mean([c[i] for c in clocks]), _mean([steps[i].get("reward/raw", float("nan")) for steps in runs])]
+            for i in range(min(len(s) for s in runs))]
 
 
 def _train_curves(seeds: list[dict], arm: str) -> dict:
@@ -304,8 +316,17 @@ def plot(summary: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     drafting = [a for a in summary["arms"] if summary["arms"][a]["acceptance_length"] > 1.0]
-    fig, panels = plt.subplots(1, 3 if drafting else 2, figsize=(15 if drafting else 10, 4))
+    walled = [a for a in summary["arms"] if summary["arms"][a].get("wall_curve")]
+    count = 1 + bool(drafting) + bool(summary["reward"]) + bool(walled)  # no empty held-out panel
+    fig, panels = plt.subplots(1, count, figsize=(5 * count, 4), squeeze=False)
+    panels = list(panels[0])
     axes = list(panels)
+    if walled:  # the last panel: train reward against wall-clock seconds (what steps per hour buys)
+        for arm in walled:
+            xs, ys = zip(*summary["arms"][arm]["wall_curve"])
+            axes[-1].plot(xs, ys, marker=".", label=arm)
+        axes[-1].set(title="train reward vs wall-clock (mean over seeds)", xlabel="seconds", ylabel="reward/raw")
+        axes = axes[:-1]
     if drafting:
         for arm in drafting:
             ys = summary["acceptance_length"][arm]
@@ -324,7 +345,8 @@ def plot(summary: dict, path: str) -> None:
         line, = axes[1].plot(xs, ys, marker="o", label=f"{arm} (n={len(r['final'])})")
         axes[1].fill_between(xs, [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)],
                              color=line.get_color(), alpha=0.2)
-    axes[1].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
+    if summary["reward"]:
+        axes[1].set(title="held-out reward (mean ± std over seeds)", xlabel="step")
     for ax in panels:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)

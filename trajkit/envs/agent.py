@@ -224,8 +224,11 @@ class GatewayEnv:
         meta.update(prompt=prompt_msgs, completion=completion, dropped_chains=len(chains) - 1,
                     policy_versions=chain.policy_versions, fork_at=chain.fork_at,
                     finish_reason=records[last].choices[chain.calls[-1][1]].finish_reason)
+        versions = chain.versions_of_tokens()  # each turn's tokens: the weights of its call (async: may differ)
+        known = all(v >= 0 for v, m in zip(versions, chain.loss_mask) if m)
         return Sample(list(chain.prompt_ids), list(chain.completion_ids), list(chain.logprobs),
-                      list(chain.loss_mask), meta, policy_version=min(chain.policy_versions))
+                      list(chain.loss_mask), meta, policy_version=min(chain.policy_versions),
+                      token_versions=versions if known else None)
 
 
 def _task_text(prompt: Prompt) -> str:

@@ -119,7 +119,10 @@ OPS: dict[str, Callable[[str], str]] = {"copy": lambda w: w, "rev": lambda w: w[
 
 
 class SingleTurnEnv:
-    """One generate call per prompt; every completion token is sampled (``loss_mask`` 1)."""
+    """One generate call per prompt; every completion token is sampled (``loss_mask`` 1). It keeps no state
+    between calls, so two batches may run it at once (``concurrent_rollouts``: :mod:`trajkit.rl.producer`)."""
+
+    concurrent_rollouts = True
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer

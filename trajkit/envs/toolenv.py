@@ -133,7 +133,10 @@ def forced_text(tokenizer, chat: list[dict], results: list[dict], fmt: ToolForma
 
 
 class ToolEnv:
-    """Batched Hermes tool-use episodes over the engine; see the module docstring."""
+    """Batched Hermes tool-use episodes over the engine; see the module docstring. No state between calls:
+    two batches may run it at once (``concurrent_rollouts``: :mod:`trajkit.rl.producer`)."""
+
+    concurrent_rollouts = True
 
     def __init__(self, tokenizer, max_turns: int = 3, timeout_s: float = 0.5, fmt: ToolFormat | None = None):
         self.tokenizer, self.max_turns, self.timeout_s = tokenizer, max_turns, timeout_s

@@ -15,6 +15,11 @@ Worked example (byte-free ids for brevity)::
     call 1: P=[1, 2, 7, 8, 3] S=[9]         -> chain A: completion [7, 8, 3, 9], mask [1, 1, 0, 1]
     call 2: P=[1, 5]          S=[6]         -> [1, 2, 7, 8, 3, 9] is not a prefix of P: chain B, prompt [1, 5]
 
+Each sampled token keeps the ``policy_version`` of its call (``Chain.versions_of_tokens``, -1 on forced
+tokens): had call 0 run under version 3 and call 1 under 4 (an asynchronous trainer's push between two
+turns), chain A's tokens carry ``[3, 3, -1, 4]``, what the agent environment records as
+``Sample.token_versions``.
+
 Nothing is decoded or re-tokenised: the only input is ids. ``fork_at`` on a chain that began while another
 existed records the call, the token where its prompt first differs from the closest existing chain, and a
 ``reason``: the ``history_not_reproducible`` diagnostic the gateway gave that chain's last reply when it
@@ -39,6 +44,13 @@ class Chain:
     calls: list[tuple[int, int]] = field(default_factory=list)
     policy_versions: list[int] = field(default_factory=list)
     fork_at: dict[str, int] | None = None
+    token_versions: list[int] | None = None  # per completion token: its call's version, -1 forced (None: all one)
+
+    def versions_of_tokens(self) -> list[int]:
+        """The version that sampled each completion token (-1: forced), as ``Sample.token_versions``."""
+        if self.token_versions is not None:
+            return list(self.token_versions)
+        return [self.policy_versions[0] if m else -1 for m in self.loss_mask]
 
     @property
     def ids(self) -> list[int]:
@@ -54,7 +66,8 @@ class Chain:
         return Chain(self.prompt_ids, self.completion_ids + forced + sampled,
                      self.logprobs + [0.0] * len(forced) + list(logprobs),
                      self.loss_mask + [0] * len(forced) + [1] * len(sampled),
-                     self.calls + [call], self.policy_versions + [version], self.fork_at)
+                     self.calls + [call], self.policy_versions + [version], self.fork_at,
+                     self.versions_of_tokens() + [-1] * len(forced) + [version] * len(sampled))
 
     def as_sample_dict(self, session: str) -> dict[str, Any]:
         """The fields of :class:`trajkit.envs.sample.Sample` (``metadata`` holds the provenance)."""

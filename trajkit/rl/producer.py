@@ -1,15 +1,29 @@
 """Asynchronous rollouts with bounded staleness (``rollout.mode=async``, ``rollout.max_staleness=K``).
 
-A :class:`Producer` thread keeps generating while the trainer's thread recomputes log-probs and updates
-the policy. It makes the batches in step order: batch ``s`` (the one step ``s`` trains on) takes the next
-``rollout.prompts_per_step`` prompts of the stream (and a dynamic-sampling refill's), samples with the
-step's own seed and is scored exactly as the synchronous step's ``generation`` stage does
-(:func:`trajkit.rl.step.generate_batch`). *Admission control by capacity*: batch ``s`` may start only when
-the trainer's policy version ``v`` (updates applied and pushed) satisfies ``s - v <= K``, so at most
-``K + 1`` batches exist ahead of the trainer and every token of batch ``s`` was sampled by a version
-``>= s - K``: the bound holds by construction and no finished work is thrown away for it. The trainer still
-checks every sample (:func:`admit`) and drops a group that would exceed it (``async/dropped_stale``; zero
-unless a push bypassed :meth:`trajkit.rl.rollout.Rollout.push`).
+A :class:`Producer` keeps generating while the trainer's thread recomputes log-probs and updates the
+policy. It starts the batches in step order: batch ``s`` (the one step ``s`` trains on) takes the next
+``rollout.prompts_per_step`` prompts of the stream, samples with the step's own seed and is scored exactly
+as the synchronous step's ``generation`` stage does (:func:`trajkit.rl.step.generate_batch`).
+*Admission control by capacity*: batch ``s`` may start only when the trainer's policy version ``v``
+(updates applied and pushed) satisfies ``s - v <= K``, so at most ``K + 1`` batches exist ahead of the
+trainer and every token of batch ``s`` was sampled by a version ``>= s - K``: the bound holds by
+construction and no finished work is thrown away for it. The trainer still checks every sample
+(:func:`admit`) and drops a group that would exceed it (``async/dropped_stale``; zero unless a push
+bypassed :meth:`trajkit.rl.rollout.Rollout.push`).
+
+*Batches overlap.* Each admitted batch runs in a thread of its own, so up to ``K + 1`` batches' episodes
+are in flight at once: batch ``s + 1`` starts as soon as admission allows, while batch ``s``'s stragglers
+still run (a synchronous step, and a producer making one batch at a time, waits for each batch's slowest
+episode before the next begins). Within a batch the environment runs the episodes concurrently (one
+batched engine call per turn; a latency or tool wait per episode, the batch's longest). Engine calls of
+different batches take turns on the one engine under ``Rollout.lock``; a wait (tool call, sandbox, the
+latency env's sleep) happens outside it. Each batch has its own client (:meth:`Rollout.batch_client`:
+its calls and versions), draws its prompts in the producer's loop thread in step order, and keeps its
+per-row seeds, so a sample does not depend on the interleaving, only on the weights that sampled it. The
+trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays
+exact for resume. One batch at a time instead (:func:`batches_in_flight`) when dynamic sampling refills
+a batch from the stream (a later batch's prompts would depend on the timing) or the environment does not
+declare ``concurrent_rollouts`` (the gateway environments: one server, restarted per client).
 
 Partial rollouts: the trainer pushes new weights after each update without waiting for the producer's
 episodes. A push waits only for the engine call in progress (every call holds ``Rollout.lock``); an
@@ -52,16 +66,32 @@ class ProducerError(RuntimeError):
     """The producer thread failed; the original exception is the ``__cause__``."""
 
 
+def batches_in_flight(t: TrainState) -> int:
+    """How many batches the producer may generate at once: ``K + 1`` (every batch admission allows), or 1
+    when a batch's refills draw from the stream (``rollout.dynamic_sampling``: a later batch's prompts would
+    depend on the timing) or the environment's ``rollout`` is not safe to run from two threads at once
+    (an environment says it is with ``concurrent_rollouts = True``; a gateway environment is not)."""
+    cfg = t.cfg.rollout
+    if cfg.dynamic_sampling or not getattr(t.task.env, "concurrent_rollouts", False):
+        return 1
+    return cfg.max_staleness + 1
+
+
 class Producer:
-    """Generates batch ``start, start + 1, ...`` of ``t`` in a thread, at most ``max_staleness`` versions
-    ahead of :meth:`advance`'s version; :meth:`take` hands them to the trainer in order."""
+    """Generates batch ``start, start + 1, ...`` of ``t``, at most ``max_staleness`` versions ahead of
+    :meth:`advance`'s version and up to :func:`batches_in_flight` of them at once, each in a thread of its
+    own; :meth:`take` hands them to the trainer in step order."""
 
     def __init__(self, t: TrainState, start: int):
         self.t, self.k = t, t.cfg.rollout.max_staleness
+        self.limit = batches_in_flight(t)
         self.version = start  # the trainer's policy version: updates applied and pushed
         self.next_step = start
+        self.in_flight: dict[int, threading.Thread] = {}
+        self.most_in_flight = 0  # the most batches generating at once so far (async/in_flight_max)
         self.ready: dict[int, Produced] = {}
         self.error: BaseException | None = None
+        self.failed_step: int | None = None
         self.stopping = False
         self.cond = threading.Condition()
         t.stream.committed = t.stream.cursor
@@ -69,48 +99,77 @@ class Producer:
         self.thread.start()
 
     def _admitted(self) -> bool:
-        return self.next_step - self.version <= self.k
+        return self.next_step - self.version <= self.k and len(self.in_flight) < self.limit
 
     def _loop(self) -> None:
+        """Start each batch as soon as admission allows, in step order; its prompts are drawn here, so the
+        stream is read by one thread in step order whatever the batches' timing."""
         try:
             while True:
                 with self.cond:
-                    self.cond.wait_for(lambda: self.stopping or self._admitted())
-                    if self.stopping:
+                    self.cond.wait_for(lambda: self.stopping or self.error is not None or self._admitted())
+                    if self.stopping or self.error is not None:
                         return
                     step, started = self.next_step, self.version
-                produced = self._produce(step, started)
-                with self.cond:
-                    self.ready[step] = produced
+                    prompts = self.t.stream.take(self.t.cfg.rollout.prompts_per_step)
+                    cursor, rows = self.t.stream.cursor, self.t.stream.drain_rows()
+                    worker = threading.Thread(target=self._batch, args=(step, started, prompts, cursor, rows),
+                                              name=f"trajkit-rollout-batch-{step}", daemon=True)
+                    self.in_flight[step] = worker
+                    self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
                     self.next_step += 1
-                    self.cond.notify_all()
+                worker.start()
         except BaseException as exc:  # noqa: BLE001 - handed to the trainer's thread by take()
-            with self.cond:
-                self.error = exc
-                self.cond.notify_all()
+            self._failed(exc)
 
-    def _produce(self, step: int, started: int) -> Produced:
-        t, timer = self.t, StageTimer()
-        with timer.stage(GENERATION):
-            prompts = t.stream.take(t.cfg.rollout.prompts_per_step)
-            samples, metrics = generate_batch(t, prompts, timer, step)
-        return Produced(step, samples, metrics, t.stream.cursor, t.stream.drain_rows(), started, timer)
+    def _batch(self, step: int, started: int, prompts, cursor: int, rows: list[int]) -> None:
+        """Generate batch ``step`` (a thread of its own). One batch at a time (``limit`` 1) uses the rollout's
+        client and reads the stream's cursor after its refills; several use a client each."""
+        try:
+            t, timer = self.t, StageTimer()
+            client = t.rollout.batch_client() if self.limit > 1 else None
+            with timer.stage(GENERATION):
+                samples, metrics = generate_batch(t, prompts, timer, step, client)
+            if self.limit == 1:  # dynamic sampling's refills drew from the stream too
+                cursor, rows = t.stream.cursor, rows + t.stream.drain_rows()
+            produced = Produced(step, samples, metrics, cursor, rows, started, timer)
+            with self.cond:
+                self.ready[step] = produced
+                del self.in_flight[step]
+                self.cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001
+            self._failed(exc, step)
+
+    def _failed(self, exc: BaseException, step: int | None = None) -> None:
+        with self.cond:
+            if self.error is None:
+                self.error, self.failed_step = exc, step
+            self.in_flight.pop(step, None)
+            self.cond.notify_all()
 
     def take(self, step: int) -> Produced:
-        """Batch ``step``, waiting for it; a producer failure is raised here as :class:`ProducerError`."""
+        """Batch ``step``, waiting for it; a producer failure is raised here as :class:`ProducerError` (a later
+        batch's failure once batch ``step`` is no longer generating: an earlier batch still trains)."""
         with self.cond:
-            self.cond.wait_for(lambda: step in self.ready or self.error is not None or self.stopping)
+            self.cond.wait_for(lambda: step in self.ready or self.stopping or
+                               (self.error is not None and step not in self.in_flight))
+            if step in self.ready:
+                return self.ready.pop(step)
             if self.error is not None:
-                raise ProducerError(f"the rollout producer failed while generating batch {self.next_step}: "
+                which = self.next_step if self.failed_step is None else self.failed_step
+                raise ProducerError(f"the rollout producer failed while generating batch {which}: "
                                     f"{self.error}") from self.error
-            if step not in self.ready:
-                raise ProducerError("the rollout producer was closed")
-            return self.ready.pop(step)
+            raise ProducerError("the rollout producer was closed")
 
     def buffered(self) -> int:
         """Batches generated and not yet taken."""
         with self.cond:
             return len(self.ready)
+
+    def generating(self) -> int:
+        """Batches being generated now."""
+        with self.cond:
+            return len(self.in_flight)
 
     def advance(self, version: int) -> None:
         """The trainer pushed the policy after ``version`` updates: admit the batches it allows."""
@@ -119,11 +178,16 @@ class Producer:
             self.cond.notify_all()
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Stop after the batch in progress (its samples are dropped; a resumed run regenerates them)."""
+        """Stop after the batches in progress (their samples are dropped; a resumed run regenerates them)."""
         with self.cond:
             self.stopping = True
             self.cond.notify_all()
         self.thread.join(timeout_s)
+        with self.cond:
+            workers = list(self.in_flight.values())
+        for worker in workers:
+            if worker.ident is not None:  # started (the loop starts every worker it registers)
+                worker.join(timeout_s)
 
 
 def admit(t: TrainState, got: Produced) -> tuple[list[Sample], dict]:
@@ -167,11 +231,13 @@ def async_step(t: TrainState, producer: Producer) -> StepResult:
     which waits only for an engine call in progress."""
     timer, metrics = StageTimer(), {}
     with timer.stage(DATA):
-        buffered = producer.buffered()
+        buffered, generating = producer.buffered(), producer.generating()
         got = producer.take(t.step)
     with timer.stage(GENERATION):
         samples, admitted = admit(t, got)
-        metrics.update(got.metrics, **admitted, **{"async/buffered": float(buffered)})
+        metrics.update(got.metrics, **admitted, **{"async/buffered": float(buffered),
+                                                   "async/in_flight": float(generating),
+                                                   "async/in_flight_max": float(producer.most_in_flight)})
     metrics.update(learn(t, samples, timer, alarm=admitted["async/staleness_max"] == 0))
     t.step += 1
     t.stream.committed = got.cursor  # every prompt before it is trained: what a checkpoint saves

@@ -23,6 +23,7 @@ where every call of the run had one version. A weight push between two calls of 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import torch
 
@@ -37,6 +38,17 @@ from trajkit.rl.precision import DTYPES
 from trajkit.envs.client import GenerationClient
 from trajkit.envs.sample import Sample
 from trajkit.envs.single_turn import Prompt, Task
+
+
+@dataclass(eq=False)
+class CountingClient(GenerationClient):
+    """A :class:`GenerationClient` that keeps the stats of its calls (``calls``, cleared by :meth:`Rollout.run`
+    with ``versions`` at the start of a batch)."""
+
+    calls: list[GenerationStats] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.record = self.calls.append
 
 
 class Rollout:
@@ -60,10 +72,9 @@ class Rollout:
         self.owns_backend = backend is None  # a given backend is the caller's to close
         self.backend = backend if backend is not None else build_backend(cfg, infer, drafter)
         self.engine: Engine | None = getattr(self.backend, "engine", None)
-        self.calls: list[GenerationStats] = []  # this step's generate calls (a tool episode makes several)
         self.lock = threading.RLock()  # held by sync, by every client call and a gateway's (module docstring)
         # what every environment generates with (module docstring); the same object every round
-        self.client = GenerationClient(self.backend, self.lock, self._record)
+        self.client = CountingClient(self.backend, self.lock)
         self.eval_client = GenerationClient(self.backend, self.lock)  # evaluation: not in the step's counters
         self.step_of: dict[int, int] = {}  # backend policy version -> the trainer step of those weights
 
@@ -106,22 +117,32 @@ class Rollout:
         with torch.no_grad():
             self.draft_infer.load_state_dict(draft_state)
 
-    def _record(self, stats: GenerationStats) -> None:
-        self.calls.append(stats)
+    @property
+    def calls(self) -> list[GenerationStats]:
+        """This step's generate calls through :attr:`client` (a tool episode makes several)."""
+        return self.client.calls
+
+    def batch_client(self) -> "CountingClient":
+        """A client of one batch's own (its calls and versions apart from another batch's) on this backend
+        and lock: what the asynchronous producer gives each of the batches it has in flight at once."""
+        return CountingClient(self.backend, self.lock)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
         """One counted backend call (:attr:`client` as a method)."""
         return self.client(prompt_ids, params)
 
     def run(self, task: Task, rows: list[Prompt], group_size: int, params: SamplingParams,
-            keep_calls: bool = False) -> list[Sample]:
+            keep_calls: bool = False, client: "CountingClient | None" = None) -> list[Sample]:
         """One episode per row; rows ``g*G .. g*G+G-1`` (the same prompt repeated) form group ``g``.
-        ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew."""
+        ``keep_calls``: add to this step's generate counters (a refill round) instead of starting anew.
+        ``client``: the batch's own (:meth:`batch_client`), else :attr:`client`."""
+        client = self.client if client is None else client
         if not keep_calls:
-            self.calls, self.client.versions = [], []
-        first = len(self.client.versions)
-        samples = task.env.rollout(self.client, rows, params)
-        versions = self.client.versions[first:] or [self.backend.policy_version]
+            client.calls.clear()
+            client.versions.clear()
+        first = len(client.versions)
+        samples = task.env.rollout(client, rows, params)
+        versions = client.versions[first:] or [self.backend.policy_version]
         for i, s in enumerate(samples):
             s.group = i // group_size
             if s.policy_version < 0:
@@ -135,13 +156,15 @@ class Rollout:
         if self.owns_backend:
             self.backend.close()
 
-    def metrics(self) -> dict:
-        """The engine's counters over this step's generate calls, as ``gen/*`` metrics."""
-        s = GenerationStats.merge(*self.calls)
+    def metrics(self, client: "CountingClient | None" = None) -> dict:
+        """The engine's counters over this step's generate calls (through ``client``, else :attr:`client`),
+        as ``gen/*`` metrics."""
+        calls = (self.client if client is None else client).calls
+        s = GenerationStats.merge(*calls)
         return {"gen/acceptance_length": s.mean_acceptance_length, "gen/acceptance_rate": s.acceptance_rate,
                 "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
                 "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
-                "gen/calls": len(self.calls),
+                "gen/calls": len(calls),
                 **prefill_metrics(s, getattr(self.backend, "num_params", None))}
 
 

@@ -63,9 +63,9 @@ def step_seed(seed: int, step: int) -> int:
     return seed * 1_000_003 + step
 
 
-def _generate(t: TrainState, prompts, timer: StageTimer, step: int) -> Collected:
+def _generate(t: TrainState, prompts, timer: StageTimer, step: int, client=None) -> Collected:
     """The generation stage's rounds for the batch trained at ``step``: episodes, validation, rewards;
-    dynamic sampling when configured."""
+    dynamic sampling when configured. ``client``: the batch's own (:meth:`Rollout.batch_client`)."""
     cfg, g = t.cfg, t.cfg.rollout.group_size
     seed = step_seed(cfg.seed, step)
     reward_metrics: list[tuple[int, dict]] = []  # (rows, the reward functions' metrics) per round
@@ -73,7 +73,7 @@ def _generate(t: TrainState, prompts, timer: StageTimer, step: int) -> Collected
     def run_round(round_prompts, r: int):
         rows = [p for p in round_prompts for _ in range(g)]
         params = rollout_params(cfg, round_seed(seed, r), stop_token_ids(t.tokenizer))
-        samples = t.rollout.run(t.task, rows, g, params, keep_calls=r > 0)
+        samples = t.rollout.run(t.task, rows, g, params, keep_calls=r > 0, client=client)
         for i, s in enumerate(samples):
             validate_sample(s, i)
         with timer.substage(GENERATION, REWARD):
@@ -108,13 +108,15 @@ def _mean_over_rounds(rounds: list[tuple[int, dict]]) -> dict:
     return out
 
 
-def generate_batch(t: TrainState, prompts, timer: StageTimer, step: int) -> tuple[list[Sample], dict]:
+def generate_batch(t: TrainState, prompts, timer: StageTimer, step: int,
+                   client=None) -> tuple[list[Sample], dict]:
     """The generation stage's work for the batch trained at ``step``: episodes, rewards, advantages (set on
     the samples) -> (the samples to train on, their metrics). The synchronous step runs it in its
-    ``generation`` stage; the asynchronous producer (:mod:`trajkit.rl.producer`) in its own thread."""
-    got = _generate(t, prompts, timer, step)
+    ``generation`` stage; the asynchronous producer (:mod:`trajkit.rl.producer`) in its own threads, a
+    batch through its own ``client`` (:meth:`Rollout.batch_client`) when several are in flight."""
+    got = _generate(t, prompts, timer, step, client)
     _, scores = score(got.seen_samples, got.seen_rewards, t.cfg)  # metrics over every generated row
-    return got.samples, {**scores, **got.metrics, **t.rollout.metrics()}
+    return got.samples, {**scores, **got.metrics, **t.rollout.metrics(client)}
 
 
 def learn(t: TrainState, samples: list[Sample], timer: StageTimer, alarm: bool = True) -> dict:
