@@ -81,7 +81,10 @@ def test_sync_and_async_arms_with_long_tailed_episodes(tmp_path):
     res = json.loads(out.read_text())
     sync, asyn = res["runs"][0]["sync"]["steps"], res["runs"][0]["async"]["steps"]
     assert len(sync) == len(asyn) == 3 and "async/staleness_max" not in sync[0]
-    assert [s["async/staleness_max"] for s in asyn] == [0, 1, 1]  # K=1: the producer ran one batch ahead
+    # K=1 bounds every step; which later steps reach 1 depends on whether a batch's engine call came before
+    # or after the previous update's push (wall-clock order: the exact schedule is test_async's scripted one)
+    staleness = [s["async/staleness_max"] for s in asyn]
+    assert staleness[0] == 0 and all(x in (0, 1) for x in staleness), staleness
     assert sync[0]["reward/raw"] == asyn[0]["reward/raw"]  # the first batch: same weights, prompts, seed
     arms = res["summary"]["arms"]
     for arm in ("sync", "async"):
