@@ -172,6 +172,11 @@ class RolloutWorker:
             s.metadata["rollout_worker"] = self.index
         return samples, list(r.calls), list(r.client.versions)
 
+    def degraded(self) -> list[str]:
+        """What this worker's gateway degraded for its backend (``Gateway.degraded``; [] before any episode)."""
+        gateway = getattr(self.task.env, "gateway", None) if self.task is not None else None
+        return list(gateway.degraded) if gateway is not None else []
+
     def stats(self) -> dict:
         return self.rollout.backend.stats()
 
