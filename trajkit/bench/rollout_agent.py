@@ -9,8 +9,9 @@ each one trial with trajkit's shell agent (``--max-turns`` replies of at most ``
 runs its half of the trials with a gateway over its own engine, as a ``cluster.ray=true`` run does
 (:meth:`trajkit.cluster.split.RayRollouts.episodes`). Timed: the whole round, from the first trial's start
 to the last sample (sandboxes, the agent, the verifier and generation); episodes/s is episodes over that.
-Reported beside it: the samples' calls and sampled tokens, failed trials, the mean reward of the rest, what the gateway degraded for the backend, and the load average. The ``vs
-trajkit`` column is the arm's episodes/s over trajkit's.
+Reported beside it: the samples' calls and sampled tokens, failed trials, the mean reward of the rest, what
+the gateway degraded for the backend, and the load average. The ``vs trajkit`` column is the arm's
+episodes/s over trajkit's.
 """
 from __future__ import annotations
 

@@ -141,7 +141,8 @@ class Rollout:
         if remote is None or not getattr(task.env, "serves_generation", False):
             return task.env.rollout(client, rows, params)
         # a worker runs one call at a time: a weight load sent during the round waits for its end
-        samples, stats, versions = remote(rows, params, task.env.next_round(), getattr(task.env, "timeout_s", None))
+        round_no, timeout_s = task.env.next_round(), getattr(task.env, "timeout_s", None)
+        samples, stats, versions = remote(rows, params, round_no, timeout_s)
         for s in stats:
             client.record(s)
         client.versions.extend(versions)
