@@ -5,6 +5,7 @@ run keeps its in-process session id and so its seeds, so every token, reward and
 in-process step's (log-probs: another batch shape on each engine, float rounding only). The harness writes
 its process id per run: the reference for where the episode ran. A worker killed mid-round fails the step
 naming the worker and the task, within the round's deadline."""
+import json
 import os
 import signal
 from pathlib import Path
@@ -77,3 +78,37 @@ def test_agent_episodes_run_on_two_ray_workers_and_sample_what_they_sample_in_pr
     finally:
         trainer.close()
     assert workers.workers == []  # closed with the trainer, the dead worker too
+
+
+def test_harbor_trials_built_from_the_config_run_on_the_workers_as_in_process(tmp_path, request):
+    """``task.name=harbor`` given by its keys only: each worker builds the task with the registry and runs one
+    trial (a group of 2, one row each) in its own sandbox; the trials, tokens and rewards equal the in-process
+    step's, and the controller never started a gateway (no trial could have run there)."""
+    from tests.conftest import skip_or_fail
+    from tests.envs.harbor.conftest import SHIPPED
+    from tests.envs.harbor.test_rl import harbor
+    from trajkit.envs.harbor import nsbox
+
+    why = nsbox.available()
+    if why:
+        skip_or_fail(request, f"the namespace sandbox cannot run here: {why}")
+    local = Trainer(harbor(tmp_path / "local", SHIPPED / "hello-file"), logger=False)
+    try:
+        ref = local.step_once()
+    finally:
+        local.close()
+    trainer = ClusterTrainer(harbor(tmp_path / "ray", SHIPPED / "hello-file", "cluster.ray=true",
+                                    "cluster.rollout_workers=2"), logger=False)
+    try:
+        got = trainer.step_once()
+        assert trainer.state.task.env.gateway is None
+    finally:
+        trainer.close()
+    assert [s.metadata["rollout_worker"] for s in got.samples] == [0, 1]
+    for a, b in zip(ref.samples, got.samples, strict=True):
+        trial_a, trial_b = (json.loads(s.metadata["columns"]["harness_output"]) for s in (a, b))
+        assert trial_a["task"] == trial_b["task"] == "hello-file" and trial_a["error"] is trial_b["error"] is None
+        assert b.completion_ids == a.completion_ids and b.loss_mask == a.loss_mask and len(b.completion_ids) > 0
+        assert b.raw_reward == a.raw_reward == trial_b["reward"]
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-5
+    assert got.metrics["reward/unscorable"] == ref.metrics["reward/unscorable"] == 0.0
