@@ -62,7 +62,8 @@ class RayRollouts:
         self.guarantees = first["guarantees"]
         self.vocab_size = first["vocab_size"]
         self.num_params = first["num_params"]
-        # a gateway over the workers (the agent and Harbor tasks) reads the window and the stop ids here
+        # a gateway serving the workers as one backend reads the window and the stop ids here (a user's own;
+        # the agent and Harbor tasks run a gateway on each worker instead: episodes())
         self.max_model_len = first.get("max_model_len")
         self.generation_config = first.get("generation_config")
         self._version = 0
