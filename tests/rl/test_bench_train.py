@@ -109,3 +109,14 @@ def test_wall_curve_is_hand_derived():
              {"a": {"steps": [{"wall/step_s": 4.0, "reward/raw": 0.0}, {"wall/step_s": 2.0, "reward/raw": 0.75}]}}]
     assert _wall_curve(seeds, "a") == [[3.0, 0.25], [6.0, 0.5]]
     assert _wall_curve([{"a": {"steps": [{"reward/raw": 0.5}]}}], "a") == []  # no wall clock measured
+
+
+def test_episodes_per_second_is_hand_derived():
+    """Two measured steps of 8 episodes, 2 s and 4 s: 3 s a step, 1/3 step/s, 8/3 episodes/s; a quarter of
+    the first step's rows unscorable (failed trials), none of the second's: 1/8."""
+    from trajkit.bench.train import _per_hour
+
+    got = _per_hour([{"wall/step_s": 2.0, "wall/episodes": 8, "reward/raw": 0.5, "reward/unscorable": 0.25},
+                     {"wall/step_s": 4.0, "wall/episodes": 8, "reward/raw": 0.25, "reward/unscorable": 0.0}])
+    assert got == pytest.approx({"wall_step_seconds": 3.0, "steps_per_hour": 1200.0, "reward_per_hour": 450.0,
+                                 "steps_per_s": 1 / 3, "episodes_per_s": 8 / 3, "unscorable": 0.125})

@@ -32,3 +32,20 @@ def test_the_batch_waits_for_its_slowest_episode():
                 episode_latency(3, 6, 0, 0.1, 2.0), episode_latency(3, 6, 1, 0.1, 2.0)]
     assert [s.metadata["latency_s"] for s in samples] == expected
     assert slept == [max(expected)]
+
+
+def test_a_wrapped_agent_task_pickles_for_the_ray_workers():
+    """A Ray run ships a given task to its rollout workers by pickling: the wrapper survives (unpickling must
+    not recurse through ``__getattr__``) and the gateway environment arrives without a running server."""
+    import pickle
+
+    from tests.envs.test_agent import ROWS, two_turns
+    from trajkit.envs.agent import AgentTask
+    from trajkit.envs.latency import LatencyEnv, LatencyTask
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns)
+    copy = pickle.loads(pickle.dumps(LatencyTask(task, LatencyEnv(task.env, 3, 0.5, 1.0))))
+    assert isinstance(copy.env, LatencyEnv) and (copy.env.seed, copy.env.median_s) == (3, 0.5)
+    assert copy.env.serves_generation and copy.env.inner.gateway is None and copy.name == "agent"
+    assert copy.prompt(1).text == task.prompt(1).text

@@ -5,11 +5,13 @@ Each arm (the backends of :mod:`trajkit.bench.rollout`: ``trajkit``, ``vllm``, `
 (the shipped ``trajkit/envs/tasks`` by default; task ``i`` drawn from seed 0, so every arm runs the same tasks),
 each one trial with trajkit's shell agent (``--max-turns`` replies of at most ``--tokens`` tokens, temperature
 0.7, seeded) in a fresh namespace sandbox, its model the gateway over the arm's backend
-(:class:`trajkit.envs.agent.GatewayEnv`, the path ``task.name=harbor`` trains on). Timed: the whole round,
-from the first trial's start to the last sample (sandboxes, the agent, the verifier and generation);
-episodes/s is episodes over that. Reported beside it: the gateway's calls and sampled tokens, failed trials,
-the mean reward of the rest, what the gateway degraded for the backend, and the load average. The ``vs
-trajkit`` column is the arm's episodes/s over trajkit's.
+(:class:`trajkit.envs.agent.GatewayEnv`, the path ``task.name=harbor`` trains on); on a Ray arm each worker
+runs its half of the trials with a gateway over its own engine, as a ``cluster.ray=true`` run does
+(:meth:`trajkit.cluster.split.RayRollouts.episodes`). Timed: the whole round, from the first trial's start
+to the last sample (sandboxes, the agent, the verifier and generation); episodes/s is episodes over that.
+Reported beside it: the samples' calls and sampled tokens, failed trials, the mean reward of the rest, what
+the gateway degraded for the backend, and the load average. The ``vs trajkit`` column is the arm's
+episodes/s over trajkit's.
 """
 from __future__ import annotations
 
@@ -39,24 +41,36 @@ def measure_episodes(arm: str, folder: str, args, make_backend) -> dict:
     tokenizer = load_tokenizer(folder, what="smollm2")
     task = HarborRLTask(args.task_path or _shipped(), tokenizer, seed=0, max_turns=args.max_turns)
     prompts = [task.prompt(i) for i in range(args.episodes)]
+    params = SamplingParams(temperature=0.7, max_new_tokens=args.tokens, seed=0)
     try:
         t0 = time.perf_counter()
-        samples = task.env.rollout(GenerationClient(served), prompts,
-                                   SamplingParams(temperature=0.7, max_new_tokens=args.tokens, seed=0))
-        seconds = time.perf_counter() - t0
-        gateway = task.env.gateway
-        records = [r for s in gateway.sessions.all() for r in s.records]
-        degraded = [note.split(":")[0] for note in gateway.degraded]
+        if hasattr(served, "episodes"):  # a Ray arm: each worker runs its trials, gateway over its engine
+            served.set_task(task)
+            samples, _, _ = served.episodes(prompts, params, task.env.next_round(), task.env.timeout_s)
+            seconds = time.perf_counter() - t0
+            degraded = _worker_notes(served)
+        else:
+            samples = task.env.rollout(GenerationClient(served), prompts, params)
+            seconds = time.perf_counter() - t0
+            degraded = [note.split(":")[0] for note in task.env.gateway.degraded]
     finally:
         task.env.close()
         backend.close()
     rewards = trial_reward(None, [s.metadata["columns"]["harness_output"] for s in samples])
     scored = [r for r in rewards if r is not None]
     return {"arm": arm, "start_s": start_s, "episodes": len(samples), "seconds": seconds,
-            "episodes_per_s": len(samples) / seconds, "calls": len(records),
-            "tokens": sum(len(c.token_ids) for r in records for c in r.choices), "failed": len(rewards) - len(scored),
+            "episodes_per_s": len(samples) / seconds, "calls": sum(s.metadata["calls"] for s in samples),
+            "tokens": sum(sum(s.loss_mask) for s in samples), "failed": len(rewards) - len(scored),
             "reward_mean": sum(scored) / len(scored) if scored else None, "degraded": degraded,
             "load_after": os.getloadavg()[0]}
+
+
+def _worker_notes(rollouts) -> list[str]:
+    from trajkit.cluster.errors import gather
+
+    notes = gather([w.degraded.remote() for w in rollouts.workers],
+                   [f"rollout worker {i} gateway notes" for i in range(len(rollouts.workers))], rollouts.timeout_s)
+    return sorted({note.split(":")[0] for per in notes for note in per})
 
 
 def _shipped() -> str:

@@ -16,6 +16,10 @@ comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.
 evaluated by the same evaluator (:mod:`trajkit.bench.trl_peer`). An arm may change the backend or run on
 Ray: ``--arm vllm=rollout.backend=vllm --arm ray2="cluster.ray=true cluster.rollout_workers=2"`` gives the
 step time of each beside the in-process trajkit engine's (one local Ray, started first, serves them all).
+With an agent task (``task.name=harbor task.path=trajkit/envs/tasks``, or ``agent``) those three are the
+agent-task arms: the episodes (trials) run where the arm generates (in process; on the 2 Ray workers, each
+its half of the rows), and the table adds steps/s, episodes/s (the step's rows over its wall seconds) and the
+unscorable (failed, masked) share per arm.
 ``--arm sync= --arm async="rollout.mode=async rollout.max_staleness=1"`` compares synchronous and
 asynchronous rollouts (with ``task.latency_median_s`` for long-tailed episodes, :mod:`trajkit.envs.latency`);
 an asynchronous arm makes the arms run one after another, not in lockstep (its producer would use the
@@ -70,7 +74,10 @@ def add_arguments(p) -> None:
                 "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm trajkit= --peer trl\n"
                 "          trajkit bench train --config grpo_smollm2 --steps 3 --arm trajkit= \\\n"
-                "              --arm vllm=rollout.backend=vllm --arm ray2=\"cluster.ray=true cluster.rollout_workers=2\"")
+                "              --arm vllm=rollout.backend=vllm --arm ray2=\"cluster.ray=true cluster.rollout_workers=2\"\n"
+                "          trajkit bench train --config grpo_smollm2 --steps 3 --arm trajkit= \\\n"
+                "              --arm vllm=rollout.backend=vllm --arm ray2=\"cluster.ray=true cluster.rollout_workers=2\" \\\n"
+                "              task.name=harbor task.path=trajkit/envs/tasks rollout.group_size=4 eval.every=0")
 
 
 def parse_arms(specs: list[str], no_fixed: bool = False, control: str | None = None) -> dict[str, list[str]]:
@@ -179,8 +186,10 @@ def _measured_step(t):
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    m = t.step_once().metrics
+    result = t.step_once()
+    m = result.metrics
     m["wall/step_s"] = time.perf_counter() - start
+    m["wall/episodes"] = len(result.samples)  # the step's episodes (rows), dynamic-sampling refills not counted
     m["mem/peak_gb"] = torch.cuda.max_memory_allocated() / 2 ** 30 if cuda else float("nan")
     return m
 
@@ -236,7 +245,9 @@ def summarize(seeds: list[dict]) -> dict:
     first = out["arms"][arms[0]]
     out["vs_first"] = {a: {"steps_per_hour": r["steps_per_hour"] / first["steps_per_hour"],
                            "reward_per_hour": r["reward_per_hour"] / first["reward_per_hour"]
-                           if first["reward_per_hour"] else float("nan")}
+                           if first["reward_per_hour"] else float("nan"),
+                           "episodes_per_s": r.get("episodes_per_s", float("nan")) / first["episodes_per_s"]
+                           if first.get("episodes_per_s") else float("nan")}
                        for a, r in out["arms"].items() if a != arms[0]}
     if "plain" in out["arms"] and "spec" in out["arms"]:
         p, s = out["arms"]["plain"], out["arms"]["spec"]
@@ -252,11 +263,18 @@ def summarize(seeds: list[dict]) -> dict:
 
 def _per_hour(rows: list[dict]) -> dict:
     """Steps per wall-clock hour (3600 / mean ``wall/step_s``) and train reward per wall-clock hour (the mean
-    ``reward/raw`` of the trained rows per step x steps per hour), over ``rows`` (warm-up step excluded)."""
+    ``reward/raw`` of the trained rows per step x steps per hour), over ``rows`` (warm-up step excluded); where
+    the rows count their episodes (``wall/episodes``), steps/s and episodes/s (mean episodes per step over the
+    mean wall seconds: the agent-task arms' throughput) and the share of unscorable (failed, masked) rows."""
     wall = _mean([r["wall/step_s"] for r in rows if "wall/step_s" in r])
     per_hour = 3600.0 / wall if wall == wall and wall > 0 else float("nan")
     reward = _mean([r["reward/raw"] for r in rows if r.get("reward/raw") == r.get("reward/raw")])
-    return {"wall_step_seconds": wall, "steps_per_hour": per_hour, "reward_per_hour": reward * per_hour}
+    out = {"wall_step_seconds": wall, "steps_per_hour": per_hour, "reward_per_hour": reward * per_hour}
+    episodes = [r["wall/episodes"] for r in rows if "wall/episodes" in r]
+    if episodes:
+        out.update(steps_per_s=per_hour / 3600.0, episodes_per_s=_mean(episodes) * per_hour / 3600.0,
+                   unscorable=_mean([r.get("reward/unscorable", 0.0) for r in rows]))
+    return out
 
 
 def _wall_curve(seeds: list[dict], arm: str) -> list[list[float]]:
@@ -291,6 +309,10 @@ def table(summary: dict) -> str:
     lines.append(f"{'wall s/step':<16}" + "".join(f"{summary['arms'][a]['wall_step_seconds']:>14.3f}" for a in arms))
     lines.append(f"{'steps/hour':<16}" + "".join(f"{summary['arms'][a]['steps_per_hour']:>14.1f}" for a in arms))
     lines.append(f"{'reward/hour':<16}" + "".join(f"{summary['arms'][a]['reward_per_hour']:>14.1f}" for a in arms))
+    for key, label, form in (("steps_per_s", "steps/s", ".4f"), ("episodes_per_s", "episodes/s", ".3f"),
+                             ("unscorable", "unscorable %", ".1%")):
+        if all(key in summary["arms"][a] for a in arms):
+            lines.append(f"{label:<16}" + "".join(f"{summary['arms'][a][key]:>14{form}}" for a in arms))
     lines.append(f"{'accept. length':<16}" + "".join(f"{summary['arms'][a]['acceptance_length']:>14.2f}" for a in arms))
     for key, label in (("train_reward_first", "reward step 1"), ("train_reward_last", "reward last"),
                        ("length_first", "length step 1"), ("length_last", "length last"), ("peak_gb", "peak GB")):
@@ -303,7 +325,7 @@ def table(summary: dict) -> str:
             lines.append(f"accept/step {a:<10} " + " ".join(f"{x:.2f}" for x in curve))
     for a, r in summary.get("vs_first", {}).items():
         lines.append(f"vs {arms[0]} {a:<12} steps/hour {r['steps_per_hour']:.2f}x   "
-                     f"reward/hour {r['reward_per_hour']:.2f}x")
+                     f"reward/hour {r['reward_per_hour']:.2f}x   episodes/s {r['episodes_per_s']:.2f}x")
     for a, r in summary.get("vs_plain", {}).items():
         lines.append(f"vs plain {a:<12} step {r['step']:.2f}x   generation {r['generation']:.2f}x")
     return "\n".join(lines)

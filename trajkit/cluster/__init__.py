@@ -7,7 +7,8 @@
     trainer.train()
 
 The controller runs :func:`trajkit.rl.step.rl_step` unchanged (:mod:`trajkit.cluster.trainer`); rollout
-workers wrap a backend of the registry each (:mod:`trajkit.cluster.workers`, :mod:`trajkit.cluster.split`);
+workers wrap a backend of the registry each (:mod:`trajkit.cluster.workers`, :mod:`trajkit.cluster.split`)
+and run the episodes of agent-style tasks (agent, Harbor, OpenEnv: a gateway over each worker's backend);
 the policy worker owns the policy, optimiser, reference and draft (:mod:`trajkit.rl.learner`); actors are
 placed colocated or split (:mod:`trajkit.cluster.placement`); weights travel through Ray's object store
 (CPU state dicts), or by NCCL broadcast on CUDA (:mod:`trajkit.cluster.nccl`). See docs/cluster.md.

@@ -62,11 +62,13 @@ class RayRollouts:
         self.guarantees = first["guarantees"]
         self.vocab_size = first["vocab_size"]
         self.num_params = first["num_params"]
-        # a gateway over the workers (the agent and Harbor tasks) reads the window and the stop ids here
+        # a gateway serving the workers as one backend reads the window and the stop ids here (a user's own;
+        # the agent and Harbor tasks run a gateway on each worker instead: episodes())
         self.max_model_len = first.get("max_model_len")
         self.generation_config = first.get("generation_config")
         self._version = 0
         self._calls, self._tokens, self._seconds = 0, 0, 0.0
+        self.task_name, self.task_pids = None, []  # set_task: the agent-style task the workers run
 
     @property
     def policy_version(self) -> int:
@@ -91,6 +93,35 @@ class RayRollouts:
         self._tokens += stats.new_tokens
         self._seconds += seconds
         return Completions([c for p in parts for c in p], stats, versions.pop())
+
+    def set_task(self, task=None) -> None:
+        """Every worker holds the run's agent-style task (:meth:`RolloutWorker.set_task`: ``task`` as given,
+        pickled by Ray, or None: each builds it from the config); their pids are :attr:`task_pids`."""
+        infos = gather([w.set_task.remote(task) for w in self.workers],
+                       [f"rollout worker {i} task setup" for i in range(len(self.workers))], self.timeout_s)
+        self.task_name = infos[0]["task"]
+        self.task_pids = [i["pid"] for i in infos]
+
+    def episodes(self, rows: list, params: SamplingParams, round_no: int,
+                 timeout_s: float | None = None) -> tuple[list, list[GenerationStats], list[int]]:
+        """Round ``round_no``'s episodes of ``rows``: worker ``i`` runs the ``i``-th contiguous slice
+        (:func:`split_rows`) with a gateway over its own backend, each run keeping the session id, and so the
+        seeds, it has in process (:meth:`trajkit.envs.agent.GatewayEnv.rollout_part`) -> (the samples in row
+        order, every call's stats, the calls' versions). One deadline, the longer of ``cluster.timeout_s`` and
+        the round's own (``timeout_s``, the environment's) plus a minute; a worker that raises, dies or is
+        silent fails the round naming the worker and the task."""
+        slices = split_rows(len(rows), len(self.workers))
+        started = time.perf_counter()
+        refs = [self.workers[i].episodes.remote(list(rows[sl.start:sl.stop]), params, round_no, sl.start)
+                for i, sl in enumerate(slices)]
+        whats = [f"rollout worker {i} episodes of task {self.task_name}" for i in range(len(refs))]
+        parts = gather(refs, whats, max(self.timeout_s, (timeout_s or 0.0) + 60.0))
+        samples = [s for p in parts for s in p[0]]
+        stats = [st for p in parts for st in p[1]]
+        self._calls += len(stats)
+        self._tokens += sum(st.new_tokens for st in stats)
+        self._seconds += time.perf_counter() - started
+        return samples, stats, [v for p in parts for v in p[2]]
 
     def load(self, weights_ref) -> int:
         """Every worker loads the weights behind ``weights_ref`` (an object-store ref of ``{"policy": state

@@ -14,8 +14,16 @@ Same seed, same config, trajkit backend: the samples, the losses and the weights
 trainer's bit for bit (tests/cluster/test_cluster_step.py), because every actor builds its modules with the
 in-process functions and a row's sample does not depend on which worker drew it (:mod:`trajkit.cluster.split`).
 Checkpoints have the in-process layout and are written and read by the policy worker. Not on Ray: a
-policy given as a module, a backend given as an object, and the tasks whose gateway serves trajkit's
-engine in process (``agent``, ``harbor``).
+policy given as a module, a backend given as an object.
+
+Agent-style tasks (``agent``, ``harbor``, any environment with ``serves_generation``) run their episodes on
+the rollout workers, not here: each worker holds the task (built from the config by the registry, or the
+given object, pickled) and runs its contiguous slice of every round's rows with a gateway over its own
+backend, so the harness processes and Harbor sandboxes live on the workers' nodes
+(:meth:`~trajkit.rl.rollout.Rollout.episodes`, :meth:`~trajkit.cluster.split.RayRollouts.episodes`). A run
+keeps its in-process session id and so its seeds; the controller gets the finished samples, the calls'
+counters and versions, and judges the round (every run failed: an error; Harbor: failed trials masked).
+A worker that raises or dies fails the step naming the worker and the task.
 """
 from __future__ import annotations
 
@@ -130,6 +138,18 @@ class Cluster:
             ray.shutdown()
 
 
+def _shippable(task):
+    """A task given as an object, in Ray's object store for the rollout workers (they run its episodes)."""
+    ray = require_ray()
+    try:
+        return ray.put(task)
+    except Exception as exc:  # noqa: BLE001 - whatever pickling raises, the same advice
+        raise ConfigError(f"task={type(task).__name__}: an agent-style task runs its episodes on the rollout "
+                          f"workers, so a task given as an object must pickle (cloudpickle); it does not "
+                          f"({type(exc).__name__}: {exc}). Give its harness as an importable function or a "
+                          "command, or set task.name and the task.* keys so each worker builds it") from None
+
+
 def check_cluster_config(cfg: TrainConfig, given: dict) -> None:
     if not cfg.cluster.ray:
         raise ConfigError("ClusterTrainer runs a Ray run: set cluster.ray=true (the in-process run is "
@@ -159,6 +179,8 @@ class ClusterTrainer(Trainer):
                 stream=PromptStream(task), policy=None, optimizer=None,
                 rollout=Rollout(cfg, None, None, self.cluster.rollouts), alarm=make_alarm(cfg),
                 learner=self.cluster.learner)
+            if getattr(task.env, "serves_generation", False):  # agent, harbor: the episodes run on the workers
+                self.cluster.rollouts.set_task(_shippable(task) if given.get("task") is not None else None)
             if cfg.checkpoint.resume_from:
                 self._resume(state, cfg.checkpoint.resume_from)
         except BaseException:

@@ -11,6 +11,9 @@ so a Ray run and an in-process run hold the same modules:
 - :class:`RolloutWorker` holds a :class:`~trajkit.rl.rollout.Rollout`, i.e. one backend of
   ``rollout.backend`` from the registry (trajkit's engine over an inference copy of the policy; or vLLM,
   itself an actor in the vLLM venv); weights arrive as object-store refs (:meth:`RolloutWorker.load`).
+  For an agent-style task (``agent``, ``harbor``: an environment that serves generation) it also holds the
+  task and runs its slice of every round's episodes here (:meth:`RolloutWorker.episodes`): the gateway over
+  this worker's backend, the harness processes and Harbor trials on this worker's node.
 
 Each actor sets torch's thread count to ``threads`` when the config sets it (Ray sets ``OMP_NUM_THREADS``
 from the actor's CPUs otherwise), so its float results are those of an in-process run with the same setting.
@@ -114,9 +117,11 @@ class RolloutWorker:
         from trajkit.rl.rollout import Rollout
 
         _threads(cfg)
-        self.index = index
-        policy, draft = build_models(cfg, build_tokenizer(cfg))
+        self.cfg, self.index = cfg, index
+        self.tokenizer = build_tokenizer(cfg)
+        policy, draft = build_models(cfg, self.tokenizer)
         self.rollout = Rollout(cfg, policy, draft)  # its backend holds inference copies; weights come by load
+        self.task = None  # an agent-style task whose episodes run here (set_task)
 
     def info(self) -> dict:
         b = self.rollout.backend
@@ -141,8 +146,43 @@ class RolloutWorker:
     def generate(self, prompt_ids, params):
         return self.rollout.backend.generate(prompt_ids, params)
 
+    def set_task(self, task=None) -> dict:
+        """The task whose episodes this worker runs (:meth:`episodes`): ``task`` as the controller gave it
+        (Ray pickled it), or None: built here from the config (the registry, as the controller builds its
+        own), so the harness commands, sandboxes and trial files are this node's. -> its name and this pid."""
+        if task is None:
+            from trajkit.envs.latency import with_latency
+            from trajkit.envs.registry import make_task
+
+            task = with_latency(make_task(self.cfg.task, self.cfg.seed, self.tokenizer), self.cfg.task, self.cfg.seed)
+        self.task = task
+        return {"task": task.name, "pid": os.getpid()}
+
+    def episodes(self, rows: list, params, round_no: int, first: int) -> tuple[list, list, list[int]]:
+        """Round ``round_no``'s episodes of rows ``first ..`` (``rows``: the controller's prompts) by the task's
+        environment, with a gateway over this worker's backend (:meth:`trajkit.envs.agent.GatewayEnv.rollout_part`)
+        -> (samples, the :class:`~trajkit.engine.types.GenerationStats` of their calls, the calls' versions).
+        Every sample's ``metadata["rollout_worker"]`` is this worker's index."""
+        if self.task is None:
+            raise RuntimeError(f"rollout worker {self.index}: episodes asked before set_task")
+        r = self.rollout
+        client = r.client  # one client for every round: the gateway stays up between rounds
+        client.calls.clear()
+        client.versions.clear()
+        samples = self.task.env.rollout_part(client, rows, params, round_no, first)
+        for s in samples:
+            s.metadata["rollout_worker"] = self.index
+        return samples, list(client.calls), list(client.versions)
+
+    def degraded(self) -> list[str]:
+        """What this worker's gateway degraded for its backend (``Gateway.degraded``; [] before any episode)."""
+        gateway = getattr(self.task.env, "gateway", None) if self.task is not None else None
+        return list(gateway.degraded) if gateway is not None else []
+
     def stats(self) -> dict:
         return self.rollout.backend.stats()
 
     def close(self) -> None:
+        if self.task is not None and hasattr(self.task.env, "close"):
+            self.task.env.close()  # its gateway's server
         self.rollout.close()

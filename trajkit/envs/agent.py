@@ -157,6 +157,12 @@ class GatewayEnv:
         self.base_url = self._stack.enter_context(running(self.gateway))
         return self.gateway
 
+    def __getstate__(self) -> dict:
+        """Pickled (a task sent to the Ray rollout workers): the configuration, not a running server."""
+        state = dict(self.__dict__)
+        state.update(gateway=None, base_url="", _client=None, _stack=ExitStack())
+        return state
+
     def close(self) -> None:
         """Stop the server (the records stay in ``self.gateway``)."""
         self._stack.close()
@@ -164,25 +170,46 @@ class GatewayEnv:
             self.gateway.close()
         self._client = None
 
+    # the trainer runs this environment's episodes where its generation runs: on a Ray run, on the rollout
+    # workers (:meth:`rollout_part`, trajkit.cluster.split.RayRollouts.episodes), each over its own backend
+    serves_generation = True
+
     def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
-        gateway = self.serve(as_client(generate))
+        samples = self.rollout_part(generate, prompts, params, self.next_round(), 0)
+        self.check_round(samples)
+        return samples
+
+    def next_round(self) -> int:
+        """A new round's number (its runs' session ids ``run-ROUND-I``, and so their calls' seeds)."""
         self._round += 1
+        return self._round
+
+    def rollout_part(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams, round_no: int,
+                     first: int) -> list[Sample]:
+        """The runs of rows ``first .. first + len(prompts) - 1`` of round ``round_no`` (another process may run
+        the round's other rows: a Ray rollout worker runs its slice); each run's session id, and so each call's
+        seed, is the one it has when the whole round runs here. Failed runs are empty samples; the round's
+        verdict on them is :meth:`check_round`'s, over all its rows."""
+        gateway = self.serve(as_client(generate))
         forced = Forced(params.temperature, params.seed, params.max_new_tokens)
-        runs = [HarnessRun(self.base_url, f"{self._prefix}-{self._round}-{i}", self.model, _task_text(p),
+        runs = [HarnessRun(self.base_url, f"{self._prefix}-{round_no}-{first + i}", self.model, _task_text(p),
                            dict(p.columns)) for i, p in enumerate(prompts)]
         for r in runs:
             gateway.sessions.open(r.api_key, self.model, forced)
         outcomes = self._run_all(runs)
         self._check_alive()
         gateway.scheduler.drain(self.timeout_s)
-        samples = [self._sample(p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
+        return [self._sample(p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
+
+    def check_round(self, samples: Sequence[Sample]) -> None:
+        """A round whose every run failed raises :class:`HarnessError` (unless ``raise_when_all_fail`` is
+        False); some failed runs: a warning naming the first."""
         errors = [s.metadata["harness_error"] for s in samples if "harness_error" in s.metadata]
         if errors and len(errors) == len(samples) and self.raise_when_all_fail:
             raise HarnessError(f"task {self.name}: every harness run of this round failed; first: {errors[0]}")
         if errors:
             warnings.warn(f"task {self.name}: {len(errors)} of {len(samples)} harness runs failed; first: "
-                          f"{errors[0]}", stacklevel=2)
-        return samples
+                          f"{errors[0]}", stacklevel=3)
 
     def _run_all(self, runs: list[HarnessRun]) -> list[tuple[Any, str | None]]:
         """Every run, concurrently; a run still going after ``timeout_s`` is abandoned (its thread is left to

@@ -35,11 +35,21 @@ class LatencyEnv:
     def __init__(self, inner, seed: int, median_s: float, sigma: float, sleep=time.sleep):
         self.inner, self.seed, self.median_s, self.sigma, self.sleep = inner, seed, median_s, sigma, sleep
 
-    def __getattr__(self, name: str):  # attach, close, ...: the inner environment's
+    def __getattr__(self, name: str):  # close, serves_generation, ...: the inner environment's
+        if name.startswith("__") or name == "inner":  # unpickling looks these up before __dict__ is filled
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def rollout(self, generate, prompts: Sequence, params):
-        samples = self.inner.rollout(generate, prompts, params)
+        return self._wait(prompts, self.inner.rollout(generate, prompts, params))
+
+    def rollout_part(self, generate, prompts: Sequence, params, round_no: int, first: int):
+        """The inner environment's :meth:`~trajkit.envs.agent.GatewayEnv.rollout_part`, then the waits of its
+        rows (a row's place in its group counted within the part: a Ray worker's slice holds whole groups
+        when the group size divides it, the case where the waits equal the in-process run's)."""
+        return self._wait(prompts, self.inner.rollout_part(generate, prompts, params, round_no, first))
+
+    def _wait(self, prompts: Sequence, samples):
         rows: dict[int, int] = {}
         waits = []
         for p, s in zip(prompts, samples):
@@ -58,6 +68,8 @@ class LatencyTask:
         self.task, self.env = task, env
 
     def __getattr__(self, name: str):
+        if name.startswith("__") or name == "task":  # unpickling looks these up before __dict__ is filled
+            raise AttributeError(name)
         return getattr(self.task, name)
 
 

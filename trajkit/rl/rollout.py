@@ -141,7 +141,7 @@ class Rollout:
             client.calls.clear()
             client.versions.clear()
         first = len(client.versions)
-        samples = task.env.rollout(client, rows, params)
+        samples = self.episodes(task, rows, params, client)
         versions = client.versions[first:] or [self.backend.policy_version]
         for i, s in enumerate(samples):
             s.group = i // group_size
@@ -149,6 +149,25 @@ class Rollout:
                 s.policy_version = min(versions)
             if s.token_versions is None and len(set(versions)) == 1:  # one version sampled every call
                 s.token_versions = [versions[0] if m else -1 for m in s.loss_mask]
+        return samples
+
+    def episodes(self, task: Task, rows: list[Prompt], params: SamplingParams,
+                 client: GenerationClient) -> list[Sample]:
+        """``task``'s episodes of ``rows`` through ``client`` (:attr:`client`, or :attr:`eval_client`). An
+        environment that serves generation (the agent and Harbor tasks' gateway) runs where the generation
+        runs: on a backend of Ray rollout workers, each worker runs its slice of the rows over its own backend
+        (:meth:`trajkit.cluster.split.RayRollouts.episodes`), and their calls' counters and versions are
+        added to ``client``'s; every other environment runs here, calling the backend through ``client``."""
+        remote = getattr(self.backend, "episodes", None)
+        if remote is None or not getattr(task.env, "serves_generation", False):
+            return task.env.rollout(client, rows, params)
+        # a worker runs one call at a time: a weight load sent during the round waits for its end
+        round_no, timeout_s = task.env.next_round(), getattr(task.env, "timeout_s", None)
+        samples, stats, versions = remote(rows, params, round_no, timeout_s)
+        for s in stats:
+            client.record(s)
+        client.versions.extend(versions)
+        task.env.check_round(samples)
         return samples
 
     def close(self) -> None:

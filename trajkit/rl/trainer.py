@@ -214,7 +214,7 @@ class Trainer:
         prompts = [s.task.prompt(i, split="eval") for i in range(count) for _ in range(self.cfg.eval.samples)]
         params = rollout_params(self.cfg, EVAL_SEED + self.cfg.seed, stop_token_ids(s.tokenizer),
                                 self.cfg.eval.temperature)
-        samples = s.task.env.rollout(s.rollout.eval_client, prompts, params)  # not in the step's gen/* counters
+        samples = s.rollout.episodes(s.task, prompts, params, s.rollout.eval_client)  # not in the gen/* counters
         rewards, per = s.rewards(samples)
         if self.logger is not None:
             append_eval_items(self.logger.out_dir, s.step, prompts, rewards)
