@@ -12,25 +12,10 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_nccl_sync_gives_the_object_store_sync_s_greedy_samples(tmp_path, smollm2_folder, ray_cluster):
-    from trajkit.cluster import ClusterTrainer
-    from trajkit.rl.config import load_config
-
-    python = os.environ.get("TRAJKIT_POLICY_PYTHON")
-    if not python:
-        pytest.skip("set TRAJKIT_POLICY_PYTHON to a python with vLLM 0.32 (CUDA) and trajkit")
     common = ["policy.source=path", f"policy.path={smollm2_folder}", "policy.device=cuda", "rollout.backend=vllm",
               "rollout.temperature=1e-6", "steps=2", "cluster.ray=true", "cluster.rollout_workers=1",
               "cluster.worker_gpus=0.3", "log.report_to=[]"]
-    runs = {}
-    for transfer in ("object_store", "nccl"):
-        cfg = load_config("grpo_smollm2", common + [f"cluster.weight_transfer={transfer}",
-                                                    f"cluster.policy_python={python}",
-                                                    f"log.out_dir={tmp_path / transfer}"])
-        trainer = ClusterTrainer(cfg, logger=False)
-        try:
-            runs[transfer] = [[s.completion_ids for s in trainer.step_once().samples] for _ in range(2)]
-        finally:
-            trainer.close()
+    runs = _greedy_samples_per_transfer(common, tmp_path)
     assert runs["nccl"] == runs["object_store"]
 
 
@@ -40,16 +25,22 @@ def test_nccl_sync_from_a_sharded_gang_gives_the_object_store_sync_s_greedy_samp
     """cluster.policy_workers=2 policy.fsdp=true: every gang rank joins each parameter's gather, rank 0
     broadcasts (trajkit.cluster.nccl.ShardSource); the samples equal the object-store path's. Written against
     vLLM 0.32's API; never run on this project's machines (no GPU)."""
+    common = ["policy.source=path", f"policy.path={smollm2_folder}", "policy.device=cuda", "policy.fsdp=true",
+              "rollout.backend=vllm", "rollout.temperature=1e-6", "steps=2", "cluster.ray=true",
+              "cluster.policy_workers=2", "cluster.rollout_workers=1", "cluster.worker_gpus=0.3",
+              "draft.distill=false", "log.report_to=[]"]
+    runs = _greedy_samples_per_transfer(common, tmp_path)
+    assert runs["nccl"] == runs["object_store"]
+
+
+def _greedy_samples_per_transfer(common: list[str], tmp_path) -> dict[str, list]:
+    """Two Ray steps' sampled ids with ``common`` overrides, once per weight transfer (object store, NCCL)."""
     from trajkit.cluster import ClusterTrainer
     from trajkit.rl.config import load_config
 
     python = os.environ.get("TRAJKIT_POLICY_PYTHON")
     if not python:
         pytest.skip("set TRAJKIT_POLICY_PYTHON to a python with vLLM 0.32 (CUDA) and trajkit")
-    common = ["policy.source=path", f"policy.path={smollm2_folder}", "policy.device=cuda", "policy.fsdp=true",
-              "rollout.backend=vllm", "rollout.temperature=1e-6", "steps=2", "cluster.ray=true",
-              "cluster.policy_workers=2", "cluster.rollout_workers=1", "cluster.worker_gpus=0.3",
-              "draft.distill=false", "log.report_to=[]"]
     runs = {}
     for transfer in ("object_store", "nccl"):
         cfg = load_config("grpo_smollm2", common + [f"cluster.weight_transfer={transfer}",
@@ -60,4 +51,4 @@ def test_nccl_sync_from_a_sharded_gang_gives_the_object_store_sync_s_greedy_samp
             runs[transfer] = [[s.completion_ids for s in trainer.step_once().samples] for _ in range(2)]
         finally:
             trainer.close()
-    assert runs["nccl"] == runs["object_store"]
+    return runs

@@ -123,6 +123,17 @@ def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
     return run
 
 
+def record_reward(completions, harness_output, **kwargs) -> list[float | None]:
+    """A reward function for environments whose harness writes its episode as a JSON record with a ``reward``
+    (the OpenEnv and verifiers tasks): that reward; None (unscorable: masked) when the record says so or the
+    episode never ran (no output)."""
+    out = []
+    for text in harness_output:
+        record = json.loads(text) if text else None
+        out.append(None if record is None or record["reward"] is None else float(record["reward"]))
+    return out
+
+
 class EnvironmentDied(RuntimeError):
     """A thread an environment relies on (its gateway's scheduler, its server) died; the message names the
     task and holds the thread's traceback."""

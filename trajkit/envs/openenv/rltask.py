@@ -19,30 +19,19 @@ rewards, done, turns, error).
 """
 from __future__ import annotations
 
-import json
-
 import httpx
 
 from trajkit.envs.openenv.connect import opener
 from trajkit.envs.openenv.episode import Policy, adapter_for, run_episode
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
-from trajkit.envs.agent import GatewayEnv, HarnessRun
+from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
 from trajkit.envs.imports import import_object
 from trajkit.envs.single_turn import Prompt, encode, rng_for
 
 EVAL_SEEDS = 64
 CALL_TIMEOUT_S = 600.0  # one gateway call (a batch on a loaded CPU can take minutes)
 FIRST_TURNS_KEPT = 4096  # first observations remembered (one reset per new seed, not per group member)
-
-
-def episode_reward(completions, harness_output, **kwargs) -> list[float | None]:
-    """The episode's return; None (unscorable: masked) when its environment failed or it never ran."""
-    out = []
-    for text in harness_output:
-        record = json.loads(text) if text else None
-        out.append(None if record is None or record["reward"] is None else float(record["reward"]))
-    return out
 
 
 def chat_policy(client: httpx.Client, model: str) -> Policy:
@@ -67,7 +56,7 @@ class OpenEnvTask:
         self.adapter = adapter if adapter is not None else default_adapter(self.connect)
         self.tokenizer, self.seed, self.max_turns, self.system = tokenizer, seed, max_turns, system
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
-        self.reward_funcs = [episode_reward]
+        self.reward_funcs = [record_reward]
         self._first: dict[int, str] = {}
 
     def episode_seed(self, index: int, split: str) -> int:

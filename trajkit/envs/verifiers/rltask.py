@@ -30,7 +30,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from trajkit.envs.agent import GatewayEnv, HarnessRun
+from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
 from trajkit.envs.single_turn import Prompt, encode
 from trajkit.envs.verifiers.process import Driver, DriverError
 from trajkit.errors import ConfigError
@@ -40,15 +40,6 @@ CHUNK = 64  # tasks fetched from the driver per request
 EVAL_TASKS = 64
 RENDERER = {"name": "default"}  # renderers' DefaultRenderer: the tokenizer's own chat template
 ROLLOUT_TIMEOUT_S = 3600.0
-
-
-def episode_reward(completions, harness_output, **kwargs) -> list[float | None]:
-    """The episode's rubric reward; None (unscorable: masked) when scoring failed or the episode never ran."""
-    out = []
-    for text in harness_output:
-        record = json.loads(text) if text else None
-        out.append(None if record is None or record["reward"] is None else float(record["reward"]))
-    return out
 
 
 def tokenizer_folder(tokenizer, keep: list) -> str:
@@ -79,7 +70,7 @@ class VerifiersTask:
         # a driver request fails only when the driver is broken (an episode's own failure is in its record):
         # a round in which every one failed raises
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, name=self.name)
-        self.reward_funcs = [episode_reward]
+        self.reward_funcs = [record_reward]
         self._tasks: dict[int, dict] = {}
         self.size = self._fetch(0)
 
