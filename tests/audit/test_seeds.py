@@ -192,3 +192,41 @@ def test_a_gain_made_of_the_format_reward_is_flagged(tmp_path):
     assert half["seeds.component"].statistic == pytest.approx(0.0)
     with pytest.raises(InputError, match="no finite 'eval/reward/nope'"):
         audit_seeds(base, cand, SeedConfig(component="nope"))
+
+
+def test_no_worse_margin_is_the_baseline_seed_standard_deviation():
+    from trajkit.audit.seeds import margin_of
+
+    assert margin_of([0.5, 0.6, 0.7], SeedConfig(claim="no_worse")) == pytest.approx(0.1)  # sqrt(0.02 / 2)
+    assert margin_of([0.5, 0.6, 0.7], SeedConfig(claim="no_worse", margin=0.25)) == 0.25
+
+
+def _no_worse(base: list[float], cand: list[float], **kw) -> dict[str, str]:
+    runs = lambda xs, arm: [SeedRun(f"{arm}{i}", i, [(10, x)]) for i, x in enumerate(xs)]  # noqa: E731
+    checks = seed_checks(runs(base, "b"), runs(cand, "c"), SeedConfig(claim="no_worse", last_k=1, **kw))
+    return {c.id: c.verdict for c in checks}
+
+
+def test_no_worse_verdicts_where_every_resample_agrees():
+    """Cases whose verdict no bootstrap resample can change: every resampled IQM difference lies between
+    min(cand) - max(base) and max(cand) - min(base)."""
+    base = [0.5, 0.6, 0.7]
+    # the same scores: resampled differences >= -0.2 > -0.25 (the given margin)
+    assert _no_worse(base, base, margin=0.25) == {"seeds.count": "PASS", "seeds.distinct": "PASS",
+                                                  "seeds.noninferior": "PASS", "seeds.within_spread": "PASS"}
+    # better by at least 0.1 everywhere: PASS with the baseline's own spread (0.1) as the margin
+    assert _no_worse(base, [0.8, 0.9, 1.0])["seeds.noninferior"] == "PASS"
+    # worse by at least 0.3 everywhere: no resample reaches -0.1, and its IQM 0.15 is below the worst seed 0.5
+    worse = _no_worse(base, [0.1, 0.15, 0.2])
+    assert worse["seeds.noninferior"] == "FAIL" and worse["seeds.within_spread"] == "FAIL"
+    assert "seeds.iqm_ci" not in worse  # the gain checks are not the question
+
+
+def test_no_worse_from_the_cli_and_its_refusals(tmp_path, capsys):
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48, 0.51, 0.49], [0.505, 0.515, 0.485, 0.50, 0.495])
+    assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--claim", "no_worse",
+                 "--margin", "0.1"]) == 0
+    assert "seeds.noninferior" in capsys.readouterr().out
+    assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--claim", "no_worse",
+                 "--control", *base]) == 2
+    assert "--claim gain" in capsys.readouterr().err

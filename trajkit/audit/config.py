@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from trajkit.config import Checked
 from trajkit.errors import ConfigError
@@ -41,6 +41,8 @@ class SeedConfig(Checked):
     """Settings of the seed audit; every default is declared here once."""
 
     metric: str = "eval/reward"
+    claim: Literal["gain", "no_worse"] = "gain"
+    margin: float = 0.0
     last_k: int = 3
     min_seeds: int = 3
     confidence: float = 0.95
@@ -55,6 +57,8 @@ class SeedConfig(Checked):
 
     __field_docs__: ClassVar[dict[str, str]] = {
         "metric": "the metrics.jsonl key to compare",
+        "claim": "gain: the candidate beats the baseline; no_worse: it is within a margin of it (non-inferiority)",
+        "margin": "no_worse: the loss tolerated (metric units); 0 = the baseline's between-seed standard deviation",
         "last_k": "a run's score: the mean of its last k evaluations after step 0",
         "min_seeds": "seeds per arm below which the claim is refused",
         "confidence": "confidence level of the bootstrap interval",
@@ -67,6 +71,6 @@ class SeedConfig(Checked):
         "component_weight": "that function's weight in the total reward (reward_weights)",
         "max_component_share": "share of the gain from --component above which the check warns",
     }
-    __ranges__ = {"last_k": "[1, inf)", "min_seeds": "[2, inf)", "confidence": "(0, 1)", "reps": "[100, inf)",
+    __ranges__ = {"margin": "[0, inf)", "last_k": "[1, inf)", "min_seeds": "[2, inf)", "confidence": "(0, 1)", "reps": "[100, inf)",
                   "bootstrap_seed": "[0, inf)", "min_probability": "(0.5, 1]", "alpha": "(0, 1)",
                   "max_component_share": "(0, 1]"}

@@ -24,6 +24,16 @@ detectable effect). Verdicts:
                             rewards: rethinking training signals in RLVR")
 =========================  ==========================================================================
 
+With ``claim=no_worse`` (is the candidate *as good as* the baseline, e.g. an asynchronous or a LoRA run against
+the synchronous or full-weight one) the gain checks are replaced by a non-inferiority test:
+
+=========================  ==========================================================================
+``seeds.noninferior``       the lower end of the 95% CI of the IQM difference is at or below ``-margin``:
+                            FAIL (a loss of the margin's size is not ruled out). ``margin`` 0 takes the
+                            baseline arm's between-seed standard deviation (its seed spread)
+``seeds.within_spread``     the candidate's IQM below the baseline's worst seed: FAIL
+=========================  ==========================================================================
+
 The 0.75 of ``prob_improvement`` is trajkit's choice (rliable reports the value, not a threshold); the
 others are the conventional 5% two-sided level and 80% power. ``higher_is_better=False`` negates scores.
 """
@@ -35,6 +45,7 @@ from trajkit.audit import seedstats as st
 from trajkit.audit.config import SeedConfig
 from trajkit.audit.report import AuditReport, Check
 from trajkit.audit.runs import SeedRun, load_runs
+from trajkit.errors import ConfigError
 
 
 def _scores(runs: list[SeedRun], cfg: SeedConfig) -> list[float]:
@@ -70,6 +81,32 @@ def ci_check(c: list[float], b: list[float], cfg: SeedConfig) -> Check:
     return Check("seeds.iqm_ci", verdict, diff, 0,
                  f"IQM difference {diff:+.4g}, {cfg.confidence:.0%} stratified bootstrap CI [{lo:+.4g}, {hi:+.4g}]"
                  + ("" if lo > 0 else " contains 0 or lies below it"))
+
+
+def margin_of(b: list[float], cfg: SeedConfig) -> float:
+    """The non-inferiority margin: ``cfg.margin``, or (0) the baseline's between-seed sample standard deviation."""
+    if cfg.margin > 0:
+        return cfg.margin
+    mean = sum(b) / len(b)
+    return math.sqrt(sum((x - mean) ** 2 for x in b) / (len(b) - 1))
+
+
+def noninferior_check(c: list[float], b: list[float], cfg: SeedConfig) -> Check:
+    diff, margin = st.iqm_difference(c, b), margin_of(b, cfg)
+    lo, hi = st.bootstrap_ci(c, b, reps=cfg.reps, confidence=cfg.confidence, seed=cfg.bootstrap_seed)
+    source = "given" if cfg.margin > 0 else "the baseline's seed standard deviation"
+    ok = lo > -margin
+    return Check("seeds.noninferior", "PASS" if ok else "FAIL", lo, -margin,
+                 f"IQM difference {diff:+.4g}, {cfg.confidence:.0%} stratified bootstrap CI [{lo:+.4g}, {hi:+.4g}]; "
+                 f"margin {margin:.4g} ({source})" + ("" if ok else ": a loss of the margin is not ruled out"))
+
+
+def spread_check(c: list[float], b: list[float]) -> Check:
+    worst, centre = min(b), st.iqm(c)
+    ok = centre >= worst
+    return Check("seeds.within_spread", "PASS" if ok else "FAIL", centre, worst,
+                 f"candidate IQM {centre:.4g} vs the baseline's seeds [{worst:.4g}, {max(b):.4g}]"
+                 + ("" if ok else ": below the baseline's worst seed"))
 
 
 def loo_check(c: list[float], b: list[float], base: list[SeedRun], cand: list[SeedRun]) -> Check:
@@ -151,10 +188,15 @@ def seed_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig | None
                 control: list[SeedRun] | None = None, parts: tuple[list[SeedRun], list[SeedRun]] | None = None
                 ) -> list[Check]:
     cfg = cfg or SeedConfig()
+    if cfg.claim == "no_worse" and (control or parts):
+        raise ConfigError("--claim no_worse tests that the candidate is no worse than the baseline; --control and "
+                          "--component test a gain's source: run them with --claim gain")
     checks = [count_check(base, cand, cfg), distinct_check(base, cand)]
     if checks[0].verdict == "FAIL":
         return checks
     c, b = _scores(cand, cfg), _scores(base, cfg)
+    if cfg.claim == "no_worse":
+        return checks + [noninferior_check(c, b, cfg), spread_check(c, b)]
     checks += [ci_check(c, b, cfg), loo_check(c, b, base, cand), probability_check(c, b, cfg),
                welch_check(c, b, cfg), mde_check(c, b)]
     se = eval_se_check(c, b, base, cand)
