@@ -22,7 +22,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_agent(args) -> int:
-    from trajkit.envs.harbor.loop import LoopConfig, parse_seeds, run_loop
+    from trajkit.demo_agent import LoopConfig, parse_seeds, run_loop
 
     cfg = LoopConfig(seeds=parse_seeds(args.seeds), out=args.out, sft=args.sft, rl=args.rl,
                      overrides=args.set or [])
@@ -38,7 +38,7 @@ def register(sub) -> None:
     import argparse
 
     from trajkit.demo import STAGES
-    from trajkit.envs.harbor.loop import LoopConfig
+    from trajkit.demo_agent import LoopConfig
 
     p = sub.add_parser("demo", help=COMMANDS["demo"],
                        description="Run the end-to-end demo on bundled data; nothing is downloaded. "

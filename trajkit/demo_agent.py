@@ -12,7 +12,7 @@ For each seed ``S`` (``OUT/seedS``):
 3. **eval_rl**: the held-out eval of the last RL checkpoint's policy, exactly as base and SFT were evaluated
    (the SFT config's ``eval_*`` knobs: :func:`trajkit.envs.harbor.sft.held_out`, i.e. ``trajkit envs eval``).
 
-Then :mod:`trajkit.envs.harbor.loop_report` writes ``OUT/report.md``, ``OUT/report.json`` and the curves.
+Then :mod:`trajkit.demo_agent_report` writes ``OUT/report.md``, ``OUT/report.json`` and the curves.
 
 Overrides are ``sft.KEY=VALUE`` and ``rl.SECTION.KEY=VALUE`` (``--set``, repeatable): one config per half,
 each the packaged config's loader, so the same command runs the tiny scripted policy (tests:
@@ -203,7 +203,7 @@ def _jsonable(cfg) -> dict:
 
 def run_loop(cfg: LoopConfig) -> dict:
     """Every seed (module docstring), then the report -> the report's JSON (also ``OUT/report.json``)."""
-    from trajkit.envs.harbor.loop_report import write_report
+    from trajkit.demo_agent_report import write_report
     from trajkit.progress import quiet_transformers
 
     quiet_transformers()  # its weight-loading bars would break the loop's one progress display

@@ -1,4 +1,4 @@
-"""The report of ``trajkit demo agent`` (:mod:`trajkit.envs.harbor.loop`): ``OUT/report.md`` and the same in
+"""The report of ``trajkit demo agent`` (:mod:`trajkit.demo_agent`): ``OUT/report.md`` and the same in
 ``OUT/report.json``, the curves as PNGs under ``OUT/curves/``.
 
 - **pass rates** base -> SFT -> RL on the held-out tasks, split into *held-out instances* (held-out tasks of a
