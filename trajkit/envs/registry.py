@@ -62,7 +62,8 @@ class TaskConfig(Checked):
     gateway over the policy's engine (:mod:`trajkit.envs.agent`), each run limited to ``harness_timeout_s``.
     ``harbor`` runs Harbor tasks from the folder ``path`` as trials in a ``sandbox`` with trajkit's shell agent
     (at most ``max_turns`` replies) through the gateway (:mod:`trajkit.envs.harbor.rltask`); with ``judge_url`` (an
-    OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward.
+    OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward; ``timeout_multiplier``
+    scales every Harbor task's agent time limit (Harbor's ``--timeout-multiplier``: a slow or shared CPU).
     ``openenv`` plays episodes of an OpenEnv environment, ``env`` (``pkg.module:Class``, in process) or ``url``
     (a local server's ``ws://127.0.0.1:PORT``), the observations as user turns (after ``system_prompt``), the
     replies made actions by ``adapter`` (``pkg.module:obj``; default: the action's one text field), at most
@@ -92,6 +93,7 @@ class TaskConfig(Checked):
     sandbox: Literal["namespace", "docker"] = "namespace"
     judge_url: str | None = None
     judge_model: str = "judge"
+    timeout_multiplier: float = 1.0
     latency_median_s: float = 0.0
     latency_sigma: float = 1.0
     env: str | None = None
@@ -103,6 +105,7 @@ class TaskConfig(Checked):
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
                   "eval_fraction": "[0, 1)", "harness_timeout_s": "(0, inf)", "latency_median_s": "[0, inf)",
+                  "timeout_multiplier": "(0, inf)",
                   "latency_sigma": "[0, inf)"}
 
     def validate(self) -> None:

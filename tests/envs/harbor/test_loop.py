@@ -57,3 +57,26 @@ def test_heldout_tasks_must_be_other_tasks(tmp_path, scripted_policy):
     cfg = harbor(tmp_path, SHIPPED, f"task.eval_path={SHIPPED}")
     with pytest.raises(ConfigError, match="also in task.path"):
         Trainer(cfg, model=model, tokenizer=tokenizer, logger=False)
+
+
+def test_the_timeout_multiplier_scales_every_agent_limit_train_and_heldout_not_the_verifiers(tmp_path,
+                                                                                             scripted_policy):
+    from trajkit.envs.harbor.task import load_task
+
+    model, tokenizer = scripted_policy
+    held = _heldout(tmp_path)
+    cfg = harbor(tmp_path, SHIPPED / "hello-file", f"task.eval_path={held}", "task.timeout_multiplier=2.5")
+    trainer = Trainer(cfg, model=model, tokenizer=tokenizer, logger=False)
+    try:
+        tasks = trainer.state.task.tasks
+    finally:
+        trainer.close()
+    sources = {"hello-file": SHIPPED / "hello-file", "count-errors": held / "count-errors",
+               "hello-again": held / "hello-again"}
+    assert sorted(tasks) == sorted(sources)
+    for name, folder in sources.items():
+        source = load_task(folder)
+        assert tasks[name].agent.timeout_sec == 2.5 * source.agent.timeout_sec
+        assert tasks[name].verifier.timeout_sec == source.verifier.timeout_sec
+    with pytest.raises(ConfigError, match="timeout_multiplier"):
+        harbor(tmp_path, SHIPPED / "hello-file", "task.timeout_multiplier=0")

@@ -24,12 +24,12 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from trajkit.config import Checked
 
-from trajkit.envs.harbor.task import HarborTask
+from trajkit.envs.harbor.task import HarborTask, scale_agent_timeouts
 from trajkit.envs.harbor.trial import Agent, TrialResult, run_trial
 
 
@@ -181,9 +181,7 @@ def evaluate_model(tasks: Sequence[HarborTask], model: str, how: ModelEval, save
 
     config = GatewayConfig(model_name="policy", force_temperature=how.temperature, force_seed=how.seed,
                            default_max_tokens=how.max_tokens)
-    if how.timeout_multiplier != 1.0:
-        tasks = [replace(t, agent=replace(t.agent, timeout_sec=t.agent.timeout_sec * how.timeout_multiplier))
-                 for t in tasks]
+    tasks = scale_agent_timeouts(tasks, how.timeout_multiplier)
     gateway = load_gateway(model, config)
     try:
         with running(gateway) as url:

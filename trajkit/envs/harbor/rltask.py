@@ -20,7 +20,9 @@ With a judge (``task.judge_url``, ``task.judge_model``: any OpenAI-compatible en
 reward is Polar's rubric reward (:mod:`trajkit.envs.harbor.rubric`: outcome + 0.2 * score / 5 from ``tests/rubric.md``,
 the outcome alone when the judge fails). Each sample's ``metadata["columns"]["harness_output"]`` holds the
 trial's record as JSON (reward, rewards, error, failed phase, per-phase seconds; outcome, judge_score and
-judge_fallback with a judge).
+judge_fallback with a judge). ``task.timeout_multiplier`` scales every task's agent time limit (training and
+held-out trials alike, as ``trajkit envs eval --timeout-multiplier`` does): on a slow or shared CPU a policy's
+answers must not become agent timeouts, i.e. masked trials.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import warnings
 
 from trajkit.envs.harbor.agents import shell_agent
 from trajkit.envs.harbor.rubric import ChatModel, rubric_reward
-from trajkit.envs.harbor.task import load_tasks
+from trajkit.envs.harbor.task import load_tasks, scale_agent_timeouts
 from trajkit.envs.harbor.trial import run_trial
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
@@ -52,9 +54,10 @@ class HarborRLTask:
     name = "harbor"
 
     def __init__(self, path: str, tokenizer, seed: int = 0, max_turns: int = 4, sandbox: str = "namespace",
-                 strict: bool = False, gateway=None, judge: ChatModel | None = None, eval_path: str | None = None):
-        train = _load(path, strict, "task.path")
-        held = _load(eval_path, strict, "task.eval_path") if eval_path else {}
+                 strict: bool = False, gateway=None, judge: ChatModel | None = None, eval_path: str | None = None,
+                 timeout_multiplier: float = 1.0):
+        train = _load(path, strict, "task.path", timeout_multiplier)
+        held = _load(eval_path, strict, "task.eval_path", timeout_multiplier) if eval_path else {}
         if clash := sorted(set(train) & set(held)):
             raise ConfigError(f"task.eval_path: {len(clash)} task name(s) also in task.path (first {clash[0]!r}); "
                               "held-out tasks must be other tasks")
@@ -89,17 +92,17 @@ class HarborRLTask:
         return json.dumps(record)
 
 
-def _load(path: str, strict: bool, key: str) -> dict:
+def _load(path: str, strict: bool, key: str, timeout_multiplier: float) -> dict:
     report = load_tasks(path, strict=strict)
     if report.errors:
         warnings.warn(f"{len(report.errors)} task(s) under {path} skipped; first: {report.errors[0]}", stacklevel=3)
     if not report.tasks:
         raise ConfigError(f"{key}: no usable Harbor task under {path}")
-    return {t.name: t for t in report.tasks}
+    return {t.name: t for t in scale_agent_timeouts(report.tasks, timeout_multiplier)}
 
 
 def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
     """The ``harbor`` entry of :data:`trajkit.envs.registry.TASKS`."""
     judge = ChatModel(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
     return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge,
-                        eval_path=cfg.eval_path)
+                        eval_path=cfg.eval_path, timeout_multiplier=cfg.timeout_multiplier)

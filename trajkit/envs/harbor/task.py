@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,21 @@ ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": 
 POSITIVE = ("timeout_sec", "cpus", "memory_mb", "storage_mb", "build_timeout_sec")  # 0 would mean "no limit"
 TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
             "source")
+
+
+def scale_agent_timeouts(tasks: list[HarborTask], multiplier: float) -> list[HarborTask]:
+    """``tasks`` with every ``[agent] timeout_sec`` times ``multiplier`` (Harbor's ``--timeout-multiplier``): a
+    slow or shared CPU must not turn a model's answers into agent timeouts. The verifier's limit is unchanged.
+
+    >>> t = HarborTask(Path("t"), "t", "Do it.", Phase(60.0), Phase(30.0), Phase(), Environment())
+    >>> [x.agent.timeout_sec for x in scale_agent_timeouts([t], 4.0)], t.agent.timeout_sec
+    ([240.0], 60.0)
+    >>> scale_agent_timeouts([t], 4.0)[0].verifier.timeout_sec
+    30.0
+    """
+    if multiplier == 1.0:
+        return list(tasks)
+    return [replace(t, agent=replace(t.agent, timeout_sec=t.agent.timeout_sec * multiplier)) for t in tasks]
 
 
 def load_task(path: str | Path) -> HarborTask:
