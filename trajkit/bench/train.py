@@ -41,8 +41,9 @@ import time
 from trajkit.rl.config import load_config
 from trajkit.rl.stages import GENERATION, STAGES
 
-DESCRIPTION = ("RL step with vs without speculative rollouts (per-stage seconds, generation share, "
-               "acceptance length with/without draft refresh, step speedup, reward over seeds)")
+DESCRIPTION = ("RL training arms side by side (per-stage seconds, steps and reward per hour, reward over "
+               "seeds); default arms: with vs without speculative rollouts (acceptance length with/without "
+               "draft refresh)")
 ARMS = {"plain": ["draft.kind=none", "draft.distill=false"],  # the config's drafter in the other two
         "spec": ["draft.distill=true"],
         "spec_fixed": ["draft.distill=false"]}
@@ -72,6 +73,8 @@ def add_arguments(p) -> None:
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
                 "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
                 "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
+                "          trajkit bench train --config grpo_smollm2 --steps 8 --seeds 3 --arm sync= \\\n"
+                "              --arm async=\"rollout.mode=async rollout.max_staleness=1 loss.decoupled=true\" eval.every=0\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm trajkit= --peer trl\n"
                 "          trajkit bench train --config grpo_smollm2 --steps 3 --arm trajkit= \\\n"
                 "              --arm vllm=rollout.backend=vllm --arm ray2=\"cluster.ray=true cluster.rollout_workers=2\"\n"

@@ -6,6 +6,7 @@ Each benchmark module under ``trajkit/bench`` exposes ``DESCRIPTION``, ``add_arg
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 
 from trajkit.cli.commands import COMMANDS
@@ -22,6 +23,6 @@ def register(sub) -> None:
         module = importlib.import_module(f"trajkit.bench.{name.replace('-', '_')}")
         example = getattr(module, "EXAMPLE", f"trajkit bench {name}")
         bp = bsub.add_parser(name, help=module.DESCRIPTION, description=module.DESCRIPTION,
-                             epilog=f"Example: {example}")
+                             epilog=f"Example: {example}", formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(bp)
         bp.set_defaults(handler=module.run)
