@@ -2,9 +2,13 @@
 
 A held-out instance is a new problem, not a new seed of the same text. Three things separate the splits:
 
-- **parameters**: an instance's parameters (its canonical JSON, :attr:`TaskSpec.key`) belong to the held-out
-  split when ``sha1(family + key) mod 4 == 0`` (a quarter of the parameter space), else to train; an instance is
-  drawn again until its parameters fall in the asked split, so no parameter set is in both;
+- **the solution**: an instance belongs to the held-out split when ``sha1(family + solution) mod 4 == 0``, its
+  ``solution`` being the Oracle's command (a quarter of the solution space), else to train; an instance is
+  drawn again until it falls in the asked split, so no held-out instance's solution is a train instance's.
+  The split is on the solution and not on all the parameters: two instances that differ only in their data
+  (the numbers inside a JSON file, the rows of a CSV) have the same command, and such a pair across the
+  splits is one problem seen twice, which ``trajkit audit data``'s ``leak.ngram`` reports (the held-out answer
+  covered by train text). Instances within a split are distinct by all their parameters (:attr:`TaskSpec.key`);
 - **wording**: each family's last instruction template is held-out only; train instances use the others;
 - **families**: :data:`HELDOUT_FAMILIES` are never generated for train; ``--split heldout`` includes them, so
   an evaluation can report the pass rate on families never trained on.
@@ -40,13 +44,13 @@ HELDOUT_FAMILIES = ("count-lines", "upper-case")  # never in a train split
 MAX_DRAWS = 200  # draws per instance before a family's parameter space is called exhausted
 
 
-def split_of(family: str, key: str) -> Split:
-    """The split a parameter set belongs to (module docstring).
+def split_of(family: str, solution: str) -> Split:
+    """The split an instance with this Oracle command belongs to (module docstring).
 
-    >>> split_of("write-file", '{"file": "memo.txt", "text": "Hi, Ada!"}') in ("train", "heldout")
+    >>> split_of("write-file", "printf '%s\\n' 'Hi, Ada!' > /app/memo.txt") in ("train", "heldout")
     True
     """
-    digest = hashlib.sha1(f"{family}\0{key}".encode()).digest()
+    digest = hashlib.sha1(f"{family}\0{solution}".encode()).digest()
     return "heldout" if digest[0] % 4 == 0 else "train"
 
 
@@ -70,12 +74,12 @@ def resolve_families(names: str, split: Split) -> list[str]:
 
 
 def instance(family: str, split: Split, seed: int, index: int) -> TaskSpec:
-    """Instance ``index`` of ``family`` in ``split``: parameters drawn until they fall in the split."""
+    """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split."""
     rng = random.Random(f"{seed}:{split}:{family}:{index}")
     wordings = wordings_for(family, split)
     for _ in range(MAX_DRAWS):
         spec = FAMILIES[family](rng, rng.choice(wordings))
-        if split_of(family, spec.key) == split:
+        if split_of(family, spec.solution) == split:
             return spec
     raise ConfigError(f"family {family}: no {split} parameters in {MAX_DRAWS} draws")
 

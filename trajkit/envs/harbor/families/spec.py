@@ -58,7 +58,8 @@ class TaskSpec:
 
     @property
     def key(self) -> str:
-        """The parameters as canonical JSON: what decides the parameter split."""
+        """The parameters as canonical JSON: what makes two instances of a split distinct (the split itself is
+        decided by the solution, :func:`trajkit.envs.harbor.families.split_of`)."""
         return json.dumps(self.params, sort_keys=True)
 
 
