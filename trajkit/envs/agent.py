@@ -41,9 +41,23 @@ A run that fails (the harness raised, exited non-zero or timed out, or made no c
 A round in which every run fails raises :class:`HarnessError` (the command is broken, not the policy), unless
 the environment is made with ``raise_when_all_fail=False`` (Harbor trials, where a whole group can time out).
 
-Deviation from a fully asynchronous agent loop (Polar): rollouts and updates alternate, so the harness never
-sees weights change mid-run; chains that fork (a harness that rewrites its history) keep only the chain of
-the last call, and the sampled tokens of the others are not trained (``metadata["dropped_chains"]``).
+Rounds at once: an asynchronous trainer (:mod:`trajkit.rl.producer`) runs up to ``K + 1`` rounds from
+different threads (``concurrent_rollouts``). They share one gateway per backend and lock (a client of
+another batch over the same backend reuses it; it is never restarted while a round runs); each session is
+tagged with its round, a round waits for its own sessions' requests only, and its number is the one the
+trainer reserved on its client in step order (:attr:`~trajkit.envs.client.GenerationClient.round`; else
+the counter's next, as in a synchronous run). Each round's ``gen/*`` counters are the engine calls that
+served its sessions (:class:`~trajkit.envs.client.ServedBackend`): a call that served two rounds (a whole
+generate call with rows of both, or a continuous-batching session from idle to idle) counts whole in each,
+so two overlapping batches' counters can add up to more than the engine did; one round at a time counts
+every call once, as before.
+
+Deviation from a fully asynchronous agent loop (Polar): a weight push waits for the engine call in
+progress, and with continuous batching the gateway's scheduler holds the lock from the moment its batch
+admits rows until the batch is empty, so a push lands between batches of calls, never inside one; a
+harness may see the weights change between two of its calls (each token keeps its call's version). Chains
+that fork (a harness that rewrites its history) keep only the chain of the last call, and the sampled tokens
+of the others are not trained (``metadata["dropped_chains"]``).
 """
 from __future__ import annotations
 

@@ -18,12 +18,15 @@ episode before the next begins). Within a batch the environment runs the episode
 batched engine call per turn; a latency or tool wait per episode, the batch's longest). Engine calls of
 different batches take turns on the one engine under ``Rollout.lock``; a wait (tool call, sandbox, the
 latency env's sleep) happens outside it. Each batch has its own client (:meth:`Rollout.batch_client`:
-its calls and versions), draws its prompts in the producer's loop thread in step order, and keeps its
-per-row seeds, so a sample does not depend on the interleaving, only on the weights that sampled it. The
-trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays
+its calls and versions), made on the trainer's thread in step order as admission allows (with the round
+number an environment that numbers its rounds reserves for it: a gateway environment's session ids
+``run-ROUND-I`` seed its calls), draws its prompts in the producer's loop thread in step order, and keeps
+its per-row seeds, so a sample does not depend on the interleaving, only on the weights that sampled it.
+The trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays
 exact for resume. One batch at a time instead (:func:`batches_in_flight`) when dynamic sampling refills
 a batch from the stream (a later batch's prompts would depend on the timing) or the environment does not
-declare ``concurrent_rollouts`` (the gateway environments: one server, restarted per client).
+declare ``concurrent_rollouts`` (the single-turn, tool and gateway environments do; the gateway ones share
+one gateway, each round waiting for its own requests: :mod:`trajkit.envs.agent`).
 
 Partial rollouts: the trainer pushes new weights after each update without waiting for the producer's
 episodes. A push waits only for the engine call in progress (every call holds ``Rollout.lock``); an
@@ -71,7 +74,7 @@ def batches_in_flight(t: TrainState) -> int:
     """How many batches the producer may generate at once: ``K + 1`` (every batch admission allows), or 1
     when a batch's refills draw from the stream (``rollout.dynamic_sampling``: a later batch's prompts would
     depend on the timing) or the environment's ``rollout`` is not safe to run from two threads at once
-    (an environment says it is with ``concurrent_rollouts = True``; a gateway environment is not)."""
+    (an environment says it is with ``concurrent_rollouts = True``)."""
     cfg = t.cfg.rollout
     if cfg.dynamic_sampling or not getattr(t.task.env, "concurrent_rollouts", False):
         return 1
