@@ -281,7 +281,8 @@ class GatewayEnv:
 
     def check_round(self, samples: Sequence[Sample]) -> None:
         """A round whose every run failed raises :class:`HarnessError` (unless ``raise_when_all_fail`` is
-        False); some failed runs: a warning naming the first."""
+        False); some failed runs: a warning naming the first. It reads only ``samples`` (its own round's),
+        so rounds running at once on other threads check theirs apart."""
         errors = [s.metadata["harness_error"] for s in samples if "harness_error" in s.metadata]
         if errors and len(errors) == len(samples) and self.raise_when_all_fail:
             raise HarnessError(f"task {self.name}: every harness run of this round failed; first: {errors[0]}")
