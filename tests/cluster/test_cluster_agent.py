@@ -112,3 +112,34 @@ def test_harbor_trials_built_from_the_config_run_on_the_workers_as_in_process(tm
         assert b.raw_reward == a.raw_reward == trial_b["reward"]
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-5
     assert got.metrics["reward/unscorable"] == ref.metrics["reward/unscorable"] == 0.0
+
+
+def test_async_agent_batches_on_ray_are_the_rounds_of_their_steps_as_in_process(tmp_path):
+    """``rollout.mode=async`` with K=1, each update held until the next batch is made (so batch ``s + 1`` is
+    sampled by the weights after update ``s - 1`` on both): on the Ray workers as in process, batch ``s``'s
+    sessions are round ``s + 1``'s (reserved in step order, whatever the threads' timing), with the same
+    tokens and versions, and the bound held. Each worker runs one round's slice at a time (a Ray actor call
+    at a time), so on Ray the batches queue on the workers instead of overlapping there."""
+    from tests.rl.test_async import hold_updates_until_the_next_batch_is_made
+
+    def steps(make, name, *extra):
+        cfg = config(tmp_path, name, "rollout.mode=async", "rollout.max_staleness=1", *extra)
+        trainer = make(cfg, task=_task(tmp_path / f"{name}_runs"), logger=False)
+        hold_updates_until_the_next_batch_is_made(trainer, 3)
+        try:
+            return [trainer.step_once() for _ in range(3)]
+        finally:
+            trainer.close()
+    local = steps(Trainer, "local")
+    ray = steps(ClusterTrainer, "ray", "cluster.ray=true", "cluster.rollout_workers=2")
+    for s, (a, b) in enumerate(zip(local, ray, strict=True)):
+        assert [x.metadata["session"] for x in a.samples] == [x.metadata["session"] for x in b.samples] == \
+            [f"run-{s + 1}-{i}" for i in range(8)]
+        assert [x.metadata["rollout_worker"] for x in b.samples] == [i // 4 for i in range(8)]
+        assert [x.completion_ids for x in a.samples] == [x.completion_ids for x in b.samples]
+        assert [x.policy_version for x in a.samples] == [x.policy_version for x in b.samples]
+        assert a.metrics["async/staleness_max"] == b.metrics["async/staleness_max"] == min(s, 1)
+        # a worker runs one round at a time: its calls serve one batch, whose counters are exactly its tokens;
+        # in process the two batches in flight share continuous-batching sessions, counted whole in each
+        sampled = sum(sum(x.loss_mask) for x in b.samples)
+        assert b.metrics["gen/tokens"] == sampled <= a.metrics["gen/tokens"]

@@ -239,3 +239,138 @@ def test_a_dying_gateway_thread_fails_the_step_with_its_traceback_and_the_task_n
     assert message.startswith("task agent: the gateway's scheduler thread died")
     assert "Traceback" in message and "AttributeError: 'NoneType' object has no attribute 'session'" in message
     assert not task.env.gateway.scheduler.alive()
+
+
+class Holding(NoSessions):
+    """Whole generate calls; a call with a ``HOLD`` prompt says so (``entered``) and runs only once ``release``
+    is set: a round's request that stays in flight as long as the test wants."""
+
+    def __init__(self, backend, hold: list[int]):
+        super().__init__(backend)
+        self.hold, self.entered, self.release = hold, threading.Event(), threading.Event()
+
+    def generate(self, prompt_ids, params=None):
+        n = len(self.hold)
+        if any(p[i:i + n] == self.hold for p in prompt_ids for i in range(len(p))):
+            self.entered.set()
+            assert self.release.wait(60), "the test never released the held call"
+        return self.inner.generate(prompt_ids, params)
+
+
+def test_two_rounds_at_once_share_the_gateway_and_each_waits_for_its_own_requests(tiny):
+    """Two rounds from two threads, each through its own client with a reserved round number: one gateway
+    serves both; round 7 ends while round 8's request is still in the engine (a round waits for its own
+    sessions' requests, not the whole scheduler); each client counts exactly its own round's calls."""
+    from trajkit.rl.step import rollout_params
+    from trajkit.envs.single_turn import Prompt
+
+    tok = byte_tokenizer()
+    called, mutex = [], threading.Lock()
+    backend = {}
+
+    def harness(run: HarnessRun) -> str:
+        if run.task == "HOLD":  # round 8: after round 7's calls, a call the engine holds
+            wait_for_event(lambda: len(called) == 2)
+        reply = openai.OpenAI(base_url=run.base_url, api_key=run.api_key, max_retries=0).chat.completions.create(
+            model=run.model, messages=[{"role": "user", "content": run.task}])
+        with mutex:
+            called.append(run.api_key)
+        if run.task != "HOLD":  # round 7: returns once round 8's call is in the engine
+            wait_for_event(backend["held"].entered.is_set)
+        return reply.choices[0].message.content or ""
+
+    task = AgentTask(ROWS, tok, harness, reward_funcs=[odd_length], timeout_s=60)
+    trainer = Trainer(tiny(), task=task, logger=False)
+    rollout = trainer.state.rollout
+    held = backend["held"] = Holding(rollout.backend, tok.encode("HOLD"))
+    clients = {r: CountingClient(held, rollout.lock, round=r) for r in (7, 8)}
+    params = rollout_params(trainer.cfg, 5, (tok.eos_token_id,))
+    prompts = {7: [Prompt(t, tok.encode(t), i) for i, t in enumerate(["Say yes.", "Say no."])],
+               8: [Prompt("HOLD", tok.encode("HOLD"), 0)]}
+    got = {}
+
+    def round_of(r):
+        got[r] = task.env.rollout(clients[r], prompts[r], params)
+    threads = {r: threading.Thread(target=round_of, args=(r,)) for r in (7, 8)}
+    try:
+        for t in threads.values():
+            t.start()
+        threads[7].join(timeout=60)
+        ended_first = not threads[7].is_alive() and not held.release.is_set()
+        held.release.set()
+        threads[8].join(timeout=60)
+        gateway = task.env.gateway
+    finally:
+        held.release.set()
+        trainer.close()
+    assert ended_first  # round 7 returned while round 8's request was held in the engine
+    assert [s.metadata["session"] for s in got[7]] == ["run-7-0", "run-7-1"]
+    assert [s.metadata["session"] for s in got[8]] == ["run-8-0"]
+    assert clients[7].round is None and clients[8].round is None  # a reserved number is used once
+    for r, samples in got.items():
+        records = [rec for s in samples for rec in gateway.sessions.find(s.metadata["session"]).records]
+        assert len(records) == len(samples)  # one call per run, all of this round's on the one gateway
+        tokens = sum(len(rec.choices[0].token_ids) for rec in records)
+        assert sum(c.new_tokens for c in clients[r].calls) == tokens  # its own calls, not the other round's
+        assert len(clients[r].versions) == len(clients[r].calls)
+
+
+def wait_for_event(predicate, timeout_s: float = 60.0) -> None:
+    """Poll ``predicate`` (a deadlock guard: the run fails instead of hanging)."""
+    event = threading.Event()
+    for _ in range(int(timeout_s / 0.002)):
+        if predicate():
+            return
+        event.wait(0.002)
+    raise AssertionError("the scripted interleaving did not happen")
+
+
+def test_a_served_backend_counts_each_engine_call_in_the_rounds_it_serves():
+    """The gateway's engine (:class:`~trajkit.envs.client.ServedBackend`) against hand-counted calls: a whole
+    call counts in every routed client with a row in it (whole in each when two rounds share it), rows of no
+    routed round in every routed client, and in the client it was made from when none is routed; a
+    step-wise session once per client, by reference, when a row of its round joins."""
+    from types import SimpleNamespace
+
+    from trajkit.engine.types import Completion, Completions, GenerationStats
+    from trajkit.envs.client import ServedBackend
+
+    class Fake:  # a backend whose call of n rows counts n new tokens
+        policy_version = 3
+
+        def generate(self, prompt_ids, params=None):
+            return Completions([Completion([1], [0.0], "length") for _ in prompt_ids],
+                               GenerationStats(new_tokens=len(prompt_ids)), self.policy_version)
+
+        def session(self):
+            return SimpleNamespace(stats=GenerationStats())
+
+    made, a, b = (CountingClient(Fake()) for _ in range(3))
+    served = ServedBackend(made)
+    served.serves([None])
+    served.generate([[5]])  # nothing routed: the client it was made from
+    served.route(1, a)
+    served.route(2, b)
+    for tags, rows in (([1], 2), ([1, 2], 3), ([2, 2], 4), ([None], 5), ([9], 6)):
+        served.serves(tags)
+        served.generate([[5]] * rows)
+    served.unroute(2)
+    served.serves([2])  # round 2 ended: its late rows count in the rounds still routed
+    served.generate([[5]] * 7)
+    assert [s.new_tokens for s in made.calls] == [1]
+    assert [s.new_tokens for s in a.calls] == [2, 3, 5, 6, 7]
+    assert [s.new_tokens for s in b.calls] == [3, 4, 5, 6]
+    assert a.versions == [3] * 5 and b.versions == [3] * 4
+
+    a.calls.clear(), b.calls.clear()
+    served.route(2, b)
+    session = served.session()  # opened by the scheduler when rows wait: counted as rows of a round join
+    assert a.calls == [] and b.calls == []
+    served.serves([1])
+    served.serves([1, 2])
+    served.serves([2])
+    assert a.calls == [session.stats] and b.calls == [session.stats]
+    assert a.calls[0] is session.stats  # by reference: its counters grow as it steps
+    served.session()
+    served.serves([2])
+    assert len(a.calls) == 1 and len(b.calls) == 2  # a new session counts anew

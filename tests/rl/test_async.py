@@ -246,7 +246,7 @@ def test_batches_overlap_with_the_bound_held_exactly(tiny, k):
 def test_one_batch_at_a_time_where_overlapping_is_unsafe(tiny):
     """K + 1 batches in flight for an environment that declares ``concurrent_rollouts``; one at a time
     with dynamic sampling (its refills draw from the stream mid-batch) and for an environment that does
-    not declare it (a gateway environment: one server per client), still within the bound."""
+    not declare it, still within the bound (the gateway environments declare it: test_async_gateway.py)."""
     from trajkit.rl.producer import batches_in_flight
 
     t = Trainer(tiny("rollout.mode=async", "rollout.max_staleness=2"), logger=False)

@@ -41,9 +41,23 @@ A run that fails (the harness raised, exited non-zero or timed out, or made no c
 A round in which every run fails raises :class:`HarnessError` (the command is broken, not the policy), unless
 the environment is made with ``raise_when_all_fail=False`` (Harbor trials, where a whole group can time out).
 
-Deviation from a fully asynchronous agent loop (Polar): rollouts and updates alternate, so the harness never
-sees weights change mid-run; chains that fork (a harness that rewrites its history) keep only the chain of
-the last call, and the sampled tokens of the others are not trained (``metadata["dropped_chains"]``).
+Rounds at once: an asynchronous trainer (:mod:`trajkit.rl.producer`) runs up to ``K + 1`` rounds from
+different threads (``concurrent_rollouts``). They share one gateway per backend and lock (a client of
+another batch over the same backend reuses it; it is never restarted while a round runs); each session is
+tagged with its round, a round waits for its own sessions' requests only, and its number is the one the
+trainer reserved on its client in step order (:attr:`~trajkit.envs.client.GenerationClient.round`; else
+the counter's next, as in a synchronous run). Each round's ``gen/*`` counters are the engine calls that
+served its sessions (:class:`~trajkit.envs.client.ServedBackend`): a call that served two rounds (a whole
+generate call with rows of both, or a continuous-batching session from idle to idle) counts whole in each,
+so two overlapping batches' counters can add up to more than the engine did; one round at a time counts
+every call once, as before.
+
+Deviation from a fully asynchronous agent loop (Polar): a weight push waits for the engine call in
+progress, and with continuous batching the gateway's scheduler holds the lock from the moment its batch
+admits rows until the batch is empty, so a push lands between batches of calls, never inside one; a
+harness may see the weights change between two of its calls (each token keeps its call's version). Chains
+that fork (a harness that rewrites its history) keep only the chain of the last call, and the sampled tokens
+of the others are not trained (``metadata["dropped_chains"]``).
 """
 from __future__ import annotations
 
@@ -51,16 +65,17 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajkit.engine import SamplingParams
 from trajkit.errors import ConfigError
-from trajkit.envs.client import GenerationClient, as_client
+from trajkit.envs.client import GenerationClient, ServedBackend, as_client
 from trajkit.gateway import Gateway, GatewayConfig, running
 from trajkit.gateway.sessions import Forced
 from trajkit.gateway.stitch import Chain, stitch
@@ -153,47 +168,99 @@ class GatewayEnv:
         self.name, self.timeout_s = name, timeout_s
         self.gateway: Gateway | None = None
         self.base_url = ""
-        self._client: GenerationClient | None = None
+        self._served: ServedBackend | None = None  # the gateway's engine: counts each call in its rounds' clients
+        self._serving_key: tuple | None = None  # (backend, lock) the gateway serves
+        self._rounds: set[int] = set()  # rounds running now (any thread)
+        self._mutex = threading.Lock()  # guards the gateway's start and stop, the rounds and the counter
         self._stack = ExitStack()
         self._prefix = "run"  # session ids (and so their calls' seeds) are the same on every run
         self._round = 0
 
     def serve(self, client: GenerationClient) -> Gateway:
-        """The gateway over ``client``'s backend (started on first use, restarted for another client)."""
-        if self._client is client and self.gateway is not None:
+        """The gateway over ``client``'s backend and lock: started on first use and shared by every client
+        over the same backend and lock (each round's calls are counted in its own client: :meth:`rollout_part`);
+        restarted for another backend or lock, which a running round refuses."""
+        with self._mutex:
+            return self._serve(client)
+
+    def _serve(self, client: GenerationClient) -> Gateway:
+        key = (client.backend, client.lock)
+        if self.gateway is not None and self._serving_key is not None and \
+                all(a is b for a, b in zip(key, self._serving_key)):
             return self.gateway
-        self.close()
-        self._client = client
-        self.gateway = Gateway(client.engine(), self.tokenizer, self.config, lock=client.lock)
+        if self._rounds:
+            raise RuntimeError(f"task {self.name}: a round over another backend or lock started while rounds "
+                               f"{sorted(self._rounds)} run on this environment's gateway; run one backend's "
+                               "rounds at a time (a gateway serves one backend and its lock)")
+        self._stop()
+        self._served = client.engine()
+        self.gateway = Gateway(self._served, self.tokenizer, self.config, lock=client.lock)
         self.base_url = self._stack.enter_context(running(self.gateway))
+        self._serving_key = key
         return self.gateway
+
+    @contextmanager
+    def _round_of(self, client: GenerationClient, round_no: int):
+        """The gateway for round ``round_no``, its calls counted in ``client`` while it runs."""
+        with self._mutex:
+            if round_no in self._rounds:
+                raise RuntimeError(f"task {self.name}: round {round_no} is running already (a round number is "
+                                   "used once: GatewayEnv.next_round)")
+            gateway = self._serve(client)
+            self._rounds.add(round_no)
+            self._served.route(round_no, client)
+        try:
+            yield gateway
+        finally:
+            with self._mutex:
+                self._served.unroute(round_no)
+                self._rounds.discard(round_no)
 
     def __getstate__(self) -> dict:
         """Pickled (a task sent to the Ray rollout workers): the configuration, not a running server."""
         state = dict(self.__dict__)
-        state.update(gateway=None, base_url="", _client=None, _stack=ExitStack())
+        state.update(gateway=None, base_url="", _served=None, _serving_key=None, _rounds=set(), _mutex=None,
+                     _stack=ExitStack())
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _mutex=threading.Lock())
 
     def close(self) -> None:
         """Stop the server (the records stay in ``self.gateway``)."""
+        with self._mutex:
+            self._stop()
+
+    def _stop(self) -> None:
         self._stack.close()
         if self.gateway is not None:
             self.gateway.close()
-        self._client = None
+        self._serving_key = None
 
     # the trainer runs this environment's episodes where its generation runs: on a Ray run, on the rollout
     # workers (:meth:`rollout_part`, trajkit.cluster.split.RayRollouts.episodes), each over its own backend
     serves_generation = True
 
+    # two rounds may run at once, from different threads (an asynchronous trainer's overlapping batches,
+    # :mod:`trajkit.rl.producer`): they share the gateway, each waits for its own sessions' requests only
+    concurrent_rollouts = True
+
     def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
-        samples = self.rollout_part(generate, prompts, params, self.next_round(), 0)
+        samples = self.rollout_part(generate, prompts, params, self.next_round(generate), 0)
         self.check_round(samples)
         return samples
 
-    def next_round(self) -> int:
-        """A new round's number (its runs' session ids ``run-ROUND-I``, and so their calls' seeds)."""
-        self._round += 1
-        return self._round
+    def next_round(self, generate: Generate | None = None) -> int:
+        """A new round's number (its runs' session ids ``run-ROUND-I``, and so their calls' seeds): the one the
+        trainer reserved on ``generate`` (:attr:`GenerationClient.round`, taken once), else the counter's next.
+        The counter counts every number handed out, reserved ones included."""
+        reserved = getattr(generate, "round", None)
+        if reserved is not None:
+            generate.round = None
+            return reserved
+        with self._mutex:
+            self._round += 1
+            return self._round
 
     def rollout_part(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams, round_no: int,
                      first: int) -> list[Sample]:
@@ -201,20 +268,21 @@ class GatewayEnv:
         the round's other rows: a Ray rollout worker runs its slice); each run's session id, and so each call's
         seed, is the one it has when the whole round runs here. Failed runs are empty samples; the round's
         verdict on them is :meth:`check_round`'s, over all its rows."""
-        gateway = self.serve(as_client(generate))
-        forced = Forced(params.temperature, params.seed, params.max_new_tokens)
-        runs = [HarnessRun(self.base_url, f"{self._prefix}-{round_no}-{first + i}", self.model, _task_text(p),
-                           dict(p.columns)) for i, p in enumerate(prompts)]
-        for r in runs:
-            gateway.sessions.open(r.api_key, self.model, forced)
-        outcomes = self._run_all(runs)
-        self._check_alive()
-        gateway.scheduler.drain(self.timeout_s)
-        return [self._sample(p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
+        with self._round_of(as_client(generate), round_no) as gateway:
+            forced = Forced(params.temperature, params.seed, params.max_new_tokens)
+            runs = [HarnessRun(self.base_url, f"{self._prefix}-{round_no}-{first + i}", self.model, _task_text(p),
+                               dict(p.columns)) for i, p in enumerate(prompts)]
+            for r in runs:
+                gateway.sessions.open(r.api_key, self.model, forced, tag=round_no)
+            outcomes = self._run_all(runs)
+            self._check_alive(gateway)
+            gateway.scheduler.drain(self.timeout_s, tag=round_no)  # this round's requests, not another's
+            return [self._sample(gateway, p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
 
     def check_round(self, samples: Sequence[Sample]) -> None:
         """A round whose every run failed raises :class:`HarnessError` (unless ``raise_when_all_fail`` is
-        False); some failed runs: a warning naming the first."""
+        False); some failed runs: a warning naming the first. It reads only ``samples`` (its own round's),
+        so rounds running at once on other threads check theirs apart."""
         errors = [s.metadata["harness_error"] for s in samples if "harness_error" in s.metadata]
         if errors and len(errors) == len(samples) and self.raise_when_all_fail:
             raise HarnessError(f"task {self.name}: every harness run of this round failed; first: {errors[0]}")
@@ -233,8 +301,8 @@ class GatewayEnv:
         return [f.result() if f in done else (None, f"run {r.api_key}: still running after {self.timeout_s:g} s "
                                                      "(abandoned)") for f, r in zip(futures, runs)]
 
-    def _check_alive(self) -> None:
-        error = self.gateway.scheduler.error
+    def _check_alive(self, gateway: Gateway) -> None:
+        error = gateway.scheduler.error
         if error is not None:
             raise EnvironmentDied(f"task {self.name}: the gateway's scheduler thread died during the round; its "
                                   f"traceback:\n{error}")
@@ -245,8 +313,8 @@ class GatewayEnv:
         except Exception as exc:  # noqa: BLE001 - one failed run is one empty sample, never the whole step
             return None, f"{type(exc).__name__}: {exc}"
 
-    def _sample(self, prompt: Prompt, run: HarnessRun, output: Any, error: str | None) -> Sample:
-        session = self.gateway.sessions.find(run.api_key)
+    def _sample(self, gateway: Gateway, prompt: Prompt, run: HarnessRun, output: Any, error: str | None) -> Sample:
+        session = gateway.sessions.find(run.api_key)
         records = session.records if session is not None else []
         columns = {**prompt.columns, "harness_output": None if output is None else str(output)}
         meta = {"session": run.api_key, "prompt_index": prompt.index, "calls": len(records), "columns": columns}

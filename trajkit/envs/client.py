@@ -11,7 +11,10 @@ outside programs (the agent env's gateway, :mod:`trajkit.envs.agent`) needs and 
 - ``versions``: the ``policy_version`` of every call made through the client, in order (an asynchronous
   trainer's weights can change between two calls of one episode);
 - ``record``: told the :class:`~trajkit.engine.types.GenerationStats` of every call (the step's ``gen/*``
-  counters), for calls made through ``generate`` and through a session.
+  counters), for calls made through ``generate`` and through a session;
+- ``round``: the number of the next round an environment that numbers its rounds (the gateway environments)
+  runs through this client, when the trainer reserved it (an asynchronous trainer does, in step order:
+  :mod:`trajkit.rl.producer`); None: the environment's own next number.
 
 Nothing else of the trainer is visible: no rollout, no config.
 
@@ -47,13 +50,18 @@ class GenerationClient:
     lock: threading.RLock = field(default_factory=threading.RLock)
     record: Callable[[Any], None] = _ignore
     versions: list[int] = field(default_factory=list)
+    round: int | None = None
 
     def __call__(self, prompt_ids: list[list[int]], params):
         with self.lock:
             out = self.backend.generate(prompt_ids, params)
+        self.count(out)
+        return out
+
+    def count(self, out) -> None:
+        """Count one backend call's output (its stats and version) as this client's."""
         self.record(out.stats)
         self.versions.append(getattr(out, "policy_version", -1))
-        return out
 
     @property
     def sessions(self) -> bool:
@@ -69,15 +77,58 @@ class GenerationClient:
 
 
 class ServedBackend:
-    """A :class:`GenerationClient`'s backend for :class:`trajkit.gateway.Gateway`: ``generate`` goes through the
-    client (counted); ``session()`` exists only where the backend has sessions (else the gateway batches whole
-    calls); everything else (``policy_version``, ``vocab_size``, the prefix cache, ...) is the backend's."""
+    """A :class:`GenerationClient`'s backend for :class:`trajkit.gateway.Gateway`: ``generate`` holds the
+    client's lock; ``session()`` exists only where the backend has sessions (else the gateway batches whole
+    calls); everything else (``policy_version``, ``vocab_size``, the prefix cache, ...) is the backend's.
+
+    Counting: every engine call is counted (its stats recorded, a whole call's version appended) in the
+    clients of the tags it serves (:meth:`route`; the scheduler tells :meth:`serves` whose rows it computes,
+    :mod:`trajkit.gateway.scheduler`): a whole ``generate`` call in every routed client with a row in it, a
+    step-wise session (recorded by reference, once per client: its counters grow as it steps) in every routed
+    client with a row admitted to it. A call that serves two tags (two rounds' requests in one batch) counts
+    whole in each of them. Rows of no routed tag count in every routed client, or in the client the backend
+    was made from when none is routed. With one tag routed at a time, every call counts in that client
+    exactly once, as through the client itself."""
 
     def __init__(self, client: GenerationClient):
         self._client = client
+        self._routes: dict[object, GenerationClient] = {}
+        self._mutex = threading.Lock()  # routes change on the rounds' threads; the scheduler's reads them
+        self._tags: list = []  # whose rows the next whole call computes
+        self._open = None  # the step-wise session in progress: its stats and the clients told of it
+        self._told: set[int] = set()
+
+    def route(self, tag, client: GenerationClient) -> None:
+        """Count the calls that serve ``tag``'s requests in ``client``."""
+        with self._mutex:
+            self._routes[tag] = client
+
+    def unroute(self, tag) -> None:
+        with self._mutex:
+            self._routes.pop(tag, None)
+
+    def _targets(self, tags) -> list[GenerationClient]:
+        with self._mutex:
+            out = {id(c): c for c in (self._routes.get(t) for t in tags) if c is not None}
+            if any(t not in self._routes for t in tags):
+                out.update((id(c), c) for c in self._routes.values())
+            return list(out.values()) or [self._client]
+
+    def serves(self, tags) -> None:
+        """The scheduler's next whole call, or its rows just admitted to the open session, serve ``tags``."""
+        self._tags = list(tags)
+        if self._open is not None:
+            for c in self._targets(self._tags):
+                if id(c) not in self._told:
+                    self._told.add(id(c))
+                    c.record(self._open)
 
     def generate(self, prompt_ids, params=None):
-        return self._client(prompt_ids, params)
+        with self._client.lock:
+            out = self._client.backend.generate(prompt_ids, params)
+        for c in self._targets(self._tags):
+            c.count(out)
+        return out
 
     def __getattr__(self, name: str):
         backend = self._client.backend
@@ -89,7 +140,7 @@ class ServedBackend:
 
     def _session(self):
         session = self._client.backend.session()
-        self._client.record(session.stats)  # the session's counters grow as it steps; recorded once, by reference
+        self._open, self._told = session.stats, set()  # recorded by reference when rows join (serves)
         return session
 
 

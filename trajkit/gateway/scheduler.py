@@ -24,6 +24,11 @@ batch is empty again, so a weight load (:meth:`Scheduler.update_weights`, or a t
 lock) happens only when no row is in flight, and each record's ``policy_version`` is the version of the
 weights that sampled all of its tokens. ``update_weights`` also stops admission while it waits, so the
 running rows drain and a steady stream of requests cannot starve it.
+
+Owners: a job may carry a ``tag`` (who it is for: an RL round's number, :mod:`trajkit.envs.agent`).
+:meth:`Scheduler.drain` can wait for one tag's jobs only, and an engine that defines ``serves(tags)`` is told,
+on the scheduler thread, whose rows each engine call computes: before a whole ``generate`` call, and after
+each admission into a step-wise session (so it can count the call's work for the rounds it serves).
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ from dataclasses import dataclass, field
 from trajkit.engine import SamplingParams
 from trajkit.engine.types import Completion
 
+_EVERY = object()  # drain(): every job, whatever its tag
 OnTokens = Callable[[int, list[int]], None]  # (choice index, new token ids), called on the scheduler thread
 
 
@@ -58,6 +64,7 @@ class Job:
     admitted: float = 0.0
     batch_rows: int = 0
     first_token: float = 0.0  # when the first token of any choice was sampled
+    tag: object = None  # who the job is for (module docstring: owners)
 
 
 @dataclass
@@ -89,20 +96,23 @@ class Scheduler:
         self._by_row: dict[int, tuple[Job, int]] = {}  # session row id -> (job, choice index)
         self._idle = threading.Condition()
         self._pending = 0
+        self._pending_by_tag: dict[object, int] = {}  # jobs queued or running, per tag
         self.calls = 0
         self.error: str | None = None  # the traceback of the error that stopped the thread (None: running)
         self._thread = threading.Thread(target=self._guarded_loop, name="trajkit-gateway-scheduler", daemon=True)
         self._thread.start()
 
-    def submit(self, prompt_ids: list[int], params: list[SamplingParams], on_tokens: OnTokens | None = None) -> Future:
+    def submit(self, prompt_ids: list[int], params: list[SamplingParams], on_tokens: OnTokens | None = None,
+               tag: object = None) -> Future:
         """Queue one job; its future gets a :class:`JobResult`. ``on_tokens(choice, ids)`` (optional) is called
-        on the scheduler thread with each choice's new tokens as they are sampled."""
-        job = Job(list(prompt_ids), list(params), on_tokens)
+        on the scheduler thread with each choice's new tokens as they are sampled; ``tag``: who it is for."""
+        job = Job(list(prompt_ids), list(params), on_tokens, tag=tag)
         with self._idle:
             if self.error is not None:
                 job.future.set_exception(self._died())
                 return job.future
             self._pending += 1
+            self._pending_by_tag[tag] = self._pending_by_tag.get(tag, 0) + 1
             self._queue.put(job)  # under the lock: a job is either queued before a death is noted, or refused
         return job.future
 
@@ -137,9 +147,7 @@ class Scheduler:
         for job in jobs.values():
             if not job.future.done():
                 job.future.set_exception(self._died())
-        with self._idle:
-            self._pending -= len(jobs)
-            self._idle.notify_all()
+        self._settled(list(jobs.values()))
 
     def update_weights(self, state_dict) -> int:
         """Load new weights between engine calls (the running call drains first); the new version."""
@@ -153,10 +161,30 @@ class Scheduler:
                 self._updates_waiting -= 1
                 self._idle.notify_all()
 
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until no job is queued or running; False on timeout."""
+    def drain(self, timeout: float | None = None, tag: object = _EVERY) -> bool:
+        """Wait until no job is queued or running (with ``tag``: none of that tag's); False on timeout."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+            if tag is _EVERY:
+                return self._idle.wait_for(lambda: self._pending == 0, timeout)
+            return self._idle.wait_for(lambda: not self._pending_by_tag.get(tag), timeout)
+
+    def _settled(self, jobs: list[Job]) -> None:
+        """``jobs`` are finished (done, failed or refused): no longer pending."""
+        with self._idle:
+            self._pending -= len(jobs)
+            for job in jobs:
+                left = self._pending_by_tag[job.tag] - 1
+                if left:
+                    self._pending_by_tag[job.tag] = left
+                else:
+                    del self._pending_by_tag[job.tag]
+            self._idle.notify_all()
+
+    def _serving(self, jobs: list[Job]) -> None:
+        """Tell an engine that wants to know whose rows it computes (module docstring: owners)."""
+        serves = getattr(self.engine, "serves", None)
+        if serves is not None:
+            serves([j.tag for j in jobs])
 
     def close(self) -> None:
         self._queue.put(None)
@@ -188,9 +216,7 @@ class Scheduler:
             self._held = jobs  # what a death in the call leaves (_fail_waiting)
             self._run(jobs)
             self._held = []
-            with self._idle:
-                self._pending -= len(jobs)
-                self._idle.notify_all()
+            self._settled(jobs)
 
     def _run(self, jobs: list[Job]) -> None:
         prompts = [j.prompt_ids for j in jobs for _ in j.params]
@@ -198,6 +224,7 @@ class Scheduler:
         with self.lock:
             start = time.perf_counter()
             version = self.engine.policy_version
+            self._serving(jobs)
             try:
                 out = self.engine.generate(prompts, params)
             except Exception as exc:  # noqa: BLE001 - handed to the waiting request, never kills the loop
@@ -298,6 +325,7 @@ class Scheduler:
                 for job in jobs:
                     self._admit([job])
             return
+        self._serving(jobs)
         self.calls += 1  # in continuous mode a "call" is one admission (one prefill of the jobs that joined)
         now, at = time.perf_counter(), 0
         for job in jobs:
@@ -338,6 +366,4 @@ class Scheduler:
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)
-        with self._idle:
-            self._pending -= 1
-            self._idle.notify_all()
+        self._settled([job])

@@ -153,7 +153,8 @@ class Gateway:
     async def _generate(self, prep: Prepared, live: Live | None, blocks: bool) -> JobResult:
         """Queue the job; with ``live``, hand it each choice's safe text as the tokens arrive."""
         if live is None:
-            return await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params))
+            return await asyncio.wrap_future(self.scheduler.submit(prep.prompt_ids, prep.params,
+                                                                   tag=prep.session.tag))
         loop = asyncio.get_running_loop()
         def decode(ids: list[int]) -> str:
             return prep.forced + self._decode(ids)
@@ -165,7 +166,7 @@ class Gateway:
                 live.text(k, delta)
 
         future = self.scheduler.submit(prep.prompt_ids, prep.params,
-                                       lambda k, ids: loop.call_soon_threadsafe(push, k, ids))
+                                       lambda k, ids: loop.call_soon_threadsafe(push, k, ids), prep.session.tag)
         live.start()
         return await asyncio.wrap_future(future)
 

@@ -83,6 +83,7 @@ class Session:
     texts: list[tuple[str, list[int]]] = field(default_factory=list, repr=False)  # (decoded text, ids)
     calls: int = 0  # requests prepared so far (records count only the finished ones)
     forced: Forced | None = None  # set when the session is opened for an RL round (SessionStore.open)
+    tag: object = None  # who its requests are for (an RL round's number): the scheduler's job tag
 
     def next_call(self) -> int:
         """The index of a new request in this session (0, 1, ...), counted when it is prepared."""
@@ -125,12 +126,13 @@ class SessionStore:
                            "(use a new x-session-id or API key)", param="model", status=409, code="session_model")
         return s
 
-    def open(self, sid: str, model: str, forced: Forced | None = None) -> Session:
-        """A new session ``sid`` whose requests are sampled as ``forced`` says; an existing one is refused."""
+    def open(self, sid: str, model: str, forced: Forced | None = None, tag: object = None) -> Session:
+        """A new session ``sid`` whose requests are sampled as ``forced`` says and tagged ``tag`` (the
+        scheduler's :meth:`~trajkit.gateway.scheduler.Scheduler.drain` by tag); an existing one is refused."""
         with self._lock:
             if sid in self._sessions:
                 raise ValueError(f"session {sid!r} is open already")
-            s = self._sessions[sid] = Session(sid, model, forced=forced)
+            s = self._sessions[sid] = Session(sid, model, forced=forced, tag=tag)
         return s
 
     def find(self, sid: str) -> Session | None:

@@ -18,12 +18,15 @@ episode before the next begins). Within a batch the environment runs the episode
 batched engine call per turn; a latency or tool wait per episode, the batch's longest). Engine calls of
 different batches take turns on the one engine under ``Rollout.lock``; a wait (tool call, sandbox, the
 latency env's sleep) happens outside it. Each batch has its own client (:meth:`Rollout.batch_client`:
-its calls and versions), draws its prompts in the producer's loop thread in step order, and keeps its
-per-row seeds, so a sample does not depend on the interleaving, only on the weights that sampled it. The
-trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays
+its calls and versions), made on the trainer's thread in step order as admission allows (with the round
+number an environment that numbers its rounds reserves for it: a gateway environment's session ids
+``run-ROUND-I`` seed its calls), draws its prompts in the producer's loop thread in step order, and keeps
+its per-row seeds, so a sample does not depend on the interleaving, only on the weights that sampled it.
+The trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays
 exact for resume. One batch at a time instead (:func:`batches_in_flight`) when dynamic sampling refills
 a batch from the stream (a later batch's prompts would depend on the timing) or the environment does not
-declare ``concurrent_rollouts`` (the gateway environments: one server, restarted per client).
+declare ``concurrent_rollouts`` (the single-turn, tool and gateway environments do; the gateway ones share
+one gateway, each round waiting for its own requests: :mod:`trajkit.envs.agent`).
 
 Partial rollouts: the trainer pushes new weights after each update without waiting for the producer's
 episodes. A push waits only for the engine call in progress (every call holds ``Rollout.lock``); an
@@ -42,6 +45,7 @@ import threading
 from dataclasses import dataclass, field
 
 from trajkit.envs.sample import Sample
+from trajkit.rl.rollout import CountingClient
 from trajkit.rl.stages import DATA, GENERATION, WEIGHT_SYNC, StageTimer
 from trajkit.rl.state import TrainState
 from trajkit.rl.step import StepResult, data_rows, generate_batch, learn
@@ -70,7 +74,7 @@ def batches_in_flight(t: TrainState) -> int:
     """How many batches the producer may generate at once: ``K + 1`` (every batch admission allows), or 1
     when a batch's refills draw from the stream (``rollout.dynamic_sampling``: a later batch's prompts would
     depend on the timing) or the environment's ``rollout`` is not safe to run from two threads at once
-    (an environment says it is with ``concurrent_rollouts = True``; a gateway environment is not)."""
+    (an environment says it is with ``concurrent_rollouts = True``)."""
     cfg = t.cfg.rollout
     if cfg.dynamic_sampling or not getattr(t.task.env, "concurrent_rollouts", False):
         return 1
@@ -88,6 +92,11 @@ class Producer:
         self.version = start  # the trainer's policy version: updates applied and pushed
         self.next_step = start
         self.in_flight: dict[int, threading.Thread] = {}
+        # each batch's own client, made on the trainer's thread (_reserve); none with dynamic sampling, whose
+        # refill rounds run through the rollout's client one batch at a time
+        self.own_clients = not t.cfg.rollout.dynamic_sampling
+        self.clients: dict[int, CountingClient] = {}
+        self.reserved = start  # the first step without a client yet
         self.most_in_flight = 0  # the most batches generating at once so far (async/in_flight_max)
         self.ready: dict[int, Produced] = {}
         self.error: BaseException | None = None
@@ -95,8 +104,22 @@ class Producer:
         self.stopping = False
         self.cond = threading.Condition()
         t.stream.committed = t.stream.cursor
+        self._reserve()
         self.thread = threading.Thread(target=self._loop, name="trajkit-rollout-producer", daemon=True)
         self.thread.start()
+
+    def _reserve(self) -> None:
+        """Make the clients of the batches the trainer's version admits, in step order, on the trainer's thread
+        (the constructor and :meth:`advance`): an environment that numbers its rounds (a gateway environment:
+        session ids ``run-ROUND-I``, which seed the calls) gets each batch's round number here, so it depends
+        on the step and the trainer's schedule (its evaluations number their rounds from the same counter),
+        never on the timing of the batches' threads."""
+        if not self.own_clients:
+            return
+        number = getattr(self.t.task.env, "next_round", None)
+        while self.reserved <= self.version + self.k:
+            self.clients[self.reserved] = self.t.rollout.batch_client(number() if number is not None else None)
+            self.reserved += 1
 
     def _admitted(self) -> bool:
         return self.next_step - self.version <= self.k and len(self.in_flight) < self.limit
@@ -113,7 +136,8 @@ class Producer:
                     step, started = self.next_step, self.version
                     prompts = self.t.stream.take(self.t.cfg.rollout.prompts_per_step)
                     cursor, rows = self.t.stream.cursor, self.t.stream.drain_rows()
-                    worker = threading.Thread(target=self._batch, args=(step, started, prompts, cursor, rows),
+                    client = self.clients.pop(step, None)
+                    worker = threading.Thread(target=self._batch, args=(step, started, prompts, cursor, rows, client),
                                               name=f"trajkit-rollout-batch-{step}", daemon=True)
                     self.in_flight[step] = worker
                     self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
@@ -122,12 +146,12 @@ class Producer:
         except BaseException as exc:  # noqa: BLE001 - handed to the trainer's thread by take()
             self._failed(exc)
 
-    def _batch(self, step: int, started: int, prompts, cursor: int, rows: list[int]) -> None:
-        """Generate batch ``step`` (a thread of its own). One batch at a time (``limit`` 1) uses the rollout's
-        client and reads the stream's cursor after its refills; several use a client each."""
+    def _batch(self, step: int, started: int, prompts, cursor: int, rows: list[int], client) -> None:
+        """Generate batch ``step`` (a thread of its own) through ``client`` (its own, :meth:`_reserve`; None:
+        the rollout's, with dynamic sampling). One batch at a time (``limit`` 1) reads the stream's cursor
+        after its refills."""
         try:
             t, timer = self.t, StageTimer()
-            client = t.rollout.batch_client() if self.limit > 1 else None
             with timer.stage(GENERATION):
                 samples, metrics = generate_batch(t, prompts, timer, step, client)
             if self.limit == 1:  # dynamic sampling's refills drew from the stream too
@@ -175,6 +199,7 @@ class Producer:
         """The trainer pushed the policy after ``version`` updates: admit the batches it allows."""
         with self.cond:
             self.version = version
+            self._reserve()
             self.cond.notify_all()
 
     def close(self, timeout_s: float | None = None) -> None:

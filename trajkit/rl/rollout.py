@@ -122,10 +122,11 @@ class Rollout:
         """This step's generate calls through :attr:`client` (a tool episode makes several)."""
         return self.client.calls
 
-    def batch_client(self) -> "CountingClient":
+    def batch_client(self, round_no: int | None = None) -> "CountingClient":
         """A client of one batch's own (its calls and versions apart from another batch's) on this backend
-        and lock: what the asynchronous producer gives each of the batches it has in flight at once."""
-        return CountingClient(self.backend, self.lock)
+        and lock: what the asynchronous producer gives each of its batches; ``round_no``: the round number
+        it reserved for the batch's environment (:attr:`GenerationClient.round`)."""
+        return CountingClient(self.backend, self.lock, round=round_no)
 
     def generate(self, prompt_ids: list[list[int]], params: SamplingParams):
         """One counted backend call (:attr:`client` as a method)."""
@@ -162,7 +163,7 @@ class Rollout:
         if remote is None or not getattr(task.env, "serves_generation", False):
             return task.env.rollout(client, rows, params)
         # a worker runs one call at a time: a weight load sent during the round waits for its end
-        round_no, timeout_s = task.env.next_round(), getattr(task.env, "timeout_s", None)
+        round_no, timeout_s = task.env.next_round(client), getattr(task.env, "timeout_s", None)
         samples, stats, versions = remote(rows, params, round_no, timeout_s)
         for s in stats:
             client.record(s)
