@@ -10,6 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from tests.rl.test_async import wait_for
 from trajkit.errors import ConfigError
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl import Trainer
@@ -270,13 +271,13 @@ def test_two_rounds_at_once_share_the_gateway_and_each_waits_for_its_own_request
 
     def harness(run: HarnessRun) -> str:
         if run.task == "HOLD":  # round 8: after round 7's calls, a call the engine holds
-            wait_for_event(lambda: len(called) == 2)
+            wait_for(lambda: len(called) == 2)
         reply = openai.OpenAI(base_url=run.base_url, api_key=run.api_key, max_retries=0).chat.completions.create(
             model=run.model, messages=[{"role": "user", "content": run.task}])
         with mutex:
             called.append(run.api_key)
         if run.task != "HOLD":  # round 7: returns once round 8's call is in the engine
-            wait_for_event(backend["held"].entered.is_set)
+            wait_for(backend["held"].entered.is_set)
         return reply.choices[0].message.content or ""
 
     task = AgentTask(ROWS, tok, harness, reward_funcs=[odd_length], timeout_s=60)
@@ -313,16 +314,6 @@ def test_two_rounds_at_once_share_the_gateway_and_each_waits_for_its_own_request
         tokens = sum(len(rec.choices[0].token_ids) for rec in records)
         assert sum(c.new_tokens for c in clients[r].calls) == tokens  # its own calls, not the other round's
         assert len(clients[r].versions) == len(clients[r].calls)
-
-
-def wait_for_event(predicate, timeout_s: float = 60.0) -> None:
-    """Poll ``predicate`` (a deadlock guard: the run fails instead of hanging)."""
-    event = threading.Event()
-    for _ in range(int(timeout_s / 0.002)):
-        if predicate():
-            return
-        event.wait(0.002)
-    raise AssertionError("the scripted interleaving did not happen")
 
 
 def test_a_served_backend_counts_each_engine_call_in_the_rounds_it_serves():
