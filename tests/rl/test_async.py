@@ -46,17 +46,23 @@ def test_staleness_zero_equals_sync_bitwise(tiny):
     assert moved  # the equality is of trained weights, not of two untouched copies
 
 
-def hold_updates_until_the_next_batch_is_made(trainer, steps: int) -> None:
-    """A scripted interleaving: update ``s`` starts only once the producer has made batch ``s + 1`` (which
-    K >= 1 admits at version ``s``), so every batch after the first is exactly one version stale."""
+def hold_updates(trainer, steps: int, next_made) -> None:
+    """A scripted interleaving: update ``s`` starts only once ``next_made(s + 1)`` says batch ``s + 1`` is
+    made (far enough along for the test), which K >= 1 admits at version ``s``: every batch after the first
+    is exactly one version stale."""
     learner = trainer.state.learner
     real_update = learner.update
 
     def held_update(step):
         if step + 1 < steps:
-            wait_for(lambda: step + 1 in trainer.producer.ready or trainer.producer.error is not None)
+            wait_for(lambda: next_made(step + 1))
         return real_update(step)
     learner.update = held_update
+
+
+def hold_updates_until_the_next_batch_is_made(trainer, steps: int) -> None:
+    """:func:`hold_updates` until the producer has handed batch ``s + 1`` over (or failed)."""
+    hold_updates(trainer, steps, lambda s: s in trainer.producer.ready or trainer.producer.error is not None)
 
 
 def test_staleness_one_trains_on_older_weights(tiny):
@@ -136,14 +142,7 @@ def test_bound_partial_rollouts_and_every_prompt_once(tiny):
     task = TwoCallTask(inner, lambda: holder["t"].state.rollout, cfg.seed, steps)
     trainer = Trainer(cfg, task=task, logger=False)
     holder["t"] = trainer
-    learner = trainer.state.learner
-    real_update = learner.update
-
-    def held_update(step):  # update `step` waits until batch step + 1 made its first call
-        if step + 1 < steps:
-            wait_for(task.first_call[step + 1].is_set)
-        return real_update(step)
-    learner.update = held_update
+    hold_updates(trainer, steps, lambda s: task.first_call[s].is_set())  # batch s made its first call
     try:
         results = [trainer.step_once() for _ in range(steps)]
     finally:

@@ -13,7 +13,7 @@ from trajkit.envs.agent import AgentTask, HarnessRun
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.trainer import Trainer
 
-from .test_async import SIGNAL, wait_for
+from .test_async import SIGNAL, hold_updates, wait_for
 
 
 def _agent_run(cfg, task, steps):
@@ -110,14 +110,7 @@ def test_gateway_batches_overlap_with_the_bound_held(tiny):
     harness = HeldHarness(k, p * g, steps + 2 * k + 4)
     task = AgentTask(rows, byte_tokenizer(), harness, reward_funcs=[odd_length], timeout_s=120)
     trainer = Trainer(cfg, task=task, logger=False)
-    learner = trainer.state.learner
-    real_update = learner.update
-
-    def held_update(step):  # update `step` waits until batch step + 1 made its calls: they are one version stale
-        if step + 1 < steps:
-            wait_for(harness.called[step + 1].is_set)
-        return real_update(step)
-    learner.update = held_update
+    hold_updates(trainer, steps, lambda s: harness.called[s].is_set())  # batch s made its calls: one version stale
     try:
         results = [trainer.step_once() for _ in range(steps)]
         most_in_flight = trainer.producer.most_in_flight
