@@ -22,7 +22,7 @@ def test_harbor_episodes_per_arm_run_the_same_trials(ray_cluster, smollm2_folder
     in-process engine and 2 Ray workers (each running its trial with a gateway over its own engine, continuous
     batching on both) sample the same tokens."""
     from tests.conftest import skip_or_fail
-    from trajkit.envs.harbor import nsbox
+    from trajkit.envs.sandbox import namespace as nsbox
 
     why = nsbox.available()
     if why:

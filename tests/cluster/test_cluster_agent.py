@@ -87,7 +87,7 @@ def test_harbor_trials_built_from_the_config_run_on_the_workers_as_in_process(tm
     from tests.conftest import skip_or_fail
     from tests.envs.harbor.conftest import SHIPPED
     from tests.envs.harbor.test_rl import harbor
-    from trajkit.envs.harbor import nsbox
+    from trajkit.envs.sandbox import namespace as nsbox
 
     why = nsbox.available()
     if why:

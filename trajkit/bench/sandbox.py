@@ -42,7 +42,7 @@ def _turn(tree: Path, rounds: int) -> list[dict]:
 
 
 def run(args) -> int:
-    from trajkit.envs.harbor.nsbox import available
+    from trajkit.envs.sandbox.namespace import available
 
     if available():
         print(f"bench sandbox: {available()}", file=sys.stderr)

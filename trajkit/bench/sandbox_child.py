@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def one_round(task, spec_for) -> dict:
-    from trajkit.envs.harbor.nsbox import NamespaceSandbox
+    from trajkit.envs.sandbox.namespace import NamespaceSandbox
     from trajkit.envs.harbor.trial import AGENTS, run_trial
 
     box = NamespaceSandbox(spec_for(task))

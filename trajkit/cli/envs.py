@@ -89,7 +89,7 @@ def _check_verifiers(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from trajkit.envs.harbor.slots import clean_stale
+    from trajkit.envs.sandbox.slots import clean_stale
 
     removed = clean_stale()
     for path in removed:

@@ -1,22 +1,13 @@
-"""The namespace sandbox needs root and util-linux (CI runs as root): without them its tests are skipped with
-the reason, or fail under ``TRAJKIT_REQUIRE_FIXTURES=1`` (tests/conftest.py :func:`skip_or_fail`)."""
+"""The Harbor tests' shared tasks and scripted policy (``needs_sandbox`` is in tests/envs/conftest.py)."""
 import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import skip_or_fail
-from trajkit.envs.harbor import nsbox
+from trajkit.envs.sandbox import namespace as nsbox
 
 SHIPPED = Path(nsbox.__file__).parents[1] / "tasks"  # trajkit/envs/tasks: the shipped Harbor task folders
 BROKEN = Path(__file__).with_name("broken")
-
-
-@pytest.fixture
-def needs_sandbox(request):
-    why = nsbox.available()
-    if why:
-        skip_or_fail(request, f"the namespace sandbox cannot run here: {why}")
 
 
 SOLVE = "```bash\nprintf 'Hello, Harbor!\\n' > /app/hello.txt\n```"

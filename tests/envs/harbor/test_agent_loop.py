@@ -11,7 +11,6 @@ import shutil
 
 import pytest
 
-from tests.envs.harbor.conftest import needs_sandbox  # noqa: F401 (fixture)
 from trajkit.cli.main import main
 
 FAMILIES = "write-file,upper-case"  # upper-case: a held-out family, generated for the held-out split only

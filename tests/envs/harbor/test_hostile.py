@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.envs.harbor.conftest import SHIPPED
-from trajkit.envs.harbor import launcher as launchers, netns, nsbox, slots
+from trajkit.envs.sandbox import launcher as launchers, namespace as nsbox, netns, slots
 from trajkit.envs.harbor.check import check_tasks
-from trajkit.envs.harbor.sandbox import Limits, SandboxError, SandboxSpec
+from trajkit.envs.sandbox.base import Limits, SandboxError, SandboxSpec
 from trajkit.envs.harbor.task import TaskError, load_task
 from trajkit.envs.harbor.trial import AGENTS, run_trial, sandbox_spec
 
@@ -327,8 +327,8 @@ def test_no_process_outlives_its_command(host, launcher):
 
 KILLED_TRAINER = """
 import sys, threading, time
-from trajkit.envs.harbor import launcher as launchers, netns, nsbox, slots
-from trajkit.envs.harbor.sandbox import Limits, SandboxSpec
+from trajkit.envs.sandbox import launcher as launchers, namespace as nsbox, netns, slots
+from trajkit.envs.sandbox.base import Limits, SandboxSpec
 sb = nsbox.NamespaceSandbox(SandboxSpec(limits=Limits(memory_mb=512, storage_mb=64)))
 sb.start()
 threading.Thread(target=sb.exec, args=("setsid sleep 300 & sleep 300",), kwargs={"timeout_s": 600}).start()

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from trajkit.envs.harbor import shell_agent as shell_module
-from trajkit.envs.harbor.sandbox import Sandbox, SandboxError
+from trajkit.envs.sandbox.base import Sandbox, SandboxError
 from trajkit.envs.harbor.task import HarborTask
 from trajkit.envs.harbor.trial import Agent, AgentResult
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from trajkit.envs.harbor.sandbox import bad_variable, inside_root
+from trajkit.envs.sandbox.base import bad_variable, inside_root
 from trajkit.errors import InputError
 
 IGNORED = {"FROM", "LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "USER", "SHELL", "VOLUME", "HEALTHCHECK",

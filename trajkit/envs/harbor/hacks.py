@@ -31,7 +31,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trajkit.envs.harbor.sandbox import Sandbox
+from trajkit.envs.sandbox.base import Sandbox
 from trajkit.envs.harbor.task import HarborTask
 from trajkit.envs.harbor.trial import AgentResult, oracle_agent
 

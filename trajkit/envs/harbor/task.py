@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trajkit.envs.harbor.sandbox import bad_variable, inside_root
+from trajkit.envs.sandbox.base import bad_variable, inside_root
 from trajkit.errors import InputError
 
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec

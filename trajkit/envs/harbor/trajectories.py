@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from trajkit.envs.harbor.evaluate import family_of
-from trajkit.envs.harbor.sandbox import Sandbox
+from trajkit.envs.sandbox.base import Sandbox
 from trajkit.envs.harbor.shell_agent import SYSTEM
 from trajkit.envs.harbor.task import HarborTask, read_text
 from trajkit.envs.harbor.trial import AgentResult, run_trial

@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trajkit.envs.harbor.dockerfile import parse_dockerfile
-from trajkit.envs.harbor.backends import make_sandbox
-from trajkit.envs.harbor.sandbox import SYSTEM_PATH, ExecResult, Limits, Sandbox, SandboxSpec
+from trajkit.envs.sandbox.registry import make_sandbox
+from trajkit.envs.sandbox.base import SYSTEM_PATH, ExecResult, Limits, Sandbox, SandboxSpec
 from trajkit.envs.harbor.task import HarborTask, read_text
 from trajkit.errors import TrajkitError
 

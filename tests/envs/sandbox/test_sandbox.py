@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from trajkit.envs.harbor import docker, nsbox
-from trajkit.envs.harbor.backends import make_sandbox
-from trajkit.envs.harbor.sandbox import Limits, SandboxError, SandboxSpec
+from trajkit.envs.sandbox import docker, namespace as nsbox
+from trajkit.envs.sandbox.registry import make_sandbox
+from trajkit.envs.sandbox.base import Limits, SandboxError, SandboxSpec
 
 
 @pytest.fixture(params=["namespace", "docker"])

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from trajkit.envs.harbor.sandbox import SandboxError
+from trajkit.envs.sandbox.base import SandboxError
 
 UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
 PREFIX = "trajkit-sbx-"

@@ -2,9 +2,9 @@
 
 A sandbox is started once per trial, runs commands (``exec``, each under its own time limit, as a user, with
 extra environment variables), takes files in (``upload``) and gives files back (``download``), and is
-stopped, after which nothing of it remains on the host. Implementations: :class:`~trajkit.envs.harbor.nsbox.
-NamespaceSandbox` (no daemon: namespaces, overlayfs, chroot), :class:`~trajkit.envs.harbor.docker.DockerSandbox`
-(when a Docker daemon answers). :func:`trajkit.envs.harbor.backends.make_sandbox` picks one by name.
+stopped, after which nothing of it remains on the host. Implementations: :class:`~trajkit.envs.sandbox.namespace.
+NamespaceSandbox` (no daemon: namespaces, overlayfs, chroot), :class:`~trajkit.envs.sandbox.docker.DockerSandbox`
+(when a Docker daemon answers). :func:`trajkit.envs.sandbox.registry.make_sandbox` picks one by name.
 """
 from __future__ import annotations
 

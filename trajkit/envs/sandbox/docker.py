@@ -14,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-from trajkit.envs.harbor.sandbox import MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
+from trajkit.envs.sandbox.base import MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
 
 DEFAULT_IMAGE = "python:3.11-slim"
 

@@ -14,7 +14,7 @@ time of the process that made it). Each ``exec`` is:
 2. in there, ``mount -t overlay`` (lower = the host's ``/``, upper = the trial's tmpfs), a fresh ``/proc``, a
    tmpfs ``/dev`` holding only null, zero, full, random, urandom and tty, an empty ``/sys``; ``lo`` up;
 3. the launcher (``launch.c``, built once with the host's C compiler into trajkit's cache; else the same steps
-   in :mod:`trajkit.envs.harbor.launch` on the host's Python) as the namespace's pid 1 (host root, which no sandbox
+   in :mod:`trajkit.envs.sandbox.launch` on the host's Python) as the namespace's pid 1 (host root, which no sandbox
    process can signal or trace): its child enters a user namespace mapping uids ``0 .. UID_SPAN-1`` to the
    sandbox's host uids, sets the limits (address space = ``memory_mb``, file size, process count = ``nproc``,
    open files), ``chroot``s, keeps of its capabilities only Docker's default set less ``sys_chroot`` and
@@ -43,10 +43,10 @@ import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from trajkit.envs.harbor.launcher import launcher
-from trajkit.envs.harbor.netns import SLIRP_DNS, attach_network, network_available
-from trajkit.envs.harbor.sandbox import MAX_OUTPUT, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
-from trajkit.envs.harbor.slots import UID_SPAN, claim_slot, uid_base, clean_stale, kill_range, remove, run
+from trajkit.envs.sandbox.launcher import launcher
+from trajkit.envs.sandbox.netns import SLIRP_DNS, attach_network, network_available
+from trajkit.envs.sandbox.base import MAX_OUTPUT, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
+from trajkit.envs.sandbox.slots import UID_SPAN, claim_slot, uid_base, clean_stale, kill_range, remove, run
 
 VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var")
 MOUNTED = ("proc", "dev", "sys")
@@ -242,8 +242,8 @@ class NamespaceSandbox:
     def expose(self, port: int) -> str:
         """Make the host's ``127.0.0.1:port`` (the gateway) reachable from the next commands as
         ``127.0.0.1:port`` inside, without a network: a Unix socket in ``/run/trajkit`` (bind-mounted) and a
-        relay started beside each command (:mod:`trajkit.envs.harbor.relay`). Returns the ``host:port`` to use inside."""
-        from trajkit.envs.harbor import relay
+        relay started beside each command (:mod:`trajkit.envs.sandbox.relay`). Returns the ``host:port`` to use inside."""
+        from trajkit.envs.sandbox import relay
 
         gw = self.root / "gw"
         gw.mkdir(mode=0o755, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Which launcher the namespace sandbox runs (:mod:`trajkit.envs.harbor.launch`'s steps), and building the compiled one.
+"""Which launcher the namespace sandbox runs (:mod:`trajkit.envs.sandbox.launch`'s steps), and building the compiled one.
 
 The compiled ``launch.c`` is built once per source version with the host's C compiler into
 ``$TRAJKIT_CACHE/sandbox`` (it runs as root, so it is used only from a folder and a file no one else can write);
@@ -14,7 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
-from trajkit.envs.harbor.sandbox import SandboxError
+from trajkit.envs.sandbox.base import SandboxError
 
 LAUNCHER = Path(__file__).with_name("launch.py")
 LAUNCHER_C = Path(__file__).with_name("launch.c")

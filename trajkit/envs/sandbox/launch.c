@@ -1,5 +1,5 @@
 /* The namespace sandbox's launcher, compiled: the same arguments and the same steps as launch.py (read its
- * docstring), without a Python start on every exec (about 20 ms here). trajkit.envs.harbor.nsbox builds it once per
+ * docstring), without a Python start on every exec (about 20 ms here). trajkit.envs.sandbox.namespace builds it once per
  * source version with the host's C compiler into trajkit's cache and uses launch.py where it cannot; the
  * hostile tests run both.
  *

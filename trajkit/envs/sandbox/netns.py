@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from trajkit.envs.harbor.sandbox import SandboxError
+from trajkit.envs.sandbox.base import SandboxError
 
 NET_TOOL = "slirp4netns"  # only for tasks with the network (Debian: slirp4netns)
 SLIRP_DNS = "10.0.2.3"
