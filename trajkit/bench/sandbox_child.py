@@ -13,7 +13,10 @@ from pathlib import Path
 
 
 def one_round(task, spec_for) -> dict:
-    from trajkit.envs.sandbox.namespace import NamespaceSandbox
+    try:
+        from trajkit.envs.sandbox.namespace import NamespaceSandbox
+    except ImportError:  # a baseline from before the sandbox had its own package
+        from trajkit.envs.harbor.nsbox import NamespaceSandbox
     from trajkit.envs.harbor.trial import AGENTS, run_trial
 
     box = NamespaceSandbox(spec_for(task))
