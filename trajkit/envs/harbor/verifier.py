@@ -7,7 +7,11 @@ agent left there, a symlink in their place included, is gone) and uploads ``test
 sandbox's root, in the workdir:
 
 1. makes the verifier's home, temporary folder and XDG folders under :data:`VERIFIER_ROOT` (the agent never
-   saw them: a ``~/.sqliterc``, ``~/.curlrc``, ``~/.jq`` or ``~/.gitconfig`` it wrote in ``/root`` is not read);
+   saw them), and moves the dot-entries the agent left in ``/root`` to :data:`AGENT_HOME`: ``/root`` is the
+   password entry's home, which some tools read whatever ``$HOME`` says (``sqlite3`` reads ``~/.sqliterc``
+   from ``getpwuid``, ``curl`` falls back to it, ``ssh`` uses nothing else). So a ``.sqliterc``, ``.curlrc``,
+   ``.jq``, ``.gitconfig``, ``.bashrc`` the agent wrote is read by no tool of the verifier's, and a task whose
+   output is such a file reads it, on purpose, from :data:`AGENT_HOME`;
 2. removes every symbolic link the agent left in the trees it writes (everything but the userland and the
    kernel's folders) whose real path (``realpath -m``, inside the sandbox) lies in ``/tests``, ``/logs/verifier``
    or :data:`VERIFIER_ROOT`: an answer file that is a link to the expected file ``/tests`` brings is gone, a
@@ -36,6 +40,7 @@ TMPDIR = f"{VERIFIER_ROOT}/tmp"
 XDG = {"XDG_CONFIG_HOME": f"{HOME}/.config", "XDG_CACHE_HOME": f"{HOME}/.cache",
        "XDG_DATA_HOME": f"{HOME}/.local/share", "XDG_STATE_HOME": f"{HOME}/.local/state"}
 # Python reads no user site-packages, puts no script folder or working directory on sys.path, writes no bytecode
+AGENT_HOME = f"{VERIFIER_ROOT}/agent-home"  # the dot-entries the agent left in /root, moved out of the tools' way
 PYTHON_ISOLATION = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 FROM_IMAGE = re.compile(r"LANG|LANGUAGE|LC_[A-Z]+|TERM|TZ")  # the image's variables a verifier may keep
 SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,:+@=-]*")  # no '/': a locale or zone named by a path would be read from it
@@ -46,9 +51,10 @@ LINKS = (r"find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /usr
          r"-o -path /bin -o -path /sbin -o -path '/lib*' -o -path /tests -o -path /logs/verifier "
          rf"-o -path {VERIFIER_ROOT} \) -prune -o -type l -print0")
 # One realpath per link in bash (a batch would misalign on a link realpath cannot resolve, e.g. a loop)
-UNLINK = ("mapfile -d '' L < <(" + LINKS + " 2>/dev/null); for l in \"${L[@]}\"; do "
+UNLINK = (LINKS + " 2>/dev/null | while IFS= read -r -d '' l; do "
           "r=$(realpath -m -- \"$l\" 2>/dev/null) || continue; case $r in "
           + "|".join(f"{g}|{g}/*" for g in GUARDED) + ") rm -f -- \"$l\";; esac; done")
+MOVE_DOTFILES = f"find /root -mindepth 1 -maxdepth 1 -name '.*' -exec mv -t {AGENT_HOME} -- {{}} +"
 
 
 def verifier_env(task: HarborTask, image_env: dict[str, str]) -> dict[str, str]:
@@ -70,7 +76,8 @@ def verifier_command(env: dict[str, str]) -> str:
     """The one command of the verifier's phase (module docstring, steps 1-3)."""
     folders = " ".join(shlex.quote(p) for p in (HOME, *XDG.values()))
     assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    prepare = (f"mkdir -p -m 755 {folders} && mkdir -m 1777 {TMPDIR} && {UNLINK}")
+    prepare = (f"mkdir -p -m 755 {folders} {AGENT_HOME} && mkdir -m 1777 {TMPDIR} && {UNLINK}; "
+               f"{MOVE_DOTFILES}")
     return (f"/bin/bash -c {shlex.quote(prepare)} </dev/null >/dev/null 2>&1; "
             f"exec /usr/bin/env -i {assignments} bash /tests/test.sh")
 
