@@ -32,7 +32,7 @@ def make_task(root, name: str, test_sh: str, solve_sh: str, toml: str = "", dock
 
 def command_agent(command: str):
     def hack(task, box):
-        return AgentResult([box.exec(command, timeout_s=30.0)])
+        return AgentResult([box.exec(command, timeout_s=task.agent.timeout_sec)])
     return hack
 
 
