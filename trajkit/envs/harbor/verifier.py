@@ -64,8 +64,8 @@ def verifier_env(task: HarborTask, image_env: dict[str, str]) -> dict[str, str]:
     >>> from trajkit.envs.harbor.task import Environment, HarborTask, Phase
     >>> t = HarborTask(Path("t"), "t", "Do it.", Phase(), Phase(env={"ANSWER": "42"}), Phase(), Environment())
     >>> env = verifier_env(t, {"LC_ALL": "C", "LANG": "/app/evil", "PYTHONPYCACHEPREFIX": "/app/c", "TZ": "UTC"})
-    >>> env["HOME"], env["TMPDIR"], env["LC_ALL"], env["TZ"], env["ANSWER"], "LANG" in env, "PYTHONPYCACHEPREFIX" in env
-    ('/verifier/home', '/verifier/tmp', 'C', 'UTC', '42', False, False)
+    >>> env["HOME"], env["TMPDIR"], env["LC_ALL"], env["TZ"], env["ANSWER"], env["LANG"], "PYTHONPYCACHEPREFIX" in env
+    ('/verifier/home', '/verifier/tmp', 'C', 'UTC', '42', 'C.UTF-8', False)
     """
     kept = {k: v for k, v in image_env.items() if FROM_IMAGE.fullmatch(k) and SAFE_VALUE.fullmatch(v)}
     return {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "TERM": "dumb", **kept, "HOME": HOME, "TMPDIR": TMPDIR,
