@@ -39,20 +39,22 @@ HOME = f"{VERIFIER_ROOT}/home"
 TMPDIR = f"{VERIFIER_ROOT}/tmp"
 XDG = {"XDG_CONFIG_HOME": f"{HOME}/.config", "XDG_CACHE_HOME": f"{HOME}/.cache",
        "XDG_DATA_HOME": f"{HOME}/.local/share", "XDG_STATE_HOME": f"{HOME}/.local/state"}
-# Python reads no user site-packages, puts no script folder or working directory on sys.path, writes no bytecode
 AGENT_HOME = f"{VERIFIER_ROOT}/agent-home"  # the dot-entries the agent left in /root, moved out of the tools' way
+# Python reads no user site-packages, puts no script folder or working directory on sys.path, writes no bytecode
 PYTHON_ISOLATION = {"PYTHONNOUSERSITE": "1", "PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 FROM_IMAGE = re.compile(r"LANG|LANGUAGE|LC_[A-Z]+|TERM|TZ")  # the image's variables a verifier may keep
-SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,:+@=-]*")  # no '/': a locale or zone named by a path would be read from it
+SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,:+@=-]*")  # no '/': a locale named by a path is read from that path
+SAFE_TZ = re.compile(r"(?!.*\.\.)[A-Za-z0-9_+-][A-Za-z0-9_+/.,:<>-]*")  # a zone name, not ':file', '/file' or '..'
 # Where the agent's links may not lead: the verifier's own folders, which the agent never saw
 GUARDED = ("/tests", "/logs/verifier", VERIFIER_ROOT)
 # Every symlink outside the host's userland, the kernel's folders and the verifier's fresh folders, NUL-separated
 LINKS = (r"find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /usr -o -path /etc -o -path /var "
          r"-o -path /bin -o -path /sbin -o -path '/lib*' -o -path /tests -o -path /logs/verifier "
          rf"-o -path {VERIFIER_ROOT} \) -prune -o -type l -print0")
-# One realpath per link in bash (a batch would misalign on a link realpath cannot resolve, e.g. a loop)
+# One realpath per link (a batch would misalign on a link realpath cannot resolve); a link it cannot resolve
+# (a loop, a name too long) is removed: the clean-up fails closed
 UNLINK = (LINKS + " 2>/dev/null | while IFS= read -r -d '' l; do "
-          "r=$(realpath -m -- \"$l\" 2>/dev/null) || continue; case $r in "
+          "r=$(realpath -m -- \"$l\" 2>/dev/null) || { rm -f -- \"$l\"; continue; }; case $r in "
           + "|".join(f"{g}|{g}/*" for g in GUARDED) + ") rm -f -- \"$l\";; esac; done")
 MOVE_DOTFILES = f"find /root -mindepth 1 -maxdepth 1 -name '.*' -exec mv -t {AGENT_HOME} -- {{}} +"
 
@@ -63,11 +65,15 @@ def verifier_env(task: HarborTask, image_env: dict[str, str]) -> dict[str, str]:
     >>> from pathlib import Path
     >>> from trajkit.envs.harbor.task import Environment, HarborTask, Phase
     >>> t = HarborTask(Path("t"), "t", "Do it.", Phase(), Phase(env={"ANSWER": "42"}), Phase(), Environment())
-    >>> env = verifier_env(t, {"LC_ALL": "C", "LANG": "/app/evil", "PYTHONPYCACHEPREFIX": "/app/c", "TZ": "UTC"})
+    >>> image = {"LC_ALL": "C", "LANG": "/app/evil", "PYTHONPYCACHEPREFIX": "/app/c", "TZ": "Europe/Paris"}
+    >>> env = verifier_env(t, image)
     >>> env["HOME"], env["TMPDIR"], env["LC_ALL"], env["TZ"], env["ANSWER"], env["LANG"], "PYTHONPYCACHEPREFIX" in env
-    ('/verifier/home', '/verifier/tmp', 'C', 'UTC', '42', 'C.UTF-8', False)
+    ('/verifier/home', '/verifier/tmp', 'C', 'Europe/Paris', '42', 'C.UTF-8', False)
+    >>> "TZ" in verifier_env(t, {"TZ": "../../app/zone"}), "TZ" in verifier_env(t, {"TZ": ":/app/zone"})
+    (False, False)
     """
-    kept = {k: v for k, v in image_env.items() if FROM_IMAGE.fullmatch(k) and SAFE_VALUE.fullmatch(v)}
+    kept = {k: v for k, v in image_env.items()
+            if FROM_IMAGE.fullmatch(k) and (SAFE_TZ if k == "TZ" else SAFE_VALUE).fullmatch(v)}
     return {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "TERM": "dumb", **kept, "HOME": HOME, "TMPDIR": TMPDIR,
             **XDG, **PYTHON_ISOLATION, **task.verifier.env}
 
@@ -76,8 +82,7 @@ def verifier_command(env: dict[str, str]) -> str:
     """The one command of the verifier's phase (module docstring, steps 1-3)."""
     folders = " ".join(shlex.quote(p) for p in (HOME, *XDG.values()))
     assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    prepare = (f"mkdir -p -m 755 {folders} {AGENT_HOME} && mkdir -m 1777 {TMPDIR} && {UNLINK}; "
-               f"{MOVE_DOTFILES}")
+    prepare = f"mkdir -p -m 755 {folders} {AGENT_HOME}; mkdir -m 1777 {TMPDIR}; {UNLINK}; {MOVE_DOTFILES}"
     return (f"/bin/bash -c {shlex.quote(prepare)} </dev/null >/dev/null 2>&1; "
             f"exec /usr/bin/env -i {assignments} bash /tests/test.sh")
 
