@@ -17,7 +17,7 @@ def masked(result) -> float | None:
     return trial_reward([""], [json.dumps(result.to_dict())])[0]
 
 
-@pytest.mark.parametrize("case", ["agent-timeout", "fifo-answer", "agent-raises"])
+@pytest.mark.parametrize("case", ["agent-timeout", "fifo-answer", "agent-raises", "disk-full"])
 def test_agent_caused_failures_score_zero_and_are_not_masked(needs_sandbox, tmp_path, case):
     task = make_task(tmp_path, "t", ANSWER if case != "fifo-answer" else
                      'read -r a < /app/answer.txt; [ "$a" = 42 ] && echo 1 > /logs/verifier/reward.txt', "true")
@@ -27,6 +27,8 @@ def test_agent_caused_failures_score_zero_and_are_not_masked(needs_sandbox, tmp_
     elif case == "fifo-answer":
         task.verifier.timeout_sec = 1.0
         agent = command_agent("mkfifo /app/answer.txt")
+    elif case == "disk-full":  # the trial's tmpfs (storage_mb = 64) full: /tests cannot be uploaded
+        agent = command_agent("echo 41 > /app/answer.txt; head -c 80M /dev/zero > /app/fill")
     else:
         def agent(task, box):
             box.exec("echo 41 > /app/answer.txt", timeout_s=10.0)

@@ -5,8 +5,9 @@ Every task runs ``samples`` trials (:func:`trajkit.envs.harbor.trial.run_trial` 
 :func:`trajkit.envs.harbor.agents.shell_agent`); a trial's score is its reward (``reward`` of the verifier's file); a
 failed trial (sandbox error, agent or verifier timeout, no usable or an out-of-range reward) scores the task's
 minimum (0 unless ``[verifier] reward_range`` says otherwise), as in Harbor and in training, and is counted
-in ``errors`` (an infrastructure failure too: unlike training, a pass rate has no baseline to leave it out of). Then, with tasks as the sampled unit (Miller 2024, "Adding error bars to evals": the samples of one
-task are correlated, so the standard error is clustered by task):
+in ``errors`` (an infrastructure failure too: unlike training, a pass rate has no baseline to leave it out of).
+Then, with tasks as the sampled unit (Miller 2024, "Adding error bars to evals": the samples of one task are
+correlated, so the standard error is clustered by task):
 
 - a task's pass rate is the mean of its ``K`` scores, its standard error ``sd / sqrt(K)`` (sample sd; None when
   ``K = 1``);

@@ -63,7 +63,8 @@ NOT_OUTPUTS = ("/tests", "/logs", "/proc", "/sys", "/dev", "/usr", "/etc", "/bin
 
 
 def _write(path: str, text: str) -> str:
-    return f"mkdir -p {shlex.quote(str(Path(path).parent))} 2>/dev/null; printf '%s' {shlex.quote(text)} > {shlex.quote(path)}"
+    folder = shlex.quote(str(Path(path).parent))
+    return f"mkdir -p {folder} 2>/dev/null; printf '%s' {shlex.quote(text)} > {shlex.quote(path)}"
 
 
 def rc_files(task: HarborTask, box: Sandbox) -> AgentResult:

@@ -37,6 +37,7 @@ from trajkit.errors import TrajkitError
 
 DEFAULT_WORKDIR = "/app"
 MAX_LOG = 20000  # characters of each phase's output kept in a TrialResult
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # what an agent that fills the trial's tmpfs causes
 
 
 @dataclass
@@ -58,8 +59,9 @@ Agent = Callable[[HarborTask, Sandbox], AgentResult]
 
 @dataclass
 class TrialResult:
-    """A finished trial: ``reward`` (the task's minimum, 0.0 by default, on any error), the reward dict, ``error`` (None when the reward was
-    read), which phase failed, per-phase ``seconds`` and ``logs``, and the failure's ``cause``:
+    """A finished trial: ``reward`` (the task's minimum, 0.0 by default, on any error), the reward dict,
+    ``error`` (None when the reward was read), which phase failed, per-phase ``seconds`` and ``logs``, and the
+    failure's ``cause``:
 
     - ``"agent"``: what the agent did or left: it ran past its time limit or reported an error, its code
       raised, the verifier ran past its time limit (an answer that is a FIFO, a loop it left), the trial's disk
@@ -189,11 +191,19 @@ def _cause(result: TrialResult, exc: Exception) -> str:
     sandbox or host failed (:class:`SandboxError`, ``OSError``), except a trial disk that is full, which the
     agent can do (``agent``); anything else raised by the agent's code is ``agent``, later ``task``."""
     phase = _phase_of(result)
-    if phase != "sandbox" and isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    if phase != "sandbox" and _disk_full(exc):
         return "agent"
     if phase == "sandbox" or isinstance(exc, (SandboxError, OSError)):
         return "infra"
     return "agent" if phase == "agent" else "task"
+
+
+def _disk_full(exc: Exception) -> bool:
+    """An ``OSError`` saying the trial's disk or a file size limit is full, or a ``shutil.Error`` (a copy of many
+    files, its errors in its message) holding one."""
+    if not isinstance(exc, OSError):
+        return False
+    return exc.errno in DISK_FULL or any(f"[Errno {e}]" in str(exc) for e in DISK_FULL)
 
 
 def _message(task: HarborTask, error: str | Exception) -> str:
