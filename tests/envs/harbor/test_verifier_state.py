@@ -96,7 +96,9 @@ def test_an_answer_linked_to_the_verifiers_expected_file_is_not_followed(needs_s
     (d / "tests" / "expected.txt").write_text("the answer\n")
     task = load_task(d)
     assert run_trial(task, AGENTS["oracle"], "oracle").reward == 1.0
+    loops = "; ".join(f"ln -s l{i + 1} /app/l{i}" for i in range(50)) + "; ln -s l0 /app/l50"  # 51 links, no end
     for hack in ("ln -s /tests/expected.txt /app/answer.txt; ln -s /tmp /app/data",
+                 f"{loops}; ln -s /tests/expected.txt /app/answer.txt; ln -s /tmp /app/data",
                  "ln -s ../tests/x/../expected.txt /tmp/hop; ln -s /tmp/hop /app/answer.txt; ln -s /tmp /app/data",
                  "ln -s /tests /app/t; ln -s t/expected.txt /app/answer.txt; ln -s /tmp /app/data"):
         hacked = run_trial(task, command_agent(hack), "hack")

@@ -51,11 +51,16 @@ GUARDED = ("/tests", "/logs/verifier", VERIFIER_ROOT)
 LINKS = (r"find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /usr -o -path /etc -o -path /var "
          r"-o -path /bin -o -path /sbin -o -path '/lib*' -o -path /tests -o -path /logs/verifier "
          rf"-o -path {VERIFIER_ROOT} \) -prune -o -type l -print0")
-# One realpath per link (a batch would misalign on a link realpath cannot resolve); a link it cannot resolve
-# (a loop, a name too long) is removed: the clean-up fails closed
-UNLINK = (LINKS + " 2>/dev/null | while IFS= read -r -d '' l; do "
-          "r=$(realpath -m -- \"$l\" 2>/dev/null) || { rm -f -- \"$l\"; continue; }; case $r in "
-          + "|".join(f"{g}|{g}/*" for g in GUARDED) + ") rm -f -- \"$l\";; esac; done")
+# Each link's real path, in one batch (``realpath`` prints one line per link it resolves, in order); when it
+# resolved fewer than all (a loop, a name too long), one call per link, and a link that does not resolve is
+# removed: the clean-up fails closed
+_CASE = "case $r in " + "|".join(f"{g}|{g}/*" for g in GUARDED) + ") rm -f -- \"$l\";; esac"
+UNLINK = (f"{LINKS} > {VERIFIER_ROOT}/links 2>/dev/null; mapfile -d '' L < {VERIFIER_ROOT}/links; "
+          f"xargs -0 -r realpath -m -z -- < {VERIFIER_ROOT}/links > {VERIFIER_ROOT}/real 2>/dev/null; "
+          f"mapfile -d '' R < {VERIFIER_ROOT}/real; rm -f {VERIFIER_ROOT}/links {VERIFIER_ROOT}/real; "
+          f"if [ ${{#R[@]}} -eq ${{#L[@]}} ]; then for i in \"${{!L[@]}}\"; do l=${{L[i]}} r=${{R[i]}}; {_CASE}; done; "
+          f"else for l in \"${{L[@]}}\"; do r=$(realpath -m -- \"$l\" 2>/dev/null) || "
+          f"{{ rm -f -- \"$l\"; continue; }}; {_CASE}; done; fi")
 MOVE_DOTFILES = f"find /root -mindepth 1 -maxdepth 1 -name '.*' -exec mv -t {AGENT_HOME} -- {{}} +"
 
 
