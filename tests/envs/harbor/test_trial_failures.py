@@ -98,3 +98,11 @@ def test_a_sandbox_that_cannot_start_is_masked_and_counted(tmp_path, monkeypatch
     rewards = [float("nan") if r is None else r for r in trial_reward(["", ""], records)]
     _, metrics = score(samples, rewards, load_config(None, ["rollout.group_size=2"]))
     assert (metrics["reward/unscorable"], metrics["env/infra_failed"]) == (0.5, 0.5)
+
+
+@pytest.mark.parametrize("bounds", ["[1, 0]", "[0]", '["0", 1]', "[0, inf]", "[true, 1]"])
+def test_a_reward_range_that_is_not_two_finite_ordered_numbers_makes_the_task_invalid(tmp_path, bounds):
+    from trajkit.envs.harbor.task import TaskError
+
+    with pytest.raises(TaskError, match=r"verifier\.reward_range.*must be \[low, high\] with finite low < high"):
+        make_task(tmp_path, "bad", "true", "true", toml=f"reward_range = {bounds}\n")
