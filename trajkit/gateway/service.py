@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from trajkit.engine import SamplingParams
 from trajkit.engine.prefix import tokenizer_fingerprint
 from trajkit.engine.rng import mix
+from trajkit.gateway.access import Access
 from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
@@ -61,9 +62,11 @@ class Prepared:
 
 class Gateway:
     """Serves one engine under the names in ``config.model_name`` (comma-separated). ``lock``: held for every
-    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too."""
+    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too.
+    ``locked``: a request reaches only the session its API key is bound to, and the routes that read across
+    sessions need ``access.admin_token`` (:mod:`~trajkit.gateway.access`); default open."""
 
-    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None):
+    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None, locked: bool = False):
         self.engine, self.tokenizer = engine, tokenizer
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
@@ -71,6 +74,7 @@ class Gateway:
         self.format, self.format_note = resolve_format(self.config.tool_call_format, tokenizer,
                                                        self.renderer.rendering.mode)
         self.sessions = SessionStore()
+        self.access = Access(self.sessions, locked)
         self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
                                    continuous=self.config.continuous)
         limit, generation_config = _model_facts(engine)
