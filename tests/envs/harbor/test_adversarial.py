@@ -43,4 +43,4 @@ def test_each_hackable_task_is_flagged_by_the_probes_that_fool_it(needs_sandbox,
     assert main(["envs", "check", str(HACKABLE / "trusts-inputs"), "--adversarial"]) == 1
     out = capsys.readouterr().out
     assert "hackable: truncate-inputs" in out and "0 of 1 tasks ok; 1 failed" in out
-    assert "hack agents: 4 blocked, 1 got a reward, 1 not applicable" in out
+    assert f"hack agents: {len(PROBES) - 2} blocked, 1 got a reward, 1 not applicable" in out
