@@ -81,6 +81,17 @@ def test_the_admin_token_reads_what_the_sessions_cannot(locked):
     assert http.post("/v1/chat/completions", json=CHAT, headers=admin).status_code == 401
 
 
+def test_a_session_is_not_told_what_the_shared_prefix_cache_holds_from_another(locked):
+    """B sends a prompt, then A the same one: the cache serves A's prefill from B's states (A's record says
+    so), but A's response reports no cached tokens, which would tell A what B had sent."""
+    gateway, http, a, b = locked
+    body = {"model": "policy", "prompt": "the sibling's secret answer is 42", "max_tokens": 1}
+    assert http.post("/v1/completions", json=body, headers=_auth(b.key)).status_code == 200
+    r = http.post("/v1/completions", json=body, headers=_auth(a.key))
+    assert r.status_code == 200 and r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert a.records[-1].prefix_cache["hit_tokens"] > 0
+
+
 def test_a_revoked_key_is_refused():
     gateway = episode_gateway(Engine(build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512),
                                                  seed=0)), byte_tokenizer(), GatewayConfig(model_name="policy"))

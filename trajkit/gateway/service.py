@@ -319,12 +319,15 @@ class Gateway:
                 for t, lp, alts in zip(ch.token_ids, ch.logprobs, tops)]
 
     def _envelope(self, rec: CallRecord, sid: str, obj: str, choices: list, with_ids: bool) -> dict[str, Any]:
+        # the prefix cache is shared by every session: on a locked gateway a hit count would tell a session how
+        # much of its prompt another session had sent (the record keeps it; the response says 0)
+        cached = 0 if self.access.locked else (rec.prefix_cache or {}).get("hit_tokens", 0)
         out = {"id": f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex[:24]}", "object": obj,
                "created": int(time.time()), "model": rec.model, "choices": choices,
                "usage": {"prompt_tokens": len(rec.prompt_ids),
                          "completion_tokens": sum(len(c.token_ids) for c in rec.choices),
                          "total_tokens": len(rec.prompt_ids) + sum(len(c.token_ids) for c in rec.choices),
-                         "prompt_tokens_details": {"cached_tokens": (rec.prefix_cache or {}).get("hit_tokens", 0)}},
+                         "prompt_tokens_details": {"cached_tokens": cached}},
                "trajkit": {"session": sid, "call": rec.index, "policy_version": rec.policy_version}}
         if with_ids:
             out["prompt_token_ids"] = rec.prompt_ids
