@@ -122,3 +122,25 @@ def test_an_open_gateway_still_serves_everything(random_gateway):
     assert any(s["id"] == "open-a" for s in httpx.get(root + "/trajkit/sessions").json()["data"])
     assert httpx.get(root + "/metrics").status_code == 200
     assert "sessions" in httpx.get(root + "/health").json()
+
+
+def test_an_open_gateway_with_a_shared_api_key_needs_it_everywhere():
+    """``trajkit serve --api-key K``: every route but /health needs ``Bearer K``; sessions are named by the header."""
+    from trajkit.gateway import Gateway
+    from trajkit.gateway.access import Access
+
+    gateway = Gateway(Engine(build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512), seed=0)),
+                      byte_tokenizer(), GatewayConfig(model_name="policy", max_context=256))
+    gateway.access = Access(gateway.sessions, api_key="K")
+    with running(gateway) as url, httpx.Client(base_url=url.removesuffix("/v1"), timeout=30) as http:
+        for path in ("/trajkit/sessions", "/metrics", "/v1/models"):
+            assert http.get(path).status_code == 401 and http.get(path, headers=_auth("k")).status_code == 401
+        assert http.post("/v1/chat/completions", json=CHAT, headers={"x-session-id": "s1"}).status_code == 401
+        assert gateway.sessions.ids() == []
+        r = http.post("/v1/chat/completions", json=CHAT, headers=_auth("K", **{"x-session-id": "s1"}))
+        assert r.status_code == 200 and len(gateway.sessions.find("s1").records) == 1
+        anon = http.post("/v1/chat/completions", json=CHAT, headers=_auth("K")).json()["trajkit"]["session"]
+        assert anon.startswith("anon-") and "K" not in gateway.sessions.ids()  # the key names no session
+        assert {s["id"] for s in http.get("/trajkit/sessions", headers=_auth("K")).json()["data"]} == {"s1", anon}
+        assert http.get("/health").json() == {"status": "ok"}
+    gateway.close()

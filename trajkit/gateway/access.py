@@ -10,11 +10,13 @@ Routes fall in three classes, by path, and the class decides what a request must
   whatever reads across sessions.
 
 An **open** gateway (``trajkit serve``'s default) lets everything through and names the session as
-:func:`~trajkit.gateway.sessions.session_id` does (``x-session-id``, else the Bearer key). A **locked**
+:func:`~trajkit.gateway.sessions.session_id` does (``x-session-id``, else the Bearer key); with a shared
+``api_key`` (``trajkit serve --api-key KEY``) every route but the public ones needs ``Bearer KEY`` (401
+without it), and the session is ``x-session-id`` (else a fresh ``anon-…``: the key names no session). A **locked**
 gateway (the one :class:`trajkit.envs.agent.GatewayEnv` serves its harnesses on) checks, in this order:
 
 1. a management route needs ``Authorization: Bearer ADMIN`` (:attr:`Access.admin_token`, random per gateway and
-   held in process only): without it 401, with a session's key 403;
+   held in process only): with a session's key 403, with no key or any other 401;
 2. an inference route needs a Bearer key bound to a session (:meth:`~trajkit.gateway.sessions.SessionStore.open`
    mints one per session): without one, or with an unknown or revoked one, 401. The session is the one the
    key is bound to; an ``x-session-id`` naming another is refused with 403 (and adds nothing anywhere).
@@ -49,13 +51,14 @@ def _same(a: str, b: str) -> bool:
 class Access:
     """The gate of one gateway over ``sessions``: open, or locked with a fresh ``admin_token``."""
 
-    def __init__(self, sessions: SessionStore, locked: bool = False, admin_token: str | None = None):
+    def __init__(self, sessions: SessionStore, locked: bool = False, api_key: str | None = None):
         self.sessions, self.locked = sessions, locked
-        self.admin_token = (admin_token or secrets.token_urlsafe(32)) if locked else admin_token
+        self.api_key = api_key or None  # open gateway: the one key every caller must bring (None: no key)
+        self.admin_token = secrets.token_urlsafe(32) if locked else self.api_key
 
     def admin(self, headers) -> bool:
-        """Whether the request may read across sessions (open gateway, or the admin token)."""
-        if not self.locked:
+        """Whether the request may read across sessions (open gateway without a key, or the admin token)."""
+        if self.admin_token is None:
             return True
         key = bearer(headers)
         return key is not None and _same(key, self.admin_token)
@@ -67,7 +70,8 @@ class Access:
             return self.session(headers)
         if path in PUBLIC or self.admin(headers):
             return None
-        if bearer(headers) is None:
+        key = bearer(headers)
+        if key is None or self.sessions.bound(key) is None:
             raise ApiError("this route needs the gateway's admin token (Authorization: Bearer TOKEN)",
                            param="authorization", status=401, type="authentication_error", code="unauthorized")
         raise ApiError("this route reads across sessions: a session's key cannot call it", param="authorization",
@@ -75,8 +79,14 @@ class Access:
 
     def session(self, headers) -> str:
         """The request's session id (module docstring)."""
-        if not self.locked:
+        if not self.locked and self.api_key is None:
             return session_id(headers)
+        if not self.locked:
+            if not self.admin(headers):
+                raise ApiError("this server needs its API key (Authorization: Bearer KEY, trajkit serve --api-key)",
+                               param="authorization", status=401, type="authentication_error",
+                               code="invalid_api_key")
+            return session_id({"x-session-id": headers.get("x-session-id") or ""})
         key = bearer(headers)
         bound = self.sessions.bound(key) if key is not None else None
         if bound is None:
