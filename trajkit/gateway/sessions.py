@@ -145,8 +145,10 @@ class SessionStore:
     def open(self, sid: str, model: str, forced: Forced | None = None, tag: object = None) -> Session:
         """A new session ``sid`` whose requests are sampled as ``forced`` says and tagged ``tag`` (the
         scheduler's :meth:`~trajkit.gateway.scheduler.Scheduler.drain` by tag), with a fresh random ``key``
-        (``secrets.token_urlsafe``, 192 bits) bound to it until :meth:`revoke`; an existing one is refused."""
-        key = secrets.token_urlsafe(24)
+        (``tk-`` + ``secrets.token_urlsafe``, 192 bits; the prefix keeps a key that would start with ``-`` from
+        reading as an option on a harness's command line) bound to it until :meth:`revoke`; an existing one
+        is refused."""
+        key = "tk-" + secrets.token_urlsafe(24)
         with self._lock:
             if sid in self._sessions:
                 raise ValueError(f"session {sid!r} is open already")
