@@ -51,7 +51,8 @@ def test_another_sessions_id_is_refused_and_adds_nothing(locked):
         r = http.post(path, json=body, headers=_auth(a.key, **{"x-session-id": "run-1-1"}))
         assert r.status_code == 403 and r.json()["error"]["param"] == "x-session-id", path
     # the session id as the key (what it was before keys were secrets), no key, a made-up key: 401
-    for headers in (_auth("run-1-1"), {}, {"x-session-id": "run-1-1"}, _auth(a.key + "x"), {"Authorization": "Basic " + a.key}):
+    for headers in (_auth("run-1-1"), {}, {"x-session-id": "run-1-1"}, _auth(a.key + "x"),
+                    {"Authorization": "Basic " + a.key}):
         r = http.post("/v1/chat/completions", json=CHAT, headers=headers)
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", headers
     assert http.get("/v1/models").status_code == 401

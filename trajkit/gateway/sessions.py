@@ -3,9 +3,9 @@
 On an open gateway (``trajkit serve``) a session is named by the request's ``x-session-id`` header, else its
 API key (``Authorization: Bearer KEY``); a request with neither gets a fresh one-call session ``anon-…``. A
 session an environment opens (:meth:`SessionStore.open`) also gets a secret key of its own, bound to it: on a
-locked gateway (:mod:`trajkit.gateway.access`) that key is the only way to reach it. A session belongs to the first model it
-was used with: the same id with another model is a 409 (two harness runs sharing an id by mistake would
-otherwise interleave their records).
+locked gateway (:mod:`trajkit.gateway.access`) that key is the only way to reach it. A session belongs to the
+first model it was used with: the same id with another model is a 409 (two harness runs sharing an id by
+mistake would otherwise interleave their records).
 
 Worked example of a record (a chat call whose prompt rendered to ids ``[257, 117, 10, 104, 105, ...]``, one
 choice that sampled ``"ok"`` then ``<|im_end|>`` = 258 in the byte vocabulary)::

@@ -25,8 +25,7 @@ def test_the_probe_reaches_no_other_session_of_an_episodes_gateway(needs_sandbox
     result = run_trial(load_task(SHIPPED / "hello-file"), hacks.other_sessions, "other-sessions")
     statuses = result.agent_result.extra["statuses"]
     assert set(statuses) == ROUTES and "reached" not in result.agent_result.extra
-    assert {k: v for k, v in statuses.items() if k != "post-as-sibling"} == {k: 403 for k in ROUTES - {"post-as-sibling"}}
-    assert statuses["post-as-sibling"] == 401
+    assert statuses == {**{k: 403 for k in ROUTES}, "post-as-sibling": 401}
     assert result.error is None and result.reward == 0.0
 
 
