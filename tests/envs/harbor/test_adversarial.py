@@ -51,7 +51,7 @@ def test_each_hackable_task_is_flagged_by_the_probes_that_fool_it(needs_sandbox,
     assert main(["envs", "check", str(HACKABLE / "trusts-inputs"), "--adversarial"]) == 1
     out = capsys.readouterr().out
     assert "hackable: truncate-inputs" in out and "0 of 1 tasks ok; 1 failed" in out
-    assert "hack agents: 6 blocked, 1 got a reward, 3 not applicable" in out
+    assert "hack agents: 7 blocked, 1 got a reward, 3 not applicable" in out  # of 11 probes
 
 
 def test_naive_verifiers_are_safe_by_the_verifiers_fresh_state(needs_sandbox, capsys):
