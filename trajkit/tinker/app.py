@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from trajkit.errors import InputError, TrajkitError
-from trajkit.tinker import wire
+from trajkit.tinker import fields, wire
 from trajkit.tinker.futures import Futures
 from trajkit.tinker.service import TinkerService
 
@@ -54,13 +54,16 @@ def _errors(app: FastAPI) -> None:
         return JSONResponse({"error": text, "category": "server", "detail": text}, status_code=500)
 
 
-async def _json(request: Request) -> dict:
+async def _json(request: Request, kind: str | None = None) -> dict:
+    """The JSON object body; ``kind``: the SDK request type whose fields it is checked against (:mod:`.fields`)."""
     try:
         body = await request.json()
     except ValueError:
         raise InputError("the request body is not JSON", field="body") from None
     if not isinstance(body, dict):
         raise InputError("the request body must be a JSON object", field="body")
+    if kind is not None:
+        fields.check(kind, body)
     return body
 
 
@@ -82,11 +85,13 @@ def _session_routes(app: FastAPI, service: TinkerService) -> None:
         return {"status": "ok"}
 
     @app.post("/api/v1/create_session")
-    async def create_session():
+    async def create_session(request: Request):
+        await _json(request, "CreateSessionRequest")
         return {"type": "create_session", "session_id": service.create_session()}
 
     @app.post("/api/v1/session_heartbeat")
-    async def heartbeat():
+    async def heartbeat(request: Request):
+        await _json(request, "SessionHeartbeatRequest")
         return {"type": "session_heartbeat"}
 
     @app.post("/api/v1/telemetry")
@@ -117,14 +122,15 @@ def _session_routes(app: FastAPI, service: TinkerService) -> None:
 def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> None:
     @app.post("/api/v1/create_model")
     async def create_model(request: Request):
-        b = await _json(request)
+        b = await _json(request, "CreateModelRequest")
+        fields.check("LoraConfig", b.get("lora_config") or {}, "lora_config.")
         rid = futures.submit(lambda: service.create_model(b["session_id"], int(b["model_seq_id"]),
                                                           b.get("base_model"), b.get("lora_config")))
         return _future(rid)
 
     @app.post("/api/v1/get_info")
     async def get_info(request: Request):
-        b = await _json(request)
+        b = await _json(request, "GetInfoRequest")
         return service.info(str(b.get("model_id")))
 
     @app.post("/api/v1/forward_backward")
@@ -137,20 +143,21 @@ def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 
     @app.post("/api/v1/optim_step")
     async def optim_step(request: Request):
-        b = await _json(request)
-        adam = b.get("adam_params") or b.get("optimizer_params") or {}
+        b = await _json(request, "OptimStepRequest")
+        adam = b.get("adam_params") or b.get("optimizer_params") or b.get("optim_params") or {}
+        fields.check("AdamParams", adam, "adam_params.")
         rid = futures.submit(lambda: service.optim_step(str(b.get("model_id")), adam))
         return _future(rid, model_id=b.get("model_id"))
 
     @app.post("/api/v1/save_weights")
     async def save_weights(request: Request):
-        b = await _json(request)
+        b = await _json(request, "SaveWeightsRequest")
         rid = futures.submit(lambda: service.save_weights(str(b.get("model_id")), b.get("path")))
         return _future(rid, model_id=b.get("model_id"))
 
     @app.post("/api/v1/save_weights_for_sampler")
     async def save_for_sampler(request: Request):
-        b = await _json(request)
+        b = await _json(request, "SaveWeightsForSamplerRequest")
         model_id = str(b.get("model_id"))
         rid = futures.submit(lambda: service.save_for_sampler(model_id, b.get("path"), b.get("sampling_session_seq_id"),
                                                               model_id.split(":train:")[0]))
@@ -158,7 +165,8 @@ def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 
     @app.post("/api/v1/load_weights")
     async def load_weights(request: Request):
-        b = await _json(request)
+        b = await _json(request, "LoadWeightsRequest")
+        service.check_base(b.get("base_model"))
         rid = futures.submit(lambda: service.load_weights(b.get("model_id"), str(b.get("path")),
                                                           bool(b.get("optimizer")), b.get("session_id"),
                                                           b.get("model_seq_id")))
@@ -168,7 +176,7 @@ def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 def _sampling_routes(app: FastAPI, service: TinkerService, futures: Futures) -> None:
     @app.post("/api/v1/create_sampling_session")
     async def create_sampling_session(request: Request):
-        b = await _json(request)
+        b = await _json(request, "CreateSamplingSessionRequest")
         sid = await asyncio.to_thread(futures.run, lambda: service.create_sampling_session(str(b.get("session_id")),
                                                                   int(b.get("sampling_session_seq_id", 0)),
                                                                   b.get("base_model"), b.get("model_path")))
@@ -190,7 +198,7 @@ def _sampling_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 def _future_routes(app: FastAPI, futures: Futures) -> None:
     @app.post("/api/v1/retrieve_future")
     async def retrieve(request: Request):
-        rid = str((await _json(request)).get("request_id"))
+        rid = str((await _json(request, "FutureRetrieveRequest")).get("request_id"))
         job = await futures.get(rid)
         if job is None:
             return {"error": f"unknown request_id {rid!r}", "category": "user"}
