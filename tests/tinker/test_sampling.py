@@ -1,4 +1,4 @@
-"""Prompt log-probs, top-k log-probs and stop strings through the real SDK on a tiny model.
+"""Prompt log-probs, top-k log-probs, stop strings and REST answers through the real SDK on a tiny model.
 
 References: ``forward`` of a training client (the server's other path to the same log-probs), the base
 model's own ``log_softmax`` computed here, trajkit's engine over a copy of the base for the samples, and,
@@ -8,6 +8,7 @@ import copy
 import math
 
 import pytest
+import tinker
 import torch
 from tinker import types
 
@@ -120,6 +121,23 @@ def test_unimplemented_request_fields_are_refused_by_name(server):
     with pytest.raises(Exception, match=r"SampleRequest\.prompt_alt_tokens_k=2"):
         sampler.sample(types.ModelInput.from_ints(PROMPT), 1, types.SamplingParams(max_tokens=1),
                        prompt_alt_tokens_k=2).result()
+
+
+def test_rest_routes_list_runs_and_name_what_is_missing(server):
+    _, client, _, url = server
+    tc = client.create_lora_training_client(base_model="tiny", rank=2).result()
+    rest = tinker.RestClient(_holder=client.holder)  # the module's connection (closed with it)
+    runs = rest.list_training_runs(limit=100).result()
+    assert tc.model_id in [r.training_run_id for r in runs.training_runs]
+    assert runs.cursor.total_count == len(runs.training_runs) and all(r.base_model == "tiny" for r in runs.training_runs)
+    import httpx
+
+    answer = httpx.get(f"{url}/api/v1/sessions", headers={"X-API-Key": "tml-test"})
+    assert answer.status_code == 404
+    assert answer.json()["error"] == ("trajkit's Tinker server does not implement GET /api/v1/sessions "
+                                      "(docs/tinker.md lists what it implements)")
+    with pytest.raises(tinker.NotFoundError, match="does not implement GET /api/v1/sessions"):
+        rest.list_sessions().result()
 
 
 def test_nan_marks_the_unscored_positions():

@@ -18,6 +18,7 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from trajkit.errors import InputError, TrajkitError
 from trajkit.tinker import fields, wire
@@ -45,6 +46,14 @@ def create_app(service: TinkerService) -> FastAPI:
 
 
 def _errors(app: FastAPI) -> None:
+    @app.exception_handler(HTTPException)
+    async def _no_route(request: Request, exc: HTTPException):
+        # an unknown route (404) or method (405): say which, in the SDK's error form
+        route = f"{request.method} {request.url.path}"
+        text = (f"trajkit's Tinker server does not implement {route} (docs/tinker.md lists what it implements)"
+                if exc.status_code in (404, 405) else f"{route}: {exc.detail}")
+        return JSONResponse({"error": text, "category": "user", "detail": text}, status_code=exc.status_code)
+
     @app.exception_handler(Exception)
     async def _failed(_request: Request, exc: Exception):
         if isinstance(exc, TrajkitError):
@@ -101,6 +110,10 @@ def _session_routes(app: FastAPI, service: TinkerService) -> None:
     @app.get("/api/v1/get_server_capabilities")
     async def capabilities():
         return service.capabilities()
+
+    @app.get("/api/v1/training_runs")
+    async def training_runs(limit: int = 20, offset: int = 0):
+        return service.training_runs(limit, offset)
 
     @app.get("/api/v1/training_runs/{model_id}")
     async def training_run(model_id: str):

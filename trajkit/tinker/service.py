@@ -72,6 +72,15 @@ class TinkerService:
         return {"supported_models": [{"model_name": self.model_name, "max_context_length": self.max_context or None,
                                       "trainable": True, "sampleable": True}]}
 
+    def training_runs(self, limit: int = 20, offset: int = 0) -> dict:
+        """This server's training clients (oldest first) as Tinker's ``TrainingRunsResponse`` page."""
+        ids = list(self.trainer.clients)
+        page = ids[offset:offset + limit] if limit >= 0 and offset >= 0 else None
+        if page is None:
+            raise InputError(f"limit and offset must be >= 0, got {limit}, {offset}", field="limit")
+        return {"training_runs": [self.training_run(m) for m in page],
+                "cursor": {"offset": offset, "limit": limit, "total_count": len(ids)}}
+
     def training_run(self, model_id: str) -> dict:
         client = self.trainer.client(model_id)
         listing = self.store.listing(model_id)
