@@ -149,3 +149,16 @@ def test_nan_marks_the_unscored_positions():
 
     out = deserialize_sample_response(wire.encode_sample(SampleResult([], PromptScores([math.nan, -1.5], [], []))))
     assert out.prompt_logprobs == [None, -1.5] and out.topk_prompt_logprobs is None
+
+
+def test_stop_as_the_sdk_defines_it():
+    """None: EOS; []: nothing; ids or strings: those and EOS; a string that is exactly one token is an id too."""
+    from trajkit.models.tokenizer import byte_tokenizer
+    from trajkit.tinker.sampling import Stops, stops
+
+    tok = byte_tokenizer()
+    assert stops(None, tok) == Stops((258,)) and stops([], tok) == Stops(())
+    assert stops([5, 7], tok) == Stops((5, 7, 258))
+    assert stops("\n\nUser:", tok) == Stops((258,), ("\n\nUser:",))
+    assert stops(["<|im_end|>", "ab"], tok) == Stops((258,), ("<|im_end|>", "ab"))
+    assert stops(["a"], tok) == Stops((97, 258), ("a",))

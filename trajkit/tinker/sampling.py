@@ -17,7 +17,8 @@ token is the row's last: the stop text is in the returned tokens, as tinker-cook
 renderer expects (its ``parse_response`` splits the decoded sample on ``"\n\nUser:"`` and calls a
 sample without it malformed), and as a stop id is. The engine stops on ids only, so a row with stop
 strings is cut after the engine returns it (each row's tokens come from its own stream, so the cut sample
-is the one an early stop would give; the cost is that such a row runs on to EOS or ``max_tokens``).
+is the one an early stop would give; the cost is that such a row runs on to EOS or ``max_tokens``), except
+that a string which is exactly one token is also a stop id (:func:`one_token`).
 
 Prompt log-probs (``compute_logprobs``, ``prompt_logprobs``, ``topk_prompt_logprobs``): one forward of
 the prompt (:meth:`trajkit.tinker.training.TrainingClients.adapter_logprobs`: the training side's float32
@@ -79,7 +80,15 @@ def stops(stop, tokenizer) -> Stops:
     if len(ids) + len(strings) != len(items) or any(not s for s in strings):
         raise InputError(f"stop must be a string, a list of non-empty strings or a list of token ids, got {stop!r}",
                          field="sampling_params.stop")
+    ids += [t for t in (one_token(x, tokenizer) for x in strings) if t is not None]
     return Stops(tuple(dict.fromkeys([*ids, *eos])), tuple(strings))
+
+
+def one_token(text: str, tokenizer) -> int | None:
+    """The id of the one token that is exactly ``text`` (``"<|im_end|>"``), else None. Such a string is a stop
+    id too, so the engine stops there at once; the text cut then finds the same place or an earlier one."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return ids[0] if len(ids) == 1 and tokenizer.decode(ids) == text else None
 
 
 def cut_at_stop(tokens: list[int], strings: tuple[str, ...], decode) -> int | None:
