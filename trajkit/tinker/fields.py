@@ -85,7 +85,8 @@ FIELDS: dict[str, Fields] = {
     "Datum": Fields(_h("model_input", "loss_fn_inputs"),
                     refused={"model_input_spans": ((),), "loss_fn_input_spans": ((),)}),
 }
-"""Request type (the SDK's class name) -> its fields. Telemetry and client config bodies are dropped whole."""
+"""Request type (the SDK's class name) -> its fields. Not here: telemetry and client config bodies (dropped
+whole) and ``weights_info``'s (the SDK sends ``{"tinker_path": ...}`` with no type; the route reads that key)."""
 
 WHY = {
     "target_prompt_logprobs": "scoring chosen ids at prompt positions is not implemented (prompt_logprobs and "
