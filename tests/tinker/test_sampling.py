@@ -162,3 +162,22 @@ def test_stop_as_the_sdk_defines_it():
     assert stops("\n\nUser:", tok) == Stops((258,), ("\n\nUser:",))
     assert stops(["<|im_end|>", "ab"], tok) == Stops((258,), ("<|im_end|>", "ab"))
     assert stops(["a"], tok) == Stops((97, 258), ("a",))
+
+
+def test_adapter_logprobs_before_any_client_add_the_lora_term():
+    """No training client yet (plain base model, no peft): a saved adapter's scores equal the merged model's."""
+    from tests.tinker.conftest import tiny_base
+    from trajkit.engine.adapters import LoraAdapter
+    from trajkit.tinker.training import TrainingClients
+
+    base = tiny_base()
+    g = torch.Generator().manual_seed(0)
+    name = "model.layers.0.self_attn.q_proj"
+    w = base.get_submodule(name).weight
+    a, b = torch.randn(2, w.shape[1], generator=g), torch.randn(w.shape[0], 2, generator=g)
+    got = TrainingClients(copy.deepcopy(base)).adapter_logprobs(LoraAdapter({name: (a, b)}, 0.5), PROMPT)
+    merged = copy.deepcopy(base)
+    with torch.no_grad():
+        merged.get_submodule(name).weight += 0.5 * b @ a
+    torch.testing.assert_close(got, _reference_logp(merged, PROMPT), rtol=0, atol=1e-5)
+    assert not torch.allclose(got, _reference_logp(base, PROMPT), atol=1e-3)

@@ -106,12 +106,13 @@ class TrainingClients:
         (a sampler snapshot or checkpoint, not necessarily a live client's): the clients' adapters off, each
         adapted layer's output plus ``scale * B(A(x))`` as peft adds it, so the values are ``forward``'s for
         the same adapter tensors (no merge rounding)."""
-        hf = self.model.get_base_model() if self.model is not None else self.base
+        peft = self.model is not None  # no client yet: the plain base model
+        hf = self.model.get_base_model() if peft else self.base
         hooks = [hf.get_submodule(name).register_forward_hook(_lora_hook(a, b, adapter.scale))
                  for name, (a, b) in adapter.modules.items()]
         try:
-            with self.model.disable_adapter() if self.model is not None else contextlib.nullcontext():
-                logits = (self.model or self.base)(input_ids=torch.tensor([tokens], dtype=torch.long)).logits
+            with self.model.disable_adapter() if peft else contextlib.nullcontext():
+                logits = hf(input_ids=torch.tensor([tokens], dtype=torch.long)).logits
         finally:
             for h in hooks:
                 h.remove()
