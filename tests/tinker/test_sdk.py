@@ -5,7 +5,6 @@ config and seed) gives the log-probs, each loss is written out here from Tinker'
 AdamW takes the step, and trajkit's engine over peft's merged model gives the samples.
 """
 import copy
-import os
 
 import pytest
 import torch
@@ -14,34 +13,11 @@ import tinker  # the test extra pins tinker==0.38.0: a missing SDK fails here, n
 from tinker import types
 
 from trajkit.engine import Engine, SamplingParams
-from trajkit.models.spec import TinySpec, build_model
-from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.lora import adapter_of, peft_config
-from trajkit.tinker.server import running
-from trajkit.tinker.service import TinkerService
 from trajkit.tinker.training import lora_config
 
-os.environ.setdefault("TINKER_TELEMETRY", "0")
 RANK, SEED = 4, 3
 ADAM = types.AdamParams(learning_rate=1e-2, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0)
-
-
-def _base():
-    spec = TinySpec(vocab_size=259, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=2, intermediate_size=64)
-    return build_model(spec, seed=0, init_scale=5.0)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    base = _base()
-    service = TinkerService(copy.deepcopy(base), byte_tokenizer(), "tiny", "unused", str(tmp_path_factory.mktemp("ck")))
-    with running(service) as url:
-        client = tinker.ServiceClient(base_url=url, api_key="tml-test")
-        yield service, client, base, url
-        client.holder.close()
-    torch.set_num_threads(threads)
 
 
 def _reference(base):

@@ -18,9 +18,10 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from trajkit.errors import InputError, TrajkitError
-from trajkit.tinker import wire
+from trajkit.tinker import fields, wire
 from trajkit.tinker.futures import Futures
 from trajkit.tinker.service import TinkerService
 
@@ -45,6 +46,14 @@ def create_app(service: TinkerService) -> FastAPI:
 
 
 def _errors(app: FastAPI) -> None:
+    @app.exception_handler(HTTPException)
+    async def _no_route(request: Request, exc: HTTPException):
+        # an unknown route (404) or method (405): say which, in the SDK's error form
+        route = f"{request.method} {request.url.path}"
+        text = (f"trajkit's Tinker server does not implement {route} (docs/tinker.md lists what it implements)"
+                if exc.status_code in (404, 405) else f"{route}: {exc.detail}")
+        return JSONResponse({"error": text, "category": "user", "detail": text}, status_code=exc.status_code)
+
     @app.exception_handler(Exception)
     async def _failed(_request: Request, exc: Exception):
         if isinstance(exc, TrajkitError):
@@ -54,13 +63,16 @@ def _errors(app: FastAPI) -> None:
         return JSONResponse({"error": text, "category": "server", "detail": text}, status_code=500)
 
 
-async def _json(request: Request) -> dict:
+async def _json(request: Request, kind: str | None = None) -> dict:
+    """The JSON object body; ``kind``: the SDK request type whose fields it is checked against (:mod:`.fields`)."""
     try:
         body = await request.json()
     except ValueError:
         raise InputError("the request body is not JSON", field="body") from None
     if not isinstance(body, dict):
         raise InputError("the request body must be a JSON object", field="body")
+    if kind is not None:
+        fields.check(kind, body)
     return body
 
 
@@ -82,11 +94,13 @@ def _session_routes(app: FastAPI, service: TinkerService) -> None:
         return {"status": "ok"}
 
     @app.post("/api/v1/create_session")
-    async def create_session():
+    async def create_session(request: Request):
+        await _json(request, "CreateSessionRequest")
         return {"type": "create_session", "session_id": service.create_session()}
 
     @app.post("/api/v1/session_heartbeat")
-    async def heartbeat():
+    async def heartbeat(request: Request):
+        await _json(request, "SessionHeartbeatRequest")
         return {"type": "session_heartbeat"}
 
     @app.post("/api/v1/telemetry")
@@ -96,6 +110,10 @@ def _session_routes(app: FastAPI, service: TinkerService) -> None:
     @app.get("/api/v1/get_server_capabilities")
     async def capabilities():
         return service.capabilities()
+
+    @app.get("/api/v1/training_runs")
+    async def training_runs(limit: int = 20, offset: int = 0):
+        return service.training_runs(limit, offset)
 
     @app.get("/api/v1/training_runs/{model_id}")
     async def training_run(model_id: str):
@@ -117,14 +135,15 @@ def _session_routes(app: FastAPI, service: TinkerService) -> None:
 def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> None:
     @app.post("/api/v1/create_model")
     async def create_model(request: Request):
-        b = await _json(request)
+        b = await _json(request, "CreateModelRequest")
+        fields.check("LoraConfig", b.get("lora_config") or {}, "lora_config.")
         rid = futures.submit(lambda: service.create_model(b["session_id"], int(b["model_seq_id"]),
                                                           b.get("base_model"), b.get("lora_config")))
         return _future(rid)
 
     @app.post("/api/v1/get_info")
     async def get_info(request: Request):
-        b = await _json(request)
+        b = await _json(request, "GetInfoRequest")
         return service.info(str(b.get("model_id")))
 
     @app.post("/api/v1/forward_backward")
@@ -137,20 +156,21 @@ def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 
     @app.post("/api/v1/optim_step")
     async def optim_step(request: Request):
-        b = await _json(request)
-        adam = b.get("adam_params") or b.get("optimizer_params") or {}
+        b = await _json(request, "OptimStepRequest")
+        adam = b.get("adam_params") or b.get("optimizer_params") or b.get("optim_params") or {}
+        fields.check("AdamParams", adam, "adam_params.")
         rid = futures.submit(lambda: service.optim_step(str(b.get("model_id")), adam))
         return _future(rid, model_id=b.get("model_id"))
 
     @app.post("/api/v1/save_weights")
     async def save_weights(request: Request):
-        b = await _json(request)
+        b = await _json(request, "SaveWeightsRequest")
         rid = futures.submit(lambda: service.save_weights(str(b.get("model_id")), b.get("path")))
         return _future(rid, model_id=b.get("model_id"))
 
     @app.post("/api/v1/save_weights_for_sampler")
     async def save_for_sampler(request: Request):
-        b = await _json(request)
+        b = await _json(request, "SaveWeightsForSamplerRequest")
         model_id = str(b.get("model_id"))
         rid = futures.submit(lambda: service.save_for_sampler(model_id, b.get("path"), b.get("sampling_session_seq_id"),
                                                               model_id.split(":train:")[0]))
@@ -158,7 +178,8 @@ def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 
     @app.post("/api/v1/load_weights")
     async def load_weights(request: Request):
-        b = await _json(request)
+        b = await _json(request, "LoadWeightsRequest")
+        service.check_base(b.get("base_model"))
         rid = futures.submit(lambda: service.load_weights(b.get("model_id"), str(b.get("path")),
                                                           bool(b.get("optimizer")), b.get("session_id"),
                                                           b.get("model_seq_id")))
@@ -168,7 +189,7 @@ def _training_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 def _sampling_routes(app: FastAPI, service: TinkerService, futures: Futures) -> None:
     @app.post("/api/v1/create_sampling_session")
     async def create_sampling_session(request: Request):
-        b = await _json(request)
+        b = await _json(request, "CreateSamplingSessionRequest")
         sid = await asyncio.to_thread(futures.run, lambda: service.create_sampling_session(str(b.get("session_id")),
                                                                   int(b.get("sampling_session_seq_id", 0)),
                                                                   b.get("base_model"), b.get("model_path")))
@@ -190,7 +211,7 @@ def _sampling_routes(app: FastAPI, service: TinkerService, futures: Futures) -> 
 def _future_routes(app: FastAPI, futures: Futures) -> None:
     @app.post("/api/v1/retrieve_future")
     async def retrieve(request: Request):
-        rid = str((await _json(request)).get("request_id"))
+        rid = str((await _json(request, "FutureRetrieveRequest")).get("request_id"))
         job = await futures.get(rid)
         if job is None:
             return {"error": f"unknown request_id {rid!r}", "category": "user"}

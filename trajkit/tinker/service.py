@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from trajkit.engine.adapters import LoraAdapter
 from trajkit.errors import InputError
 from trajkit.rl.config import LoRAConfig
-from trajkit.tinker import checkpoints
-from trajkit.tinker.sampling import BASE, Sampler
+from trajkit.tinker import checkpoints, fields
+from trajkit.tinker.sampling import BASE, PromptScores, Sampler, Sequence, prompt_scores
 from trajkit.tinker.training import TrainingClients, lora_config
 
 
@@ -71,6 +71,15 @@ class TinkerService:
     def capabilities(self) -> dict:
         return {"supported_models": [{"model_name": self.model_name, "max_context_length": self.max_context or None,
                                       "trainable": True, "sampleable": True}]}
+
+    def training_runs(self, limit: int = 20, offset: int = 0) -> dict:
+        """This server's training clients (oldest first) as Tinker's ``TrainingRunsResponse`` page."""
+        ids = list(self.trainer.clients)
+        page = ids[offset:offset + limit] if limit >= 0 and offset >= 0 else None
+        if page is None:
+            raise InputError(f"limit and offset must be >= 0, got {limit}, {offset}", field="limit")
+        return {"training_runs": [self.training_run(m) for m in page],
+                "cursor": {"offset": offset, "limit": limit, "total_count": len(ids)}}
 
     def training_run(self, model_id: str) -> dict:
         client = self.trainer.client(model_id)
@@ -151,13 +160,33 @@ class TinkerService:
             raise InputError(f"unknown sampling session {sid!r}", field="sampling_session_id")
         return self.sampling[sid]
 
-    def sample(self, request: dict) -> list:
+    def sample(self, request: dict) -> "SampleResult":
+        """An ``asample`` request (its fields checked against :data:`trajkit.tinker.fields.FIELDS`) -> the
+        samples, and the prompt's log-probs / top-k when asked: one scoring forward for both, on the training
+        side's float32 model with the session's adapter unmerged, so they equal ``forward``'s."""
+        fields.check("SampleRequest", request)
+        params = request.get("sampling_params") or {}
+        fields.check("SamplingParams", params, "sampling_params.")
         sid = request.get("sampling_session_id")
         s = self.session(sid) if sid else self._session_for("direct", request.get("base_model"),
                                                                request.get("model_path"))
         prompt = prompt_tokens(request.get("prompt") or {})
-        return self.sampler.sample(s.key, s.adapter, prompt, int(request.get("num_samples", 1)),
-                                   request.get("sampling_params") or {})
+        want_lp, topk = bool(request.get("prompt_logprobs")), int(request.get("topk_prompt_logprobs") or 0)
+        last_n = request.get("prompt_logprobs_last_n")
+        sequences = self.sampler.sample(s.key, s.adapter, prompt, int(request.get("num_samples", 1)), params,
+                                        int(request.get("topk_sample_logprobs") or 0))  # checks the prompt's ids
+        scores = None
+        if want_lp or topk:
+            scores = prompt_scores(self.trainer.adapter_logprobs(s.adapter, prompt), prompt, topk,
+                                   None if last_n is None else int(last_n))
+        return SampleResult(sequences, scores if want_lp else None, scores if topk else None)
+
+
+@dataclass
+class SampleResult:
+    sequences: list[Sequence]
+    prompt: PromptScores | None = None  # prompt_logprobs asked: its ``logprobs``
+    topk: PromptScores | None = None  # topk_prompt_logprobs asked: its ``topk_*``
 
 
 def prompt_tokens(model_input: dict) -> list[int]:

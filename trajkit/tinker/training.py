@@ -15,6 +15,7 @@ weight decay; ``grad_clip_norm`` > 0 clips the adapter's gradient norm first).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -99,6 +100,24 @@ class TrainingClients:
         logits = self.model(input_ids=ids).logits[0].float()
         return torch.log_softmax(logits, -1).gather(-1, targets[:, None]).squeeze(-1)
 
+    @torch.no_grad()
+    def adapter_logprobs(self, adapter: LoraAdapter, tokens: list[int]) -> torch.Tensor:
+        """``[N-1, V]`` float32 log-softmax after each prefix of ``tokens`` under the base model plus ``adapter``
+        (a sampler snapshot or checkpoint, not necessarily a live client's): the clients' adapters off, each
+        adapted layer's output plus ``scale * B(A(x))`` as peft adds it, so the values are ``forward``'s for
+        the same adapter tensors (no merge rounding)."""
+        peft = self.model is not None  # no client yet: the plain base model
+        hf = self.model.get_base_model() if peft else self.base
+        hooks = [hf.get_submodule(name).register_forward_hook(_lora_hook(a, b, adapter.scale))
+                 for name, (a, b) in adapter.modules.items()]
+        try:
+            with self.model.disable_adapter() if peft else contextlib.nullcontext():
+                logits = hf(input_ids=torch.tensor([tokens], dtype=torch.long)).logits
+        finally:
+            for h in hooks:
+                h.remove()
+        return torch.log_softmax(logits[0, :-1].float(), -1)
+
     def forward_backward(self, model_id: str, data: list[Datum], loss_name: str, config: dict,
                          forward_only: bool = False) -> tuple[list[torch.Tensor], dict]:
         """-> (per-datum ``logprobs [N]``, ``{"loss:sum": total}``); gradients accumulate unless ``forward_only``."""
@@ -168,6 +187,13 @@ class TrainingClients:
         if state.get("optimizer") is not None:
             client.optimizer.load_state_dict(state["optimizer"])
         client.steps = int(state.get("steps", 0))
+
+
+def _lora_hook(a: torch.Tensor, b: torch.Tensor, scale: float):
+    """A forward hook adding a LoRA term to a linear layer's output: ``out + B(A(x)) * scale`` (peft's order)."""
+    def hook(_module, inputs, out):
+        return out + torch.nn.functional.linear(torch.nn.functional.linear(inputs[0], a), b) * scale
+    return hook
 
 
 def check_datum(d: Datum, index: int, loss_name: str, vocab_size: int) -> None:

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 
 from trajkit.errors import InputError
+from trajkit.tinker import fields
+from trajkit.tinker.sampling import EMPTY_LOGPROB
 from trajkit.tinker.training import Datum
 
 _NUMPY = {1: np.float32, 2: np.int64, 3: np.int32}  # DType enum values (DTYPE_FLOAT32, INT64, INT32)
@@ -75,6 +77,8 @@ def decode_forward_backward(body: bytes) -> dict:
         config[k] = v.text if v.WhichOneof("value") == "text" else v.number
     data = []
     for i, d in enumerate(msg.data):
+        fields.check("Datum", {k: tuple(getattr(d, k)) for k in ("model_input_spans", "loss_fn_input_spans")},
+                     f"data[{i}].")
         inputs = {k: _tensor(t, f"data[{i}].loss_fn_inputs[{k}]") for k, t in d.loss_fn_inputs.items()}
         inputs = {k: (v if k == "target_tokens" else v.float()) for k, v in inputs.items()}
         data.append(Datum(_tokens(d, f"data[{i}].model_input"), inputs))
@@ -102,13 +106,31 @@ def encode_forward_backward(logprobs: list[torch.Tensor], metrics: dict) -> byte
     return msg.SerializeToString()
 
 
-def encode_sample(sequences) -> bytes:
-    """:class:`trajkit.tinker.sampling.Sequence` s -> ``SampleResponse`` bytes."""
+def _topk(msg, ids, logprobs) -> None:
+    """A ``TopkLogprobs`` message: row-major ``[length, k]`` int32 ids and float32 log-probs."""
+    msg.SetInParent()  # present even when empty: the SDK tells "asked, nothing" from "not asked"
+    msg.length, msg.k = len(ids), len(ids[0]) if ids else 0
+    msg.token_ids = np.asarray(ids, dtype=np.int32).tobytes()
+    msg.logprobs = np.asarray(logprobs, dtype=np.float32).tobytes()
+
+
+def encode_sample(result) -> bytes:
+    """A :class:`trajkit.tinker.service.SampleResult` -> ``SampleResponse`` bytes (prompt log-probs float32
+    with NaN where unscored; top-k as ``TopkLogprobs``, empty cells id 0 / log p -99999)."""
     p = pb()
     msg = p.SampleResponse()
-    for s in sequences:
+    for s in result.sequences:
         seq = msg.sequences.add()
         seq.stop_reason = p.STOP_REASON_STOP if s.stop_reason == "stop" else p.STOP_REASON_LENGTH
         seq.tokens = np.asarray(s.tokens, dtype=np.int32).tobytes()
         seq.logprobs = np.asarray(s.logprobs, dtype=np.float32).tobytes()
+        if s.topk is not None:
+            k = max((len(row) for row in s.topk), default=0)
+            ids = [[t for t, _ in row] + [0] * (k - len(row)) for row in s.topk]
+            lps = [[v for _, v in row] + [EMPTY_LOGPROB] * (k - len(row)) for row in s.topk]
+            _topk(seq.topk_sampled_logprobs, ids, lps)
+    if result.prompt is not None:
+        msg.prompt_logprobs = np.asarray(result.prompt.logprobs, dtype=np.float32).tobytes()
+    if result.topk is not None:
+        _topk(msg.topk_prompt_logprobs, result.topk.topk_ids, result.topk.topk_logprobs)
     return msg.SerializeToString()
