@@ -111,7 +111,7 @@ def remove_at(dir_fd: int, name: str) -> None:
                     continue
                 sub = os.open(entry, DIR_FLAGS, dir_fd=top)
                 try:
-                    for inner in os.scandir(sub):
+                    for inner in list(os.scandir(sub)):  # read whole before entries move out of it
                         if not inner.is_dir(follow_symlinks=False):
                             os.unlink(inner.name, dir_fd=sub)
                             continue
@@ -172,37 +172,44 @@ def copy_in(src: Path, dst_fd: int, name: str, uid: int, where: str) -> None:
     """Copy the host's ``src`` to ``name`` in the sandbox folder ``dst_fd``: a file as the file ``name``, a
     folder's contents into the folder ``name`` (merged with what is there). Links are copied as links, never
     followed on either side; anything but files, folders and links is a :class:`SandboxError`, as is a tree
-    deeper than ``MAX_DEPTH`` or larger than ``MAX_ENTRIES``. Everything written belongs to ``uid``."""
+    deeper than ``MAX_DEPTH`` or larger than ``MAX_ENTRIES``. Everything written belongs to ``uid``. Folders
+    still to copy are kept as components below ``name`` and reopened by :func:`open_dir` (two descriptors
+    open, however wide the tree)."""
     st = os.lstat(src)
     if stat.S_ISREG(st.st_mode):
         return _copy_file(str(src), dst_fd, name, uid, where)
     if not stat.S_ISDIR(st.st_mode):
         raise SandboxError(f"{src}: only a file or a real folder can be copied into the sandbox")
-    stack, count = [(str(src), _child_dir(dst_fd, name, uid, st.st_mode), 0)], 0
+    top = _child_dir(dst_fd, name, uid, st.st_mode)
+    stack, count = [(str(src), ())], 0
     try:
         while stack:
-            folder, fd, depth = stack.pop()
+            folder, parts = stack.pop()
+            fd = open_dir(top, parts)
             try:
                 with os.scandir(folder) as entries:
                     for entry in entries:
                         count += 1
-                        if count > MAX_ENTRIES or depth >= MAX_DEPTH:
+                        if count > MAX_ENTRIES or len(parts) >= MAX_DEPTH:
                             raise SandboxError(f"{src}: more than {MAX_ENTRIES} entries or {MAX_DEPTH} levels")
-                        _copy_entry(entry, fd, uid, where, stack, depth)
+                        if _copy_entry(entry, fd, uid, f"{where}/{'/'.join((*parts, entry.name))}"):
+                            stack.append((entry.path, (*parts, entry.name)))
             finally:
                 os.close(fd)
     finally:
-        for _, fd, _ in stack:
-            os.close(fd)
+        os.close(top)
 
 
-def _copy_entry(entry: os.DirEntry, fd: int, uid: int, where: str, stack: list, depth: int) -> None:
+def _copy_entry(entry: os.DirEntry, fd: int, uid: int, where: str) -> bool:
+    """Copy one entry into ``fd``; True for a folder (made here, its contents still to copy)."""
     st = entry.stat(follow_symlinks=False)
     if stat.S_ISDIR(st.st_mode):
-        stack.append((entry.path, _child_dir(fd, entry.name, uid, st.st_mode), depth + 1))
-    elif stat.S_ISLNK(st.st_mode):
+        os.close(_child_dir(fd, entry.name, uid, st.st_mode))
+        return True
+    if stat.S_ISLNK(st.st_mode):
         remove_at(fd, entry.name)
         os.symlink(os.readlink(entry.path), entry.name, dir_fd=fd)
         os.chown(entry.name, uid, uid, dir_fd=fd, follow_symlinks=False)
     else:
-        _copy_file(entry.path, fd, entry.name, uid, f"{where}/{entry.name}")
+        _copy_file(entry.path, fd, entry.name, uid, where)
+    return False

@@ -27,7 +27,11 @@ The upper dir hides the host: every top-level entry of ``/`` except ``bin sbin l
 opaque directory (``/root``, ``/home``, ``/tmp``, ``/work``, ...) or a whiteout. ``/`` itself and the host's
 ``/usr``, ``/etc``, ``/var`` keep the host's owner, a uid outside the user namespace: the sandbox can neither
 write them nor replace a top-level entry. Writes go to the workdir, ``/logs``, ``/tests``, ``/solution``,
-``/tmp`` and ``/root``. Nothing is written outside the sandbox folder, which ``stop`` unmounts and deletes; a
+``/tmp`` and ``/root``. The host's own file operations on that tree (build ``COPY``, ``upload``,
+``download``, ``reset_dir``) follow no link and never leave the upper dir (:mod:`trajkit.envs.sandbox.beneath`);
+a command's output comes back through pipes (the last ``MAX_OUTPUT`` bytes of each), never a host file; the
+tmpfs bounds bytes (``storage_mb``) and files (``inodes``). Nothing is written outside the sandbox folder,
+which ``stop`` unmounts and deletes; a
 folder whose owner died (a killed trainer) is removed by the next ``start`` or ``trajkit envs clean``. Not
 enforced: ``cpus`` (no cgroups), total memory across processes (``RLIMIT_AS`` is per process), seccomp
 filtering; see docs/envs.md (the threat model).
@@ -38,7 +42,6 @@ import os
 import shutil
 import signal
 import stat
-import selectors
 import subprocess
 import threading
 import time
@@ -46,9 +49,9 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from trajkit.envs.sandbox.launcher import launcher
+from trajkit.envs.sandbox.pipes import collect
 from trajkit.envs.sandbox.netns import SLIRP_DNS, attach_network, network_available
-from trajkit.envs.sandbox.base import (MAX_DOWNLOAD, MAX_OUTPUT, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec,
-                                       bad_variable)
+from trajkit.envs.sandbox.base import MAX_DOWNLOAD, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
 from trajkit.envs.sandbox.beneath import DIR_FLAGS, copy_in, lstat_at, open_dir, read_regular, remove_at
 from trajkit.envs.sandbox.slots import UID_SPAN, claim_slot, uid_base, clean_stale, kill_range, remove, run
 
@@ -357,6 +360,8 @@ class NamespaceSandbox:
              cwd: str | None = None) -> ExecResult:
         if self.root is None:
             raise SandboxError("the sandbox is not started (call start first)")
+        if not timeout_s > 0:  # NaN too
+            raise SandboxError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.spec.env, **(env or {})}
         bad = bad_variable(base)
         if bad is not None:
@@ -376,7 +381,7 @@ class NamespaceSandbox:
                 kill_range(self.uid)
                 raise
             try:
-                (out, err), timed_out = _collect(self._proc, timeout_s, lambda: kill_range(self.uid))
+                (out, err), timed_out = collect(self._proc, timeout_s, _kill, lambda: kill_range(self.uid))
             finally:
                 if net is not None:
                     net.close()
@@ -385,49 +390,6 @@ class NamespaceSandbox:
             code = None if timed_out else self._proc.returncode
             self._proc = None
             return ExecResult(code, _text(out), _text(err), time.perf_counter() - t0, timed_out)
-
-
-def _collect(proc: subprocess.Popen, timeout_s: float, kill_rest) -> tuple[tuple[bytes, bytes], bool]:
-    """Read ``proc``'s stdout and stderr pipes to their end, keeping the last ``MAX_OUTPUT`` bytes of each
-    (the output never touches a disk: 500 MB printed costs ~2 MiB of memory), and wait for it; at
-    ``timeout_s`` kill it (and, by ``kill_rest``, any process of the sandbox still holding a pipe).
-    -> ((stdout tail, stderr tail), timed out)."""
-    tails = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-    deadline, timed_out = time.monotonic() + timeout_s, False
-    with selectors.DefaultSelector() as sel:
-        for fd in tails:
-            sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0 and not timed_out:
-                _kill(proc)
-                kill_rest()
-                timed_out, deadline = True, time.monotonic() + 10.0  # every writer is dead: EOF follows
-                continue
-            events = sel.select(timeout=left)
-            if timed_out and not events and time.monotonic() >= deadline:
-                break
-            for key, _ in events:
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    sel.unregister(key.fd)
-                    continue
-                tail = tails[key.fd]
-                tail += chunk
-                if len(tail) > 2 * MAX_OUTPUT:
-                    del tail[:-MAX_OUTPUT]
-    proc.stdout.close()
-    proc.stderr.close()
-    if not timed_out:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            timed_out = True
-    else:
-        proc.wait()
-    out, err = tails.values()
-    return (bytes(out[-MAX_OUTPUT:]), bytes(err[-MAX_OUTPUT:])), timed_out
 
 
 def _hide(upper: int, entry: str) -> None:
