@@ -167,3 +167,38 @@ def test_a_deep_tree_the_sandbox_left_is_removed_and_walked_without_recursion(bo
     root = sb.root
     sb.stop()
     assert not root.exists()
+
+
+def test_a_task_whose_dockerfile_copies_a_link_then_through_it_leaves_the_host_as_it_was(needs_sandbox, canary,
+                                                                                           tmp_path):
+    from trajkit.envs.harbor.task import load_task
+    from trajkit.envs.harbor.trial import AGENTS, run_trial
+
+    task = tmp_path / "task"
+    rel = str(canary).lstrip("/")
+    tree(task, {"instruction.md": "Do it.\n", "solution/solve.sh": "true\n",
+                "tests/test.sh": "cat /x/link/" + rel + "/evil.txt && echo 1 > /logs/verifier/reward.txt\n",
+                "task.toml": "[verifier]\ntimeout_sec = 30\n",
+                "environment/Dockerfile": "FROM debian\nCOPY a/b/c/d/e/f/g /x\nCOPY payload /x\n",
+                f"environment/payload/link/{rel}/evil.txt": "x\n", f"environment/payload/link/{rel}/file": "y\n"})
+    (task / "environment" / "a" / "b" / "c" / "d" / "e" / "f" / "g").mkdir(parents=True)
+    (task / "environment" / "a" / "b" / "c" / "d" / "e" / "f" / "g" / "link").symlink_to("../../../../../../..")
+    result = run_trial(load_task(task), AGENTS["oracle"], "oracle")  # the link stays inside environment/
+    assert result.error is None and result.reward == 1.0  # the copy landed in the sandbox's own /x/link
+
+
+def test_a_wide_tree_is_copied_and_removed_with_few_descriptors(boxes, tmp_path):
+    import resource
+
+    src = tmp_path / "wide"
+    for i in range(1500):
+        (src / f"d{i}" / "sub").mkdir(parents=True)
+    sb = boxes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # a walk holding a descriptor per folder fails
+    try:
+        sb.upload(src, "/tests")
+        sb.reset_dir("/tests")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert sb.exec("ls -A /tests | wc -l", timeout_s=30).stdout == "0\n"
