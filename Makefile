@@ -44,14 +44,19 @@ vllm-venv: $(VLLM_VENV)/.installed
 
 # tinker-cookbook (a Tinker API client's recipes) in its own virtualenv: it pins transformers <=5.5.4, ours is
 # newer. Only the client runs there; `trajkit serve --api tinker` runs in .venv (docs/tinker.md). PyTorch's CPU
-# build, so that pip does not fetch the CUDA one (COOKBOOK_TORCH_INDEX= where a local wheel provides it).
+# build from COOKBOOK_TORCH_INDEX when that index answers within 10 s (so that pip does not fetch the CUDA one);
+# where it does not (a machine that reaches only the package registry) pip is not sent there to retry for
+# minutes: torch then comes from the registry or a local wheel (pip's find-links), in our range.
 COOKBOOK_VERSION := 0.5.8
 COOKBOOK_VENV    := $(or $(TRAJKIT_CACHE),$(HOME)/.cache/trajkit)/tinker-cookbook-$(COOKBOOK_VERSION)
 COOKBOOK_TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(COOKBOOK_VENV)/.installed:
 	$(PYTHON) -m venv $(COOKBOOK_VENV)
-	$(COOKBOOK_VENV)/bin/python -m pip install --quiet $(if $(COOKBOOK_TORCH_INDEX),--extra-index-url $(COOKBOOK_TORCH_INDEX)) \
-		'torch==2.13.0+cpu' 'tinker==0.38.0' 'tinker-cookbook[math-rl]==$(COOKBOOK_VERSION)'
+	index=$$($(PYTHON) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=10); print(sys.argv[1])' '$(COOKBOOK_TORCH_INDEX)' 2>/dev/null); \
+	if [ -n "$$index" ]; then torch='torch==2.13.0+cpu'; else torch='torch>=2.4,<2.14'; \
+	  echo "tinker-cookbook venv: no answer from COOKBOOK_TORCH_INDEX='$(COOKBOOK_TORCH_INDEX)'; $$torch from the package index or a local wheel"; fi; \
+	$(COOKBOOK_VENV)/bin/python -m pip install --quiet $${index:+--extra-index-url "$$index"} "$$torch" \
+		'tinker==0.38.0' 'tinker-cookbook[math-rl]==$(COOKBOOK_VERSION)'
 	$(COOKBOOK_VENV)/bin/python -c 'import tinker, tinker_cookbook'
 	touch $@
 

@@ -31,8 +31,8 @@ class WhereHarness:
         self.folder = folder
 
     def __call__(self, run: HarnessRun) -> str:
-        (self.folder / run.api_key).write_text(str(os.getpid()))
-        if (self.folder / "kill").exists() and run.api_key.endswith("-7"):
+        (self.folder / run.session).write_text(str(os.getpid()))
+        if (self.folder / "kill").exists() and run.session.endswith("-7"):
             os.kill(os.getpid(), signal.SIGKILL)
         return two_turns(run)
 

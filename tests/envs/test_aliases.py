@@ -1,9 +1,12 @@
-"""The environment modules moved from ``trajkit.rl`` (and ``traces.atomic`` to the ground floor); the old import
-paths are aliases of the new modules (the same module object: patching one patches the other), so code written
-against them keeps working unchanged."""
+"""The environment modules moved from ``trajkit.rl`` (and ``traces.atomic`` to the ground floor): importing an
+old path fails with one message naming the new module, in code and in a config's import path alike; the
+public names users import from their new homes (and ``trajkit.rl.Sample``, a package export) resolve."""
 import importlib
 
 import pytest
+
+from trajkit.envs.imports import import_object
+from trajkit.errors import ConfigError
 
 MOVED = {"trajkit.rl.tasks": "trajkit.envs.single_turn", "trajkit.rl.toolenv": "trajkit.envs.toolenv",
          "trajkit.rl.sandbox": "trajkit.envs.calculator", "trajkit.rl.agent": "trajkit.envs.agent",
@@ -13,16 +16,23 @@ MOVED = {"trajkit.rl.tasks": "trajkit.envs.single_turn", "trajkit.rl.toolenv": "
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_is_the_new_module(old):
-    assert importlib.import_module(old) is importlib.import_module(MOVED[old])
+def test_an_old_path_fails_naming_the_new_module(old):
+    with pytest.raises(ModuleNotFoundError) as err:
+        importlib.import_module(old)
+    assert str(err.value).startswith(f"{old} moved to {MOVED[old]}: import {MOVED[old]} instead")
+    assert importlib.import_module(MOVED[old]).__name__ == MOVED[old]
+
+
+def test_a_config_import_path_through_an_old_module_names_the_new_one():
+    with pytest.raises(ConfigError, match=r"rewards\[0\].*trajkit\.rl\.tasks moved to trajkit\.envs\.single_turn"):
+        import_object("trajkit.rl.tasks:exact_match", "rewards[0]")
+    assert import_object("trajkit.envs.single_turn:exact_match", "rewards[0]").__name__ == "exact_match"
 
 
 def test_the_public_names_users_import_still_resolve():
-    from trajkit.envs.calculator import CalculatorError, evaluate
+    from trajkit.envs.calculator import CalculatorError, SandboxError, evaluate
     from trajkit.envs.sample import Sample
     from trajkit.rl import Sample as RlSample
-    from trajkit.rl.sandbox import SandboxError
-    from trajkit.rl.tasks import Prompt, SingleTurnEnv, Task  # noqa: F401
 
     assert RlSample is Sample
     assert SandboxError is CalculatorError

@@ -53,7 +53,7 @@ class RecordingReplay(ReplayEngine):
 
 
 def test_the_gateway_stops_where_the_template_ends_a_turn():
-    """The issue's failure: a Llama-3.1-style template over a vocabulary without <|eot_id|> ran every turn
+    """A failure seen: a Llama-3.1-style template over a vocabulary without <|eot_id|> ran every turn
     to the token limit and wrote the next header into the history. Now the turn ends at the marker, the
     client sees only its content, and the message sent back extends the sampled ids (one chain)."""
     tok = _byte(LLAMA31_STYLE)

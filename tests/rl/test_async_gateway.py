@@ -37,7 +37,7 @@ class InOrder:
             return self.ended.setdefault((round_no, i), threading.Event())
 
     def __call__(self, run: HarnessRun) -> str:
-        _, round_no, i = run.api_key.split("-")
+        _, round_no, i = run.session.split("-")
         if int(i):
             assert self._ended(round_no, int(i) - 1).wait(60), "the scripted order did not happen"
         try:
@@ -84,7 +84,7 @@ class HeldHarness:
         self.mutex = threading.Lock()
 
     def __call__(self, run: HarnessRun) -> str:
-        batch = int(run.api_key.split("-")[1]) - 1
+        batch = int(run.session.split("-")[1]) - 1
         with self.mutex:
             self.events.append(("start", batch))
         self.started[batch].set()

@@ -67,7 +67,7 @@ def test_summary_ratios_against_plain_and_acceptance_per_step_are_hand_derived()
 
 
 def test_sync_and_async_arms_with_long_tailed_episodes(tmp_path):
-    """The issue's comparison on the tiny model with lognormal episode waits: both arms run their steps,
+    """The sync-vs-async comparison on the tiny model with lognormal episode waits: both arms run their steps,
     the async arm within its bound, and the summary has steps and reward per hour and their ratio (no
     timing is asserted: speed is what the benchmark reports, not what a test can pin)."""
     from .conftest import TINY

@@ -1,4 +1,4 @@
-"""One bad row never kills a command: each row of the issue, between two good rows, through stats, report,
+"""One bad row never kills a command: each kind of bad row seen in real data, between two good rows, through stats, report,
 export and filter. Rows that cannot be a trace are skipped with ONE warning naming file:line and field;
 rows that can are kept with a diagnostic."""
 import json

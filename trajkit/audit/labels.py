@@ -25,7 +25,7 @@ and ``labels``, -100 = not trained):
 ``labels.duplicates``
     Rows whose ``input_ids`` and ``labels`` equal an earlier row's (trained twice per epoch): WARN.
 
-Where we deviate from the issue: the trainer does not log row ids yet, so "rows seen twice" is checked
+Deviation: the trainer does not log row ids yet, so "rows seen twice" is checked
 over the export, not over what a run fed; templates with a separate tool-turn header (Llama 3's
 ``ipython``) have tool turns attributed to the turn before them.
 """

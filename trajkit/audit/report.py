@@ -2,7 +2,7 @@
 
 A check carries the statistic it measured, the threshold it compared it with, a one-line ``detail`` and
 the ``items`` it concerns: each a place a user can open (a row's ``id`` when the row has one, else
-``FILE:LINE``, or a run folder). The JSON form is the issue's contract::
+``FILE:LINE``, or a run folder). The JSON form (the contract other tools read)::
 
     {"checks": [{"id": "leak.exact", "verdict": "FAIL", "statistic": 1, "threshold": 0,
                  "detail": "1 eval item equals a train item", "items": ["eval.jsonl:3 = train.jsonl:7"]}]}

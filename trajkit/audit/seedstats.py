@@ -13,7 +13,7 @@
 - **Leave-one-seed-out**: the IQM difference with each seed of either arm left out in turn.
 - **Minimum detectable effect** 2.8·σ·sqrt(1/n + 1/m): the difference a two-sided 5% test detects with
   80% power (z_0.975 + z_0.8 = 1.96 + 0.84 = 2.80), σ the pooled seed standard deviation; with n = m it is
-  the issue's 2.8·σ·sqrt(2/n) (Colas et al. 2018, "How many random seeds?", give the same power analysis).
+  2.8·σ·sqrt(2/n) (Colas et al. 2018, "How many random seeds?", give the same power analysis).
 - **Eval-sampling standard error** of one evaluation of N items with mean p in [0, 1]: sqrt(p(1-p)/N), an
   upper bound for any [0, 1] reward (variance <= p(1-p)); Miller 2024, "Adding error bars to evals".
 """

@@ -267,7 +267,7 @@ def _engine_stats(stats: list[dict], m: Method, costs: dict) -> dict:
 
 
 def goals(rows: list[dict]) -> list[dict]:
-    """The issue's performance goals, each with the numbers it was judged on."""
+    """The benchmark's performance goals (docs/engine.md), each with the numbers it is judged on."""
     def best(family, batch):
         cands = [r for r in rows if r["family"] == family and r["batch"] == batch]
         return max(cands, key=lambda r: r["tokens_per_s"]) if cands else None

@@ -2,7 +2,7 @@
 
 A method is ``run(prompts, seed, new_tokens) -> Run``. Ours go through ``trajkit.engine.Engine``;
 the baselines call transformers' ``generate`` directly: plain sampling, and assisted generation
-(speculative sampling with the same draft model) configured as the issue asks -- constant schedule of
+(speculative sampling with the same draft model) configured to match trajkit's speculative arm -- constant schedule of
 ``k`` assistant tokens, confidence threshold 0 (no early stop of the draft) and ``top_k=0`` (HF's
 default sampling would otherwise truncate to the top 50). HF assisted generation refuses batches above 1.
 The EAGLE-style head (``ours eagle``) has no HF counterpart (assisted generation needs a draft *model*).

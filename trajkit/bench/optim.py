@@ -12,7 +12,9 @@ over the steps. LoRA and LoGRA use the same rank (``--rank``) on the same seven 
 description does. ``muon`` is ``torch.optim.Muon`` on the projections with AdamW on the embedding and norms
 (:mod:`trajkit.optim.muon`, ``match_rms_adamw`` so the same ``--lr``). ``trainable`` counts the parameters
 the optimiser updates (LoGRA: all of them), ``Adam state`` those that carry AdamW's two moments, ``Muon
-state`` those that carry Muon's one momentum buffer.
+state`` those that carry Muon's one momentum buffer. Every arm's optimiser is the RL trainer's own, built by
+its one registry at its ``optim`` defaults (:func:`trajkit.bench.optim_step.trainer_optimizer`: AdamW's betas
+(0.9, 0.99), LoGRA's and Muon's knobs as ``trajkit train`` sets them), so the arms measure what training steps.
 
 The ``runtime`` column is the process's RSS once Python, PyTorch, transformers (and peft or trajkit.optim)
 are imported, before the model loads: the same in every arm and no part of training, so the table also
@@ -81,11 +83,19 @@ def add_arguments(p) -> None:
 
 
 
+def _updated(opt) -> list:
+    """The parameters ``opt`` steps: those of its groups that get a gradient, and LoGRA's sketch targets
+    (stepped from their sketches, without a ``.grad``); not a frozen weight a group holds (LoRA's base)."""
+    sketched = {id(s.weight) for s in opt.sketches.states} if hasattr(opt, "sketches") else set()
+    return [p for group in opt.param_groups for p in group["params"] if p.requires_grad or id(p) in sketched]
+
+
 def _state_params(opt) -> tuple[int, int]:
     """(parameters with AdamW's two moments, parameters with Muon's momentum buffer) of ``opt``: LoGRA's
-    nested AdamW (None when it has nothing left to step), MuonAdamW's two halves, or ``opt`` itself."""
+    nested AdamW (None when it has nothing left to step), MuonAdamW's two halves, or ``opt`` itself; a frozen
+    parameter in a group (LoRA's base weights under the trainer's AdamW) never gets a gradient, so no state."""
     def count(o):
-        return sum(p.numel() for group in o.param_groups for p in group["params"]) if o is not None else 0
+        return sum(p.numel() for p in _updated(o)) if o is not None else 0
     if hasattr(opt, "native"):
         return count(opt.native), 0
     if hasattr(opt, "muon"):
@@ -118,7 +128,7 @@ def run_arm(arm: str, settings: dict) -> dict:
         enable_activation_checkpointing(model)
     rank = (settings.get("lora_rank") or settings["rank"]) if arm == "lora" else settings["rank"]
     model, opt = OPTIMIZERS[arm](model, rank, settings["lr"])
-    trainable = sum(p.numel() for group in opt.param_groups for p in group["params"])
+    trainable = sum(p.numel() for p in _updated(opt))
     adam_params, muon_params = _state_params(opt)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (settings["rows"], settings["length"]), generator=g).to(device)

@@ -75,36 +75,40 @@ def pg_loss(model, ids, adv, logits_chunk: int = 0):
     return -(adv[:, None] * logp).sum()
 
 
+def trainer_optimizer(model, name: str, lr: float, **knobs):
+    """The RL trainer's own optimiser ``name`` (:data:`trajkit.rl.update.OPTIMIZERS`, the one registry) over
+    ``model``, at the trainer's ``optim`` defaults (:class:`~trajkit.optim.config.OptimConfig`: AdamW's betas
+    (0.9, 0.99), no weight decay, ...) but ``lr`` and ``knobs``: what a benchmark arm measures is what
+    ``trajkit train`` steps."""
+    from trajkit.optim.config import OptimConfig
+    from trajkit.rl.update import OPTIMIZERS as TRAINER_OPTIMIZERS
+
+    return TRAINER_OPTIMIZERS[name](model, OptimConfig(name=name, lr=lr, **knobs), lr)
+
+
 # each arm's optimiser over ``model`` (LoRA wraps the model first): (model, rank, lr) -> (model, optimiser)
 def _adamw(model, rank: int, lr: float):
-    import torch
-
-    return model, torch.optim.AdamW(model.parameters(), lr=lr)
+    return model, trainer_optimizer(model, "adamw", lr)
 
 
 def _lora(model, rank: int, lr: float):
-    """The RL trainer's LoRA (:func:`trajkit.rl.lora.wrap`: peft on the seven projections), alpha = 2 x rank."""
-    import torch
-
+    """The RL trainer's LoRA (:func:`trajkit.rl.lora.wrap`: peft on the seven projections), alpha = 2 x rank,
+    stepped by the trainer's AdamW (the frozen base weights get no gradient, so no state)."""
     from trajkit.rl.config import LoRAConfig
     from trajkit.rl.lora import wrap
 
     model = wrap(model, LoRAConfig(rank=rank, alpha=2.0 * rank, targets=["attention", "mlp"]))
-    return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    return model, trainer_optimizer(model, "adamw", lr)
 
 
 def _logra(embeddings: str):
     def make(model, rank: int, lr: float):
-        from trajkit.optim import LoGRA
-
-        return model, LoGRA(model, lr=lr, rank=rank, embeddings=embeddings)
+        return model, trainer_optimizer(model, "logra", lr, logra_rank=rank, logra_embeddings=embeddings)
     return make
 
 
 def _muon(model, rank: int, lr: float):
-    from trajkit.optim import MuonAdamW
-
-    return model, MuonAdamW(model, lr=lr)
+    return model, trainer_optimizer(model, "muon", lr)
 
 
 OPTIMIZERS = {"adamw": _adamw, "lora": _lora, "logra": _logra("rows"), "logra-nested": _logra("adamw"), "muon": _muon}

@@ -8,7 +8,7 @@ One server (:mod:`trajkit.tinker`) over SmolLM2-135M-Instruct (prepared offline)
 the same data (what the server's worker runs). Both start from the same seed and take the same steps, so
 they must end with the same adapter: ``adapter_max_abs_diff`` says they did. ``--rows`` data of ``--length`` random token ids, the
 ``cross_entropy`` loss; ``--repeat`` steps of each, interleaved, after one warm-up step each; the table gives
-the medians and the ratio SDK / in process (the issue's goal: within 1.3x).
+the medians and the ratio SDK / in process (the goal: within 1.3x).
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ EXAMPLE = """Examples:
   trajkit serve --model ./my-model --rope-type yarn --rope-factor 4      (YaRN: 4x the model's window)
   trajkit serve --model ./my-model --backend vllm --drafter ngram    (vLLM in its venv: make vllm-venv)
 then: OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="SESSION").chat.completions.create(model="trajkit", ...)
+  trajkit serve --model ./my-model --api-key KEY      (every caller needs the key; sessions by x-session-id)
   trajkit serve --api tinker --model ./my-model --model-name ./my-model --checkpoint-dir runs/tinker
 then: tinker.ServiceClient(base_url="http://127.0.0.1:8000", api_key="tml-local")
         .create_lora_training_client(base_model="./my-model", rank=32)"""
@@ -40,6 +41,10 @@ def cmd_serve(args) -> int:
                                rope_scaling=from_args(RopeScaling, args, prefix="rope_"))
     if log is not None:
         gateway.on_record.append(log.append)
+    if args.api_key:
+        from trajkit.gateway.access import Access
+
+        gateway.access = Access(gateway.sessions, api_key=args.api_key)
     print(f"trajkit serve: {args.model} as {gateway.config.model_name} on "
           f"http://{gateway.config.host}:{gateway.config.port}/v1 ({gateway.renderer.rendering.mode} rendering)"
           + (f"; each call appended to {log.path}" if log else ""), file=sys.stderr)
@@ -102,6 +107,9 @@ def register(sub) -> None:
     p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
     p.add_argument("--backend", choices=("trajkit", "vllm"), default="trajkit",
                    help="who generates: trajkit's engine (default) or vLLM in its venv (make vllm-venv)")
+    p.add_argument("--api-key", default=None,
+                   help="require Authorization: Bearer KEY on every route but /health (the session is then "
+                        "x-session-id); default: open to every caller that reaches the port")
     p.add_argument("--save-dir", default=None, help="append each call to records.jsonl here as it finishes; on exit (SIGINT, SIGTERM) add samples.jsonl and hermes.jsonl")
     add_arguments(p, GatewayConfig)
     add_arguments(p, RopeScaling, prefix="rope_")

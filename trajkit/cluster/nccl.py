@@ -19,9 +19,9 @@ tensors into its broadcast buckets (``packed_buffer_size_bytes``, double-buffere
 whole model: the sender holds one whole parameter plus vLLM's packed buffers; the others one whole
 parameter, dropped as soon as it is gathered.
 
-Not run here: this machine has no CUDA device and its vLLM is the CPU build (whose NCCL engine cannot
-start); tests/cluster/test_nccl.py is marked ``gpu`` and skipped without one. The policy worker needs
-vLLM importable for the trainer-side engine (``cluster.policy_python``, a venv with vLLM and trajkit).
+Needs a CUDA device (vLLM's CPU build has no NCCL engine that can start); tests/cluster/test_nccl.py is
+marked ``gpu`` and skipped without one. The policy worker needs vLLM importable for the trainer-side
+engine (``cluster.policy_python``, a venv with vLLM and trajkit).
 The default ``object_store`` path (:mod:`trajkit.cluster.split`) is the one tested.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ sequence at another position — and moves them:
 It is approximate by construction: a surviving token's K/V were computed while attending to the text that
 the edit removed. :func:`suffix_reuse_kl` reports per-token ``KL(p_exact || p_approx)`` on a teacher-forced
 continuation, top-1 agreement and the first greedy divergence; ``trajkit bench suffix-reuse`` tabulates them.
-The gate the issue sets: use it only where mean KL <= 1e-3 and p95 <= 1e-2 on the model in use.
+The gate for using it: only where mean KL <= 1e-3 and p95 <= 1e-2 on the model in use.
 
 Scope: batch 1, standard (``rope_type: default``) rotate-half RoPE of Llama-family models; anything else is
 refused with ConfigError.

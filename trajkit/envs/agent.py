@@ -22,8 +22,10 @@ times, a group, by the trainer):
    the round's seed, its session and its index there, so the step's rollouts are a function of the step's
    seed as in the plain rollout path. The shared :class:`~trajkit.gateway.GatewayConfig` is never rewritten;
 3. the harness runs once per prompt, all concurrently (the gateway batches their requests), each with its
-   own API key = session id: a Python callable given a :class:`HarnessRun`, or a shell command
-   (:func:`command_harness`);
+   own API key: a random secret bound to its session (``run-ROUND-I``) when the session is opened, revoked
+   when the round ends. The gateway is locked (:mod:`trajkit.gateway.access`): a request reaches only the
+   session its key is bound to, and nothing that reads across sessions (``/trajkit/*``, ``/metrics``); a
+   Python callable given a :class:`HarnessRun`, or a shell command (:func:`command_harness`);
 4. each session is stitched (:func:`trajkit.gateway.stitch.stitch`) into a :class:`~trajkit.envs.sample.Sample`:
    the chain that holds the run's last call; ``loss_mask`` 1 exactly on the sampled ids, the engine's
    log-probs there; 0 and logprob 0.0 on everything the harness or the template put in between;
@@ -92,14 +94,21 @@ class HarnessError(RuntimeError):
 @dataclass
 class HarnessRun:
     """What one harness run gets: the gateway's ``base_url`` (``http://127.0.0.1:PORT/v1``), the
-    ``api_key`` that names its session, the served ``model`` name, the ``task`` text (the row's prompt;
-    a message list is passed as JSON) and the row's other ``columns``."""
+    ``api_key`` bound to its session (a secret: the only key that reaches it), the served ``model`` name, the
+    ``task`` text (the row's prompt; a message list is passed as JSON), the row's other ``columns`` and the
+    ``session`` id (``run-ROUND-I``: what records, seeds and messages name; not a credential)."""
 
     base_url: str
     api_key: str
     model: str
     task: str
     columns: dict = field(default_factory=dict)
+    session: str = ""
+
+    @property
+    def name(self) -> str:
+        """What errors call the run: its session id (never its key)."""
+        return self.session or "(unnamed)"
 
 
 Harness = Callable[[HarnessRun], Any]  # returns anything; str(result) becomes the row's harness_output
@@ -130,10 +139,10 @@ def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
         try:
             proc = subprocess.run(cmd, shell=True, env=env, capture_output=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
-            raise HarnessError(f"run {r.api_key}: timed out after {timeout_s:g} s") from None
+            raise HarnessError(f"run {r.name}: timed out after {timeout_s:g} s") from None
         if proc.returncode != 0:
             stderr = proc.stderr.decode("utf-8", errors="replace")
-            raise HarnessError(f"run {r.api_key}: exit code {proc.returncode}: {stderr[-1000:]}")
+            raise HarnessError(f"run {r.name}: exit code {proc.returncode}: {stderr[-1000:]}")
         return proc.stdout.decode("utf-8", errors="replace").strip()
     return run
 
@@ -147,6 +156,12 @@ def record_reward(completions, harness_output, **kwargs) -> list[float | None]:
         record = json.loads(text) if text else None
         out.append(None if record is None or record["reward"] is None else float(record["reward"]))
     return out
+
+
+def episode_gateway(engine, tokenizer, config: GatewayConfig, lock=None) -> Gateway:
+    """The gateway harness runs are served on: locked (:mod:`trajkit.gateway.access`), so a run reaches only
+    its own session (``envs check --adversarial``'s ``other-sessions`` probe attacks this same gateway)."""
+    return Gateway(engine, tokenizer, config, lock=lock, locked=True)
 
 
 class EnvironmentDied(RuntimeError):
@@ -194,7 +209,7 @@ class GatewayEnv:
                                "rounds at a time (a gateway serves one backend and its lock)")
         self._stop()
         self._served = client.engine()
-        self.gateway = Gateway(self._served, self.tokenizer, self.config, lock=client.lock)
+        self.gateway = episode_gateway(self._served, self.tokenizer, self.config, client.lock)
         self.base_url = self._stack.enter_context(running(self.gateway))
         self._serving_key = key
         return self.gateway
@@ -270,13 +285,16 @@ class GatewayEnv:
         verdict on them is :meth:`check_round`'s, over all its rows."""
         with self._round_of(as_client(generate), round_no) as gateway:
             forced = Forced(params.temperature, params.seed, params.max_new_tokens)
-            runs = [HarnessRun(self.base_url, f"{self._prefix}-{round_no}-{first + i}", self.model, _task_text(p),
-                               dict(p.columns)) for i, p in enumerate(prompts)]
-            for r in runs:
-                gateway.sessions.open(r.api_key, self.model, forced, tag=round_no)
-            outcomes = self._run_all(runs)
-            self._check_alive(gateway)
-            gateway.scheduler.drain(self.timeout_s, tag=round_no)  # this round's requests, not another's
+            opened = [gateway.sessions.open(f"{self._prefix}-{round_no}-{first + i}", self.model, forced, tag=round_no)
+                      for i in range(len(prompts))]
+            runs = [HarnessRun(self.base_url, s.key, self.model, _task_text(p), dict(p.columns), session=s.id)
+                    for s, p in zip(opened, prompts)]
+            try:
+                outcomes = self._run_all(runs)
+                self._check_alive(gateway)
+                gateway.scheduler.drain(self.timeout_s, tag=round_no)  # this round's requests, not another's
+            finally:
+                gateway.sessions.revoke(s.id for s in opened)  # an abandoned run's later calls are refused
             return [self._sample(gateway, p, r, out, err) for p, r, (out, err) in zip(prompts, runs, outcomes)]
 
     def check_round(self, samples: Sequence[Sample]) -> None:
@@ -298,7 +316,7 @@ class GatewayEnv:
         futures = [pool.submit(self._run, r) for r in runs]
         done, _ = wait(futures, timeout=self.timeout_s)
         pool.shutdown(wait=False, cancel_futures=True)
-        return [f.result() if f in done else (None, f"run {r.api_key}: still running after {self.timeout_s:g} s "
+        return [f.result() if f in done else (None, f"run {r.name}: still running after {self.timeout_s:g} s "
                                                      "(abandoned)") for f, r in zip(futures, runs)]
 
     def _check_alive(self, gateway: Gateway) -> None:
@@ -314,10 +332,10 @@ class GatewayEnv:
             return None, f"{type(exc).__name__}: {exc}"
 
     def _sample(self, gateway: Gateway, prompt: Prompt, run: HarnessRun, output: Any, error: str | None) -> Sample:
-        session = gateway.sessions.find(run.api_key)
+        session = gateway.sessions.find(run.session)
         records = session.records if session is not None else []
         columns = {**prompt.columns, "harness_output": None if output is None else str(output)}
-        meta = {"session": run.api_key, "prompt_index": prompt.index, "calls": len(records), "columns": columns}
+        meta = {"session": run.session, "prompt_index": prompt.index, "calls": len(records), "columns": columns}
         if error is None and not records:
             error = "the harness made no call to the gateway"
         if error is not None:

@@ -6,6 +6,10 @@ OpenAI-compatible: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GE
 ``GET /health``, ``GET /metrics`` (Prometheus text: the prefix cache's counters, :mod:`.metrics`), ``/api/show`` answered 404 (Ollama's probe, which harnesses such as the Hermes Agent try
 first), and read-only ``/trajkit/sessions…`` routes for the records, stitched samples and Hermes rows.
 
+Every route is behind one gate, an app-wide dependency (:mod:`.access`): it names an inference request's
+session (handlers take the session from it, never from the headers), and on a locked gateway refuses what the
+request's key may not reach (401/403) before any handler runs.
+
 ``stream: true`` is served as Server-Sent Events in OpenAI's chunk format (``delta.role``, then
 ``delta.reasoning_content``, ``delta.content``, ``delta.tool_calls``, a chunk with ``finish_reason``, the
 usage chunk when ``stream_options.include_usage``, then ``data: [DONE]``). Text is streamed as it is
@@ -27,7 +31,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from trajkit.errors import TrajkitError
@@ -36,13 +40,17 @@ from trajkit.gateway.export import session_hermes_rows, session_samples
 from trajkit.gateway.live import rest
 from trajkit.gateway.metrics import prometheus_text
 from trajkit.gateway.service import Gateway
-from trajkit.gateway.sessions import session_id
 
 log = logging.getLogger("trajkit.gateway")
 
 
 def create_app(gateway: Gateway) -> FastAPI:
-    app = FastAPI(title="trajkit gateway", docs_url=None, redoc_url=None)
+    access = gateway.access
+
+    async def gate(request: Request) -> None:  # every route's dependency (module docstring)
+        request.state.session = access.check(request.url.path, request.headers)
+
+    app = FastAPI(title="trajkit gateway", docs_url=None, redoc_url=None, dependencies=[Depends(gate)])
     app.state.gateway = gateway
 
     @app.exception_handler(ApiError)
@@ -61,27 +69,29 @@ def create_app(gateway: Gateway) -> FastAPI:
     async def chat(request: Request):
         body = await _json(request)
         if _streaming(body):
-            return await _stream(gateway.chat, body, session_id(request.headers), "chat.completion.chunk", _chat_chunks)
-        return await gateway.chat(body, session_id(request.headers))
+            return await _stream(gateway.chat, body, request.state.session, "chat.completion.chunk", _chat_chunks)
+        return await gateway.chat(body, request.state.session)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await _json(request)
         if _streaming(body):
-            return await _stream(gateway.completion, body, session_id(request.headers), "text_completion",
+            return await _stream(gateway.completion, body, request.state.session, "text_completion",
                                  _completion_chunks)
-        return await gateway.completion(body, session_id(request.headers))
+        return await gateway.completion(body, request.state.session)
 
     @app.post("/inference/v1/generate")
     async def generate(request: Request):  # verifiers' token route (.generate), at the root as vLLM serves it
-        return await gateway.generate(await _json(request), session_id(request.headers))
+        return await gateway.generate(await _json(request), request.state.session)
 
     @app.get("/v1/models")
     async def models():
         return gateway.models_list()
 
     @app.get("/health")
-    async def health():
+    async def health(request: Request):
+        if not access.admin(request.headers):
+            return {"status": "ok"}
         return {"status": "ok", "sessions": len(gateway.sessions.ids()), "engine_calls": gateway.scheduler.calls,
                 "policy_version": gateway.engine.policy_version}
 

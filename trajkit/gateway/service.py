@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from trajkit.engine import SamplingParams
 from trajkit.engine.prefix import tokenizer_fingerprint
 from trajkit.engine.rng import mix
+from trajkit.gateway.access import Access
 from trajkit.gateway.config import GatewayConfig
 from trajkit.gateway.errors import ApiError, output_too_long, prompt_too_long
 from trajkit.gateway.live import LiveText
@@ -61,9 +62,11 @@ class Prepared:
 
 class Gateway:
     """Serves one engine under the names in ``config.model_name`` (comma-separated). ``lock``: held for every
-    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too."""
+    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too.
+    ``locked``: a request reaches only the session its API key is bound to, and the routes that read across
+    sessions need ``access.admin_token`` (:mod:`~trajkit.gateway.access`); default open."""
 
-    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None):
+    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None, locked: bool = False):
         self.engine, self.tokenizer = engine, tokenizer
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
@@ -71,6 +74,7 @@ class Gateway:
         self.format, self.format_note = resolve_format(self.config.tool_call_format, tokenizer,
                                                        self.renderer.rendering.mode)
         self.sessions = SessionStore()
+        self.access = Access(self.sessions, locked)
         self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
                                    continuous=self.config.continuous)
         limit, generation_config = _model_facts(engine)
@@ -315,12 +319,15 @@ class Gateway:
                 for t, lp, alts in zip(ch.token_ids, ch.logprobs, tops)]
 
     def _envelope(self, rec: CallRecord, sid: str, obj: str, choices: list, with_ids: bool) -> dict[str, Any]:
+        # the prefix cache is shared by every session: on a locked gateway a hit count would tell a session how
+        # much of its prompt another session had sent (the record keeps it; the response says 0)
+        cached = 0 if self.access.locked else (rec.prefix_cache or {}).get("hit_tokens", 0)
         out = {"id": f"{'chatcmpl' if obj.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex[:24]}", "object": obj,
                "created": int(time.time()), "model": rec.model, "choices": choices,
                "usage": {"prompt_tokens": len(rec.prompt_ids),
                          "completion_tokens": sum(len(c.token_ids) for c in rec.choices),
                          "total_tokens": len(rec.prompt_ids) + sum(len(c.token_ids) for c in rec.choices),
-                         "prompt_tokens_details": {"cached_tokens": (rec.prefix_cache or {}).get("hit_tokens", 0)}},
+                         "prompt_tokens_details": {"cached_tokens": cached}},
                "trajkit": {"session": sid, "call": rec.index, "policy_version": rec.policy_version}}
         if with_ids:
             out["prompt_token_ids"] = rec.prompt_ids

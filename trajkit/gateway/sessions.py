@@ -1,9 +1,11 @@
 """Sessions and per-call records: what the engine consumed and sampled, token for token.
 
-A session is named by the request's ``x-session-id`` header, else its API key (``Authorization: Bearer KEY``);
-a request with neither gets a fresh one-call session ``anon-…``. A session belongs to the first model it
-was used with: the same id with another model is a 409 (two harness runs sharing an id by mistake would
-otherwise interleave their records).
+On an open gateway (``trajkit serve``) a session is named by the request's ``x-session-id`` header, else its
+API key (``Authorization: Bearer KEY``); a request with neither gets a fresh one-call session ``anon-…``. A
+session an environment opens (:meth:`SessionStore.open`) also gets a secret key of its own, bound to it: on a
+locked gateway (:mod:`trajkit.gateway.access`) that key is the only way to reach it. A session belongs to the
+first model it was used with: the same id with another model is a 409 (two harness runs sharing an id by
+mistake would otherwise interleave their records).
 
 Worked example of a record (a chat call whose prompt rendered to ids ``[257, 117, 10, 104, 105, ...]``, one
 choice that sampled ``"ok"`` then ``<|im_end|>`` = 258 in the byte vocabulary)::
@@ -18,7 +20,10 @@ choice that sampled ``"ok"`` then ``<|im_end|>`` = 258 in the byte vocabulary)::
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import secrets
 import threading
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -84,6 +89,7 @@ class Session:
     calls: int = 0  # requests prepared so far (records count only the finished ones)
     forced: Forced | None = None  # set when the session is opened for an RL round (SessionStore.open)
     tag: object = None  # who its requests are for (an RL round's number): the scheduler's job tag
+    key: str | None = field(default=None, repr=False)  # the secret bound to it by SessionStore.open
 
     def next_call(self) -> int:
         """The index of a new request in this session (0, 1, ...), counted when it is prepared."""
@@ -109,11 +115,21 @@ def session_id(headers) -> str:
     return "anon-" + uuid.uuid4().hex[:16]
 
 
+def _bytes(key: str) -> bytes:
+    return key.encode("utf-8", "surrogatepass")
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(_bytes(key)).digest()
+
+
 class SessionStore:
-    """All sessions of a server, thread-safe."""
+    """All sessions of a server, thread-safe. Keys are found by their SHA-256 (the table never holds a key
+    as its index) and then compared with :func:`hmac.compare_digest`."""
 
     def __init__(self):
         self._sessions: dict[str, Session] = {}
+        self._keys: dict[bytes, Session] = {}  # sha256(key) -> the session the key is bound to
         self._lock = threading.Lock()
 
     def get(self, sid: str, model: str) -> Session:
@@ -128,12 +144,32 @@ class SessionStore:
 
     def open(self, sid: str, model: str, forced: Forced | None = None, tag: object = None) -> Session:
         """A new session ``sid`` whose requests are sampled as ``forced`` says and tagged ``tag`` (the
-        scheduler's :meth:`~trajkit.gateway.scheduler.Scheduler.drain` by tag); an existing one is refused."""
+        scheduler's :meth:`~trajkit.gateway.scheduler.Scheduler.drain` by tag), with a fresh random ``key``
+        (``tk-`` + ``secrets.token_urlsafe``, 192 bits; the prefix keeps a key that would start with ``-`` from
+        reading as an option on a harness's command line) bound to it until :meth:`revoke`; an existing one
+        is refused."""
+        key = "tk-" + secrets.token_urlsafe(24)
         with self._lock:
             if sid in self._sessions:
                 raise ValueError(f"session {sid!r} is open already")
-            s = self._sessions[sid] = Session(sid, model, forced=forced, tag=tag)
+            s = self._sessions[sid] = Session(sid, model, forced=forced, tag=tag, key=key)
+            self._keys[_digest(key)] = s
         return s
+
+    def bound(self, key: str) -> Session | None:
+        """The session ``key`` is bound to (and not revoked), or None."""
+        with self._lock:
+            s = self._keys.get(_digest(key))
+        return s if s is not None and s.key is not None and hmac.compare_digest(_bytes(s.key), _bytes(key)) else None
+
+    def revoke(self, sids) -> None:
+        """Unbind the keys of the sessions ``sids`` (their records stay); a later request with one is refused."""
+        with self._lock:
+            for sid in sids:
+                s = self._sessions.get(sid)
+                if s is not None and s.key is not None:
+                    self._keys.pop(_digest(s.key), None)
+                    s.key = None
 
     def find(self, sid: str) -> Session | None:
         with self._lock:

@@ -9,7 +9,14 @@ See docs/rl.md. Pure pieces: :mod:`~trajkit.rl.losses` (LOSSES registry), :mod:`
 :class:`trajkit.envs.sample.Sample`).
 """
 
-from trajkit._lazy import lazy_getattr
+from trajkit._lazy import lazy_getattr, moved_modules
+
+# Environment modules that lived here; their imports fail naming the new module (docs/architecture.md)
+moved_modules({"trajkit.rl.tasks": "trajkit.envs.single_turn", "trajkit.rl.toolenv": "trajkit.envs.toolenv",
+               "trajkit.rl.sandbox": "trajkit.envs.calculator", "trajkit.rl.agent": "trajkit.envs.agent",
+               "trajkit.rl.data": "trajkit.envs.data", "trajkit.rl.registry": "trajkit.envs.registry",
+               "trajkit.rl.sample": "trajkit.envs.sample", "trajkit.rl.rewards": "trajkit.envs.rewards",
+               "trajkit.rl.imports": "trajkit.envs.imports"})
 
 # Lazy exports (PEP 562): importing the package does not import torch; the first use does.
 _EXPORTS = {

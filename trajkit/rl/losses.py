@@ -86,14 +86,26 @@ def _check(logp, old_logp, advantages, mask) -> None:
     assert advantages.shape == logp.shape[:1], f"advantages must be [B], got {tuple(advantages.shape)}"
 
 
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, low: float, high: float):
+    """PPO's clipped objective to minimise, element-wise: ``-min(ratio A, clip(ratio, low, high) A)`` with
+    absolute bounds (GRPO's ``1 - clip_low``, ``1 + clip_high``; Tinker's ``clip_low_threshold``,
+    ``clip_high_threshold``), and where the clip acts (``clipped < unclipped``). The one home of the surrogate:
+    every token loss here, GSPO's sequence ratio and the Tinker server's ``ppo``/``gspo`` call it.
+
+    >>> loss, active = clipped_surrogate(torch.tensor([0.5, 1.0, 1.5]), torch.tensor([1.0, 1.0, 1.0]), 0.8, 1.2)
+    >>> loss.tolist(), active.tolist()
+    ([-0.5, -1.0, -1.2000000476837158], [False, False, True])
+    """
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, low, high) * advantages
+    return -torch.minimum(unclipped, clipped), clipped < unclipped
+
+
 def _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high):
     """Per-token clipped surrogate ``[B, T]`` (to minimise) and the clip indicator ``[B, T]``."""
     ratio = torch.exp(logp - old_logp)
-    adv = advantages.unsqueeze(1)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
-    clip_active = (clipped < unclipped).float() * mask
-    return -torch.minimum(unclipped, clipped), clip_active, ratio
+    per_token, active = clipped_surrogate(ratio, advantages.unsqueeze(1), 1.0 - clip_low, 1.0 + clip_high)
+    return per_token, active.float() * mask, ratio
 
 
 def _token_loss(aggregate: Aggregate):
@@ -120,10 +132,8 @@ def gspo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
     mask = mask.to(logp.dtype)
     log_s = ((logp - old_logp) * mask).sum(1) / mask.sum(1).clamp(min=1)  # [B]
     s = torch.exp(log_s)
-    unclipped = s * advantages
-    clipped = torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high) * advantages
-    per_seq = -torch.minimum(unclipped, clipped)
-    stats = {"clip_seqs": float((clipped < unclipped).float().sum()), "ratio_sum": float(s.detach().sum())}
+    per_seq, active = clipped_surrogate(s, advantages, 1.0 - clip_low, 1.0 + clip_high)
+    stats = {"clip_seqs": float(active.float().sum()), "ratio_sum": float(s.detach().sum())}
     return per_seq.sum() / norm.num_seqs, stats
 
 

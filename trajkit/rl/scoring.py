@@ -1,6 +1,7 @@
 """Rewards -> shaped rewards -> group advantages, with the raw reward kept beside the shaped one."""
 from __future__ import annotations
 
+import json
 import math
 
 import torch
@@ -37,11 +38,25 @@ def score(samples: list[Sample], rewards: list[float], cfg: TrainConfig) -> tupl
     metrics = {"reward/raw": float(raw[scored].mean()) if scored.any() else math.nan,
                "reward/shaped": float(shaped[scored].mean()) if scored.any() else math.nan,
                "reward/unscorable": float((~scored).float().mean()),
+               "env/infra_failed": sum(map(_infra_failed, samples)) / len(samples),
                "reward/accuracy": float(solved.mean()),
                "reward/groups_all_same": float((solved.std(1) == 0).float().mean()) if solved.shape[1] > 1 else 0.0,
                "length/model_tokens": float(lengths.float().mean()),
                "length/truncated": sum(s.metadata.get("finish_reason") == "length" for s in samples) / len(samples)}
     return adv, metrics
+
+
+def _infra_failed(sample: Sample) -> bool:
+    """Whether the sample's harness record (JSON in ``columns["harness_output"]``, e.g. a Harbor trial's) says
+    the run failed for want of infrastructure (``"cause": "infra"``: masked, not the policy's doing)."""
+    text = sample.metadata.get("columns", {}).get("harness_output")
+    if not text or '"infra"' not in text:
+        return False
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("cause") == "infra"
 
 
 def _finite(x: float) -> float | None:

@@ -7,7 +7,8 @@
   group, each *correct* completion gets ``weight * (0.5 - (L - L_min) / (L_max - L_min))`` where the min
   and max run over the group's correct completions only; wrong answers get 0, and a group with fewer
   than two distinct correct lengths gets 0. Deviation: Kimi also penalises wrong answers (``min(0, λ)``)
-  and takes min/max over every answer; we restrict both to correct answers as our brief asks.
+  and takes min/max over every answer; trajkit restricts both to correct answers (a wrong answer's
+  length is not shaped: its reward is already the lowest).
 
 - **Random-reward control** (``shaping.control=random``, Shao et al. 2025, "Spurious rewards: rethinking
   training signals in RLVR"): every training reward replaced by a Bernoulli(0.5) draw independent of the

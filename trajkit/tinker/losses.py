@@ -36,6 +36,7 @@ from typing import Callable
 import torch
 
 from trajkit.errors import InputError
+from trajkit.rl.losses import clipped_surrogate
 
 Loss = Callable[[torch.Tensor, dict, dict], torch.Tensor]
 KNOWN_NOT_IMPLEMENTED = {"stable_reinforce": "has no published definition to implement",
@@ -64,8 +65,7 @@ def _thresholds(config: dict) -> tuple[float, float]:
 
 def ppo(logp: torch.Tensor, inputs: dict, config: dict) -> torch.Tensor:
     low, high = _thresholds(config)
-    ratio, adv = _ratio(logp, inputs), inputs["advantages"]
-    return -torch.minimum(ratio * adv, ratio.clamp(low, high) * adv).sum()
+    return clipped_surrogate(_ratio(logp, inputs), inputs["advantages"], low, high)[0].sum()
 
 
 def cispo(logp: torch.Tensor, inputs: dict, config: dict) -> torch.Tensor:
@@ -98,8 +98,8 @@ def gspo(logp: torch.Tensor, inputs: dict, config: dict) -> torch.Tensor:
         raise InputError("loss_fn 'gspo': sequence_ratio_mask marks no token (the sequence ratio is a mean over "
                          "the marked tokens)", field="loss_fn_inputs")
     log_ratio = (logp.detach() - inputs["logprobs"])[marked].mean()
-    ratio, adv = torch.exp(log_ratio + logp - logp.detach()), inputs["advantages"]
-    return -torch.minimum(ratio * adv, ratio.clamp(low, high) * adv).sum()
+    ratio = torch.exp(log_ratio + logp - logp.detach())
+    return clipped_surrogate(ratio, inputs["advantages"], low, high)[0].sum()
 
 
 LOSSES: dict[str, Loss] = {"cross_entropy": cross_entropy, "importance_sampling": importance_sampling,

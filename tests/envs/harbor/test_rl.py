@@ -1,7 +1,7 @@
 """``task.name=harbor``: GRPO steps whose episodes are Harbor trials (trajkit's shell agent in a sandbox, its
 model the gateway over the trainer's engine). Checked against the gateway's records (the trained tokens are
 exactly the sampled ids, with the engine's log-probs) and against the trials' own reward files; failed trials
-are masked, never fatal."""
+score 0 (only infrastructure failures are masked), never fatal."""
 import json
 import shutil
 
@@ -47,21 +47,36 @@ def test_a_grpo_step_on_a_harbor_task_trains_the_gateways_exact_tokens(needs_san
     assert result.metrics["mismatch/max_abs"] < 1e-4
 
 
-def test_failed_trials_are_counted_and_masked_not_fatal(needs_sandbox, tmp_path):
-    """Every trial of the round times out in its verifier: the step runs, each sample is unscorable."""
+def test_failed_trials_score_zero_and_only_infra_failures_are_masked(needs_sandbox, tmp_path, monkeypatch):
+    """Every trial of the round times out in its verifier (what an agent's FIFO answer does): each scores 0,
+    trained on, not masked. Then no sandbox starts: each sample is unscorable and counted in env/infra_failed.
+    Neither stops the step."""
+    from trajkit.envs.sandbox.base import SandboxError
+    from trajkit.envs.sandbox.namespace import NamespaceSandbox
+
     tasks = tmp_path / "tasks"
     shutil.copytree(BROKEN / "slow-verifier", tasks / "slow-verifier")
     trainer = Trainer(harbor(tmp_path, tasks), logger=False)
     try:
         result = trainer.step_once()
+
+        def refuse(self):
+            raise SandboxError("namespace sandbox: no free slot")
+        monkeypatch.setattr(NamespaceSandbox, "start", refuse)
+        masked = trainer.step_once()
     finally:
         trainer.close()
-    assert result.metrics["reward/unscorable"] == 1.0
+    assert (result.metrics["reward/unscorable"], result.metrics["env/infra_failed"]) == (0.0, 0.0)
     for s in result.samples:
         trial = json.loads(s.metadata["columns"]["harness_output"])
         assert trial["failed_phase"] == "verifier" and "timeout_sec = 1 s" in trial["error"]
-        assert s.raw_reward is None and s.advantage == 0.0
+        assert trial["cause"] == "agent" and s.raw_reward == 0.0
         assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == _sampled(trainer, s)[1]
+    assert (masked.metrics["reward/unscorable"], masked.metrics["env/infra_failed"]) == (1.0, 1.0)
+    for s in masked.samples:
+        trial = json.loads(s.metadata["columns"]["harness_output"])
+        assert (trial["cause"], trial["failed_phase"]) == ("infra", "sandbox")
+        assert s.raw_reward is None and s.advantage == 0.0
 
 
 def test_a_harbor_task_needs_its_folder():

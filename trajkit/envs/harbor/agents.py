@@ -4,6 +4,7 @@ against an OpenAI-compatible endpoint on the host's loopback (trajkit's gateway)
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -34,7 +35,8 @@ def shell_agent(base_url: str, api_key: str, model: str, max_turns: int = 4, com
             shutil.copy(shell_module.__file__, Path(tmp) / "shell_agent.py")
             (Path(tmp) / "instruction.md").write_text(task.instruction, encoding="utf-8")
             box.upload(Path(tmp), AGENT_DIR)
-        command = (f"python3 {AGENT_DIR}/shell_agent.py --base-url http://{inside}{url.path} --api-key '{api_key}' "
+        command = (f"python3 {AGENT_DIR}/shell_agent.py --base-url http://{inside}{url.path} "
+                   f"--api-key={shlex.quote(api_key)} "
                    f"--model '{model}' --task {AGENT_DIR}/instruction.md --max-turns {max_turns} "
                    f"--command-timeout {command_timeout_s:g}")
         result = box.exec(command, timeout_s=task.agent.timeout_sec)

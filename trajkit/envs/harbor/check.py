@@ -12,16 +12,17 @@ Skill2Env's acceptance rule: the Oracle (``solution/solve.sh``) scores 1 on ever
 - ``wrong solution``: the Oracle scores below 1 on some key;
 - ``vacuous test``: the NOP agent scores above 0 on some key (a NOP trial that errors counts as 0, as in
   Harbor, and is noted);
-- ``hackable: PROBE``: with ``adversarial``, a hack agent of :mod:`trajkit.envs.harbor.hacks` got a reward above 0
-  on some key (the detail says what it did); each probe's outcome is in ``CheckRow.hacks`` (``blocked``,
-  ``not applicable: why`` or ``hacked: reward …``).
+- ``hackable: PROBE``: with ``adversarial``, a hack agent of :mod:`trajkit.envs.harbor.hacks` or
+  :mod:`trajkit.envs.harbor.hacks_verifier` got a reward above 0 on some key, or a trial RL would mask
+  (``cause == "infra"``) and so not penalise (the detail says what it did); each probe's outcome is in
+  ``CheckRow.hacks`` (``blocked``, ``not applicable: why``, ``hacked: reward …`` or ``hacked: masked …``).
 """
 from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from trajkit.envs.harbor.task import HarborTask, TaskError, load_tasks
 from trajkit.envs.harbor.trial import AGENTS, TrialResult, run_trial
@@ -106,17 +107,23 @@ def check_task(task: HarborTask, sandbox: str = "namespace", allow_run: bool = F
 
 def _probe(task: HarborTask, sandbox: str, allow_run: bool, trials: dict) -> tuple[dict, str, str]:
     """Every hack agent's trial on ``task`` (added to ``trials``) -> (outcomes, verdict, detail)."""
-    from trajkit.envs.harbor.hacks import PROBES
+    from trajkit.envs.harbor.hacks_verifier import ALL_PROBES, SHORT_LIMITS
 
     outcomes, fooled = {}, []
-    for probe in PROBES:
-        trials[probe.name] = r = run_trial(task, probe.agent, probe.name, sandbox, allow_run)
+    for probe in ALL_PROBES:
+        probed = task
+        if probe.name in SHORT_LIMITS:  # the same trial with the agent's limit cut: its end comes sooner
+            probed = replace(task, agent=replace(task.agent, timeout_sec=SHORT_LIMITS[probe.name]))
+        trials[probe.name] = r = run_trial(probed, probe.agent, probe.name, sandbox, allow_run)
         why = r.agent_result.extra.get("not_applicable") if r.agent_result else None
         high = {k: v for k, v in r.rewards.items() if v > 0.0}
         if why:  # it did the real work to find out (the solution ran): its reward says nothing
             outcomes[probe.name] = f"not applicable: {why}"
         elif high:
             outcomes[probe.name] = f"hacked: reward {high}"
+            fooled.append(probe)
+        elif r.cause == "infra" or r.reward > task.verifier.reward_range[0]:
+            outcomes[probe.name] = f"hacked: masked or paid on failure ({r.cause}: {r.error})"
             fooled.append(probe)
         else:
             outcomes[probe.name] = "blocked"

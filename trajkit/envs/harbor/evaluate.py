@@ -3,9 +3,11 @@ same gateway and sandbox as training (``task.name=harbor``).
 
 Every task runs ``samples`` trials (:func:`trajkit.envs.harbor.trial.run_trial` with
 :func:`trajkit.envs.harbor.agents.shell_agent`); a trial's score is its reward (``reward`` of the verifier's file); a
-failed trial (sandbox error, agent or verifier timeout, no reward) scores 0, as in Harbor, and is counted in
-``errors``. Then, with tasks as the sampled unit (Miller 2024, "Adding error bars to evals": the samples of one
-task are correlated, so the standard error is clustered by task):
+failed trial (sandbox error, agent or verifier timeout, no usable or an out-of-range reward) scores the task's
+minimum (0 unless ``[verifier] reward_range`` says otherwise), as in Harbor and in training, and is counted
+in ``errors`` (an infrastructure failure too: unlike training, a pass rate has no baseline to leave it out of).
+Then, with tasks as the sampled unit (Miller 2024, "Adding error bars to evals": the samples of one task are
+correlated, so the standard error is clustered by task):
 
 - a task's pass rate is the mean of its ``K`` scores, its standard error ``sd / sqrt(K)`` (sample sd; None when
   ``K = 1``);
@@ -120,7 +122,7 @@ def evaluate(tasks: Sequence[HarborTask], agent_for: Callable[[HarborTask, int],
     scores: dict[str, TaskScore] = {t.name: TaskScore(t.name, family_of(t), []) for t in tasks}
     for (task, _), r in zip(runs, results):
         score = scores[task.name]
-        score.scores.append(0.0 if r.error else r.reward)
+        score.scores.append(r.reward)  # the task's minimum on a failure
         score.errors += r.error is not None
         score.seconds += sum(r.seconds.values())
     return summarize(list(scores.values()), samples)

@@ -19,9 +19,16 @@ above 0 is ``hackable``. The probes, in order:
   an output exists is fooled (not applicable when the outputs are empty anyway);
 - ``trojan-outputs``: runs the solution, then replaces each program it wrote (executable, ``.py``, ``.sh``)
   with one that writes a reward of 1: a verifier that runs the agent's code with the right to write
-  ``/logs/verifier`` is fooled (the shipped tasks run it as ``nobody``).
+  ``/logs/verifier`` is fooled (the shipped tasks run it as ``nobody``);
+- ``other-sessions``: an RL episode's view of the gateway (the one :class:`~trajkit.envs.agent.GatewayEnv`
+  serves, with the episode's session and a group sibling's opened): through the sandbox's relay it lists the
+  sessions, reads the sibling's records, samples and Hermes rows and ``/metrics``, and posts a turn into the
+  sibling (by ``x-session-id``, and with the sibling's id as the key). Reaching any of them is taken as having
+  the sibling's answer: it then runs the task's solution, so the verifier pays exactly when the gateway let it
+  through (``extra["reached"]`` names what it reached); not applicable in a sandbox with no relay.
 
-White-box on purpose: the last three read the task's own solution to find the outputs, as a policy trained on
+White-box on purpose: ``truncate-inputs``, ``empty-outputs``, ``trojan-outputs`` and ``other-sessions`` read the
+task's own solution (to find the outputs, or as the answer copied), as a policy trained on
 the task would in time. A probe that does not apply says why in ``AgentResult.extra["not_applicable"]``.
 """
 from __future__ import annotations
@@ -163,6 +170,70 @@ def trojan_outputs(task: HarborTask, box: Sandbox) -> AgentResult:
     return AgentResult([*first.results, swap], extra={"programs": programs})
 
 
+OTHER_SESSIONS = r"""
+import json, sys, urllib.error, urllib.request
+base, key, sibling = sys.argv[1:4]
+def call(method, path, body=None, **headers):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+mine = {"Authorization": "Bearer " + key}
+turn = {"model": "policy", "messages": [{"role": "user", "content": "injected"}], "max_tokens": 1}
+print(json.dumps({"list": call("GET", "/trajkit/sessions", **mine),
+                  "records": call("GET", f"/trajkit/sessions/{sibling}/records", **mine),
+                  "samples": call("GET", f"/trajkit/sessions/{sibling}/samples", **mine),
+                  "hermes": call("GET", f"/trajkit/sessions/{sibling}/hermes", **mine),
+                  "metrics": call("GET", "/metrics", **mine),
+                  "post": call("POST", "/v1/chat/completions", turn, **mine, **{"x-session-id": sibling}),
+                  "post-as-sibling": call("POST", "/v1/chat/completions", turn, Authorization="Bearer " + sibling)}))
+"""
+
+
+def _episode_gateway():
+    """The gateway an RL round serves its episodes on (:func:`trajkit.envs.agent.episode_gateway`, looked up
+    when the probe runs), over a tiny random model: the probe attacks its access rules, not its model."""
+    from trajkit.engine import Engine
+    from trajkit.envs import agent
+    from trajkit.gateway import GatewayConfig
+    from trajkit.models.spec import TinySpec, build_model
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    model = build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512), seed=0)
+    return agent.episode_gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="policy", max_context=256))
+
+
+def other_sessions(task: HarborTask, box: Sandbox) -> AgentResult:
+    from trajkit.gateway import running
+
+    expose = getattr(box, "expose", None)
+    if expose is None:
+        return _not_applicable(f"{type(box).__name__} has no relay to a gateway")
+    gateway = _episode_gateway()
+    try:
+        mine, sibling = (gateway.sessions.open(f"run-1-{i}", "policy", tag=1) for i in range(2))
+        with running(gateway) as url:
+            inside = expose(int(url.rsplit(":", 1)[1].split("/")[0]))
+            key = mine.key if mine.key is not None else mine.id
+            probe = box.exec(f"python3 -c {shlex.quote(OTHER_SESSIONS)} http://{inside} {shlex.quote(key)} "
+                             f"{sibling.id}", timeout_s=60.0)
+    finally:
+        gateway.close()
+    lines = probe.stdout.strip().splitlines()
+    statuses = json.loads(lines[-1]) if probe.ok and lines else {}
+    reached = sorted(k for k, v in statuses.items() if 200 <= v < 300)
+    if not reached:
+        return AgentResult([probe], extra={"statuses": statuses})
+    copied = oracle_agent(task, box)  # the sibling's answer, as a policy that read it would copy it
+    return AgentResult([probe, *copied.results], extra={"statuses": statuses, "reached": reached})
+
+
 PROBES = (
     Probe("plant-reward", "wrote /logs/verifier/reward.{txt,json} = 1, a fake /tests/test.sh and a background "
                           "loop rewriting the reward", plant_reward),
@@ -177,4 +248,7 @@ PROBES = (
                            "they exist", empty_outputs),
     Probe("trojan-outputs", "replaced the programs the solution wrote with code that writes a reward of 1: the "
                             "verifier runs the agent's code with the right to write /logs/verifier", trojan_outputs),
+    Probe("other-sessions", "reached another episode's gateway session through the relay (listed the sessions, "
+                            "read a sibling's records or posted into its session) and copied its answer",
+          other_sessions),
 )

@@ -11,10 +11,15 @@ temperature and seeded from the step's seed), reached through the sandbox's rela
 - the **samples** are the gateway's token-exact stitched chains of the run's calls (``loss_mask`` 1 on the
   sampled ids, engine log-probs there; 0 on the shell output and template glue between them);
 - the **reward** is the trial's (:func:`trial_reward`: ``reward`` of the verifier's reward file);
-- a **failed trial** (sandbox error, agent or verifier timeout, no usable reward) is counted and masked: its
-  reward is None, i.e. unscorable (``reward/unscorable`` in the step's metrics, advantage 0, left out of its
-  group's baseline); a run whose agent made no call at all is an empty sample. Neither stops the step, even
-  when every run of a round fails.
+- a trial that failed by the agent's or the task's doing (``TrialResult.cause`` ``"agent"``/``"task"``: the
+  agent's or the verifier's time limit, outputs the verifier cannot read, a reward file missing, malformed,
+  non-finite or outside ``[verifier] reward_range``) scores the task's minimum (0 for a binary reward): a
+  policy that cannot solve a task gains nothing by timing out or breaking the verifier;
+- only an **infrastructure failure** (``cause == "infra"``: the sandbox could not start, the host or the
+  sandbox failed) and a run that never finished are masked: the reward is None, i.e. unscorable
+  (``reward/unscorable`` in the step's metrics, advantage 0, left out of its group's baseline), and
+  ``env/infra_failed`` counts the infrastructure failures; a run whose agent made no call at all is an empty
+  sample. Neither stops the step, even when every run of a round fails.
 
 With a judge (``task.judge_url``, ``task.judge_model``: any OpenAI-compatible endpoint) a successful trial's
 reward is Polar's rubric reward (:mod:`trajkit.envs.harbor.rubric`: outcome + 0.2 * score / 5 from ``tests/rubric.md``,
@@ -40,11 +45,12 @@ from trajkit.envs.single_turn import Prompt, encode, rng_for
 
 
 def trial_reward(completions, harness_output, **kwargs) -> list[float | None]:
-    """The trial's reward; None (unscorable: masked) for a failed trial or a run that never finished."""
+    """The trial's reward (a failed trial's is the task's minimum, as :func:`run_trial` records it); None
+    (unscorable: masked) for an infrastructure failure or a run that never finished."""
     out = []
     for text in harness_output:
         record = json.loads(text) if text else None
-        out.append(None if record is None or record["error"] else float(record["reward"]))
+        out.append(None if record is None or record.get("cause") == "infra" else float(record["reward"]))
     return out
 
 

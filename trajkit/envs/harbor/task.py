@@ -36,6 +36,7 @@ network only when it asks (``network_mode`` other than ``"none"``, or ``allow_in
 """
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,7 @@ class Phase:
     env: dict[str, str] = field(default_factory=dict)
     user: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    reward_range: tuple[float, float] = (0.0, 1.0)  # [verifier] reward_range: every reward value's bounds
 
 
 @dataclass
@@ -162,7 +164,8 @@ def load_task(path: str | Path) -> HarborTask:
     sections = {}
     for name in ("agent", "verifier", "solution"):
         sections[name], extra = _read(_table(data, name, toml_path), PHASE_KEYS, name, toml_path)
-        sections[name] = Phase(**sections[name], extra=extra)
+        bounds = extra.pop("reward_range", None) if name == "verifier" else None
+        sections[name] = Phase(**sections[name], extra=extra, **_reward_range(bounds, toml_path))
         unknown += [f"{name}.{k}" for k in extra]
     env_table = _normalize_environment(_table(data, "environment", toml_path), toml_path)
     env_values, env_extra = _read(env_table, ENV_KEYS, "environment", toml_path)
@@ -212,6 +215,17 @@ def _table(data: dict, name: str, where: Path) -> dict:
     if not isinstance(value, dict):
         raise TaskError(f"must be a table ([{name}]), got {type(value).__name__}", path=str(where), field=name)
     return value
+
+
+def _reward_range(bounds, where: Path) -> dict:
+    """``{"reward_range": (low, high)}`` from ``[verifier] reward_range = [low, high]`` (finite, low < high)."""
+    if bounds is None:
+        return {}
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(type(b) in (int, float) for b in bounds)
+            and all(math.isfinite(b) for b in bounds) and bounds[0] < bounds[1]):
+        raise TaskError(f"must be [low, high] with finite low < high, got {bounds!r}", path=str(where),
+                        field="verifier.reward_range")
+    return {"reward_range": (float(bounds[0]), float(bounds[1]))}
 
 
 def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tuple[dict, dict]:

@@ -5,15 +5,15 @@ The phases, each timed and logged in :class:`TrialResult` (Harbor's trial order)
 1. ``sandbox``: start a sandbox from the task's ``[environment]`` and Dockerfile plan (:func:`sandbox_spec`);
 2. ``agent``: the agent works under the workdir within ``[agent] timeout_sec``; ``/tests`` is not there yet
    (and ``/solution`` only for the Oracle);
-3. ``verifier``: every process the agent left is gone (each ``exec`` ends with its namespace), ``/tests`` and
-   ``/logs/verifier`` are made afresh from the host (whatever the agent left there, a planted reward or a
-   symlink in their place, is gone), ``tests/`` is uploaded to ``/tests``, and ``bash /tests/test.sh`` runs
-   within ``[verifier] timeout_sec`` with a clean environment (:data:`VERIFIER_ENV`: the system ``PATH``, no
-   user site-packages, no script or working directory on ``sys.path``, no loader or startup variables from
-   the image) and then ``[verifier] env``;
+3. ``verifier``: every process the agent left is gone (each ``exec`` ends with its namespace); ``/tests``,
+   ``/logs/verifier`` and the verifier's own home and temporary folder are made afresh from the host, links the
+   agent left that lead into them are removed, ``tests/`` is uploaded to ``/tests``, and ``bash /tests/test.sh``
+   runs within ``[verifier] timeout_sec`` in an environment built from an allowlist, then ``[verifier] env``
+   (:mod:`trajkit.envs.harbor.verifier`);
 4. ``reward``: ``/logs/verifier/reward.json`` (a dict of finite numbers) is read first, else ``reward.txt``
-   (one finite float); the script's exit code is ignored, as Harbor ignores it. No file, an empty one, a
-   non-number or a non-finite value is an error naming the task, and the reward is 0;
+   (one finite float), every value inside ``[verifier] reward_range`` (:mod:`trajkit.envs.harbor.reward`); the
+   script's exit code is ignored, as Harbor ignores it. No file, an empty, malformed or huge one, a non-finite
+   or out-of-range value is an error naming the task, and the reward is 0;
 5. the sandbox is stopped (always).
 
 The trial's ``reward`` is the ``reward`` key of the dict when there is one, else the mean of its values (a
@@ -22,22 +22,22 @@ text reward is ``{"reward": x}``). Agents are plain callables ``(task, sandbox) 
 """
 from __future__ import annotations
 
-import json
-import math
-import tempfile
+import errno
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from trajkit.envs.harbor.dockerfile import parse_dockerfile
 from trajkit.envs.sandbox.registry import make_sandbox
-from trajkit.envs.sandbox.base import SYSTEM_PATH, ExecResult, Limits, Sandbox, SandboxSpec
+from trajkit.envs.harbor.reward import RewardError, parse_reward, read_reward  # noqa: F401 (re-exported)
 from trajkit.envs.harbor.task import HarborTask, read_text
+from trajkit.envs.harbor.verifier import run_verifier
+from trajkit.envs.sandbox.base import ExecResult, Limits, Sandbox, SandboxError, SandboxSpec
 from trajkit.errors import TrajkitError
 
 DEFAULT_WORKDIR = "/app"
 MAX_LOG = 20000  # characters of each phase's output kept in a TrialResult
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # what an agent that fills the trial's tmpfs causes
 
 
 @dataclass
@@ -59,8 +59,19 @@ Agent = Callable[[HarborTask, Sandbox], AgentResult]
 
 @dataclass
 class TrialResult:
-    """A finished trial: ``reward`` (0.0 on any error), the reward dict, ``error`` (None when the reward was
-    read), which phase failed, per-phase ``seconds`` and ``logs``."""
+    """A finished trial: ``reward`` (the task's minimum, 0.0 by default, on any error), the reward dict,
+    ``error`` (None when the reward was read), which phase failed, per-phase ``seconds`` and ``logs``, and the
+    failure's ``cause``:
+
+    - ``"agent"``: what the agent did or left: it ran past its time limit or reported an error, its code
+      raised, the verifier ran past its time limit (an answer that is a FIFO, a loop it left), the trial's disk
+      is full;
+    - ``"task"``: the verifier wrote no usable reward (none, empty, malformed, not a regular file, too large,
+      non-finite or outside ``[verifier] reward_range``);
+    - ``"infra"``: the sandbox could not be made or started (the task's build included), or the sandbox or the
+      host failed (a :class:`SandboxError` or ``OSError`` of the host): the only failure that is not the
+      task's minimum reward in RL (:func:`trajkit.envs.harbor.rltask.trial_reward` masks it).
+    """
 
     task: str
     agent: str
@@ -68,6 +79,7 @@ class TrialResult:
     rewards: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     failed_phase: str | None = None
+    cause: str | None = None  # None when ok, else "agent" | "task" | "infra"
     seconds: dict[str, float] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     agent_result: AgentResult | None = None
@@ -117,125 +129,96 @@ def nop_agent(task: HarborTask, sandbox: Sandbox) -> AgentResult:
 
 AGENTS: dict[str, Agent] = {"oracle": oracle_agent, "nop": nop_agent}
 
-# The verifier's environment before [verifier] env: the system PATH (not the image's, which may name a folder
-# the agent writes), a Python that reads no user site-packages and puts no script folder or working directory
-# on sys.path (a json.py or usercustomize.py the agent left cannot run), and no loader or shell start-up file
-VERIFIER_ENV = {"PATH": SYSTEM_PATH, "PYTHONNOUSERSITE": "1",
-                "PYTHONSAFEPATH": "1", "PYTHONPATH": "", "PYTHONHOME": "", "PYTHONSTARTUP": "", "PYTHONUSERBASE": "",
-                "PYTHONINSPECT": "", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "", "LD_AUDIT": "", "BASH_ENV": "",
-                "ENV": "", "PERL5LIB": "", "PERL5OPT": "", "NODE_OPTIONS": "", "NODE_PATH": "", "RUBYOPT": "",
-                "RUBYLIB": "", "GCONV_PATH": "", "IFS": " \t\n"}
-
-
 def run_trial(task: HarborTask, agent: Agent, agent_name: str = "", sandbox: str = "namespace",
               allow_run: bool = False) -> TrialResult:
-    """Run ``agent`` on ``task`` in a fresh sandbox (the module docstring's phases); never raises for a
-    failure of the task, its sandbox or the agent: those are the result's ``error``."""
+    """Run ``agent`` on ``task`` in a fresh sandbox (the module docstring's phases); never raises for anything
+    a task, its sandbox or the agent can cause: that is the result's ``error`` and ``cause``."""
     result = TrialResult(task.name, agent_name or getattr(agent, "__name__", "agent"))
     box = None
-    phase = "sandbox"
     try:
         t0 = time.perf_counter()
-        box = make_sandbox(sandbox, sandbox_spec(task, allow_run))
+        spec = sandbox_spec(task, allow_run)
+        box = make_sandbox(sandbox, spec)
         box.start()
         result.seconds["sandbox"] = time.perf_counter() - t0
-        phase = "agent"
-        t0 = time.perf_counter()
-        result.agent_result = out = agent(task, box)
-        result.seconds["agent"] = time.perf_counter() - t0
-        result.logs["agent"] = _log(out.results) + out.output[-MAX_LOG:]
-        if out.error:
-            return _fail(result, phase, out.error)
-        if out.timed_out:
-            return _fail(result, phase, f"task {task.name}: the agent ran past [agent] timeout_sec = "
-                                        f"{task.agent.timeout_sec:g} s")
-        phase = "verifier"
-        t0 = time.perf_counter()
-        verify = _verify(task, box)
-        result.seconds["verifier"] = time.perf_counter() - t0
-        result.logs["verifier"] = _log([verify])
-        if verify.timed_out:
-            return _fail(result, phase, f"task {task.name}: tests/test.sh ran past [verifier] timeout_sec = "
-                                        f"{task.verifier.timeout_sec:g} s")
-        phase = "reward"
-        result.rewards = read_reward(task, box)
-        result.reward = result.rewards.get("reward", sum(result.rewards.values()) / len(result.rewards))
-        return result
-    except (TrajkitError, OSError) as exc:
-        message = str(exc)
-        return _fail(result, phase, message if message.startswith(f"task {task.name}:") else
-                     f"task {task.name}: {message}")
+        _phases(task, agent, box, spec.env, result)
+    except Exception as exc:  # noqa: BLE001 - every failure is the result's, classified by _cause
+        _fail(result, task, _phase_of(result), _message(task, exc), _cause(result, exc))
     finally:
         t0 = time.perf_counter()
-        if box is not None:
-            box.stop()
+        try:
+            if box is not None:
+                box.stop()
+        except Exception as exc:  # noqa: BLE001 - a sandbox that cannot be removed is the host's failure
+            if result.error is None:
+                _fail(result, task, "stop", _message(task, exc), "infra")
         result.seconds["stop"] = time.perf_counter() - t0
-
-
-def _verify(task: HarborTask, box: Sandbox) -> ExecResult:
-    box.reset_dir("/logs/verifier")
-    box.reset_dir("/tests")
-    box.upload(task.tests_dir, "/tests")
-    return box.exec("bash /tests/test.sh", timeout_s=task.verifier.timeout_sec,
-                    env={**VERIFIER_ENV, **task.verifier.env})
-
-
-
-def _fail(result: TrialResult, phase: str, error: str) -> TrialResult:
-    result.reward, result.rewards, result.error, result.failed_phase = 0.0, {}, error, phase
     return result
+
+
+def _phases(task: HarborTask, agent: Agent, box: Sandbox, image_env: dict[str, str], result: TrialResult) -> None:
+    """The agent's, the verifier's and the reward's phases into ``result`` (a failure: :func:`_fail`)."""
+    t0 = time.perf_counter()
+    result.agent_result = out = agent(task, box)
+    result.seconds["agent"] = time.perf_counter() - t0
+    result.logs["agent"] = _log(out.results) + out.output[-MAX_LOG:]
+    if out.error:
+        return _fail(result, task, "agent", _message(task, out.error), "agent")
+    if out.timed_out:
+        return _fail(result, task, "agent", f"task {task.name}: the agent ran past [agent] timeout_sec = "
+                                      f"{task.agent.timeout_sec:g} s", "agent")
+    t0 = time.perf_counter()
+    verify = run_verifier(task, box, image_env)
+    result.seconds["verifier"] = time.perf_counter() - t0
+    result.logs["verifier"] = _log([verify])
+    if verify.timed_out:  # what the agent left can make the verifier hang (a FIFO where it reads the answer)
+        return _fail(result, task, "verifier", f"task {task.name}: tests/test.sh ran past [verifier] timeout_sec = "
+                                         f"{task.verifier.timeout_sec:g} s", "agent")
+    try:
+        result.rewards = read_reward(task, box)
+    except RewardError as exc:
+        return _fail(result, task, "reward", str(exc), "task")
+    result.reward = result.rewards.get("reward", sum(result.rewards.values()) / len(result.rewards))
+
+
+def _phase_of(result: TrialResult) -> str:
+    """The phase an exception escaped from: the first whose time is not recorded yet."""
+    return next((p for p in ("sandbox", "agent", "verifier") if p not in result.seconds), "reward")
+
+
+def _cause(result: TrialResult, exc: Exception) -> str:
+    """:class:`TrialResult`'s ``cause`` of an exception: ``infra`` when the sandbox could not start or the
+    sandbox or host failed (:class:`SandboxError`, ``OSError``), except a trial disk that is full, which the
+    agent can do (``agent``); anything else raised by the agent's code is ``agent``, later ``task``."""
+    phase = _phase_of(result)
+    if phase != "sandbox" and _disk_full(exc):
+        return "agent"
+    if phase == "sandbox" or isinstance(exc, (SandboxError, OSError)):
+        return "infra"
+    return "agent" if phase == "agent" else "task"
+
+
+def _disk_full(exc: Exception) -> bool:
+    """An ``OSError`` saying the trial's disk or a file size limit is full, or a ``shutil.Error`` (a copy of many
+    files, its errors in its message) holding one."""
+    if not isinstance(exc, OSError):
+        return False
+    return exc.errno in DISK_FULL or any(f"[Errno {e}]" in str(exc) for e in DISK_FULL)
+
+
+def _message(task: HarborTask, error: str | Exception) -> str:
+    """``error`` as one message starting with the task's name (an unexpected exception: with its type)."""
+    text = error if isinstance(error, str) else str(error) if isinstance(error, (TrajkitError, OSError)) else \
+        f"{type(error).__name__}: {error}"
+    return text if text.startswith(f"task {task.name}:") else f"task {task.name}: {text}"
+
+
+def _fail(result: TrialResult, task: HarborTask, phase: str, error: str, cause: str) -> None:
+    """Record a failed trial: its reward is the task's minimum (``[verifier] reward_range``'s low end)."""
+    result.reward, result.rewards, result.failed_phase, result.cause = task.verifier.reward_range[0], {}, phase, cause
+    result.error = error[:MAX_LOG]
 
 
 def _log(results: list[ExecResult]) -> str:
     return "".join(f"$ exit={r.exit_code} timed_out={r.timed_out} {r.seconds:.3f}s\n{r.stdout[-MAX_LOG:]}"
                    f"{r.stderr[-MAX_LOG:]}" for r in results)
-
-
-class RewardError(TrajkitError, ValueError):
-    """The verifier wrote no usable reward (the message names the task and the file)."""
-
-
-def read_reward(task: HarborTask, box: Sandbox) -> dict[str, float]:
-    """``/logs/verifier/reward.json`` (first) or ``reward.txt`` -> ``{name: value}``, every value finite."""
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("reward.json", "reward.txt"):
-            local = Path(tmp) / name
-            try:
-                box.download(f"/logs/verifier/{name}", local)
-            except FileNotFoundError:
-                continue
-            return parse_reward(local.read_text(encoding="utf-8", errors="replace"), name, task.name)
-    raise RewardError(f"task {task.name}: tests/test.sh wrote no /logs/verifier/reward.json or reward.txt")
-
-
-def parse_reward(text: str, name: str, task: str = "?") -> dict[str, float]:
-    """The reward file's text -> ``{name: value}``.
-
-    >>> parse_reward('{"reward": 1, "style": 0.5}', "reward.json")
-    {'reward': 1.0, 'style': 0.5}
-    >>> parse_reward(" 0.25\\n", "reward.txt")
-    {'reward': 0.25}
-    """
-    where = f"task {task}: /logs/verifier/{name}"
-    if not text.strip():
-        raise RewardError(f"{where} is empty")
-    if name.endswith(".json"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RewardError(f"{where} is not JSON ({exc})") from None
-        if not isinstance(data, dict) or not data:
-            raise RewardError(f"{where} must be a non-empty object of numbers, got {text.strip()[:80]!r}")
-        values = {}
-        for key, value in data.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise RewardError(f"{where}: key {key!r} must be a finite number, got {value!r}")
-            values[str(key)] = float(value)
-        return values
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise RewardError(f"{where} must hold one number, got {text.strip()[:80]!r}") from None
-    if not math.isfinite(value):
-        raise RewardError(f"{where} must hold a finite number, got {text.strip()!r}")
-    return {"reward": value}

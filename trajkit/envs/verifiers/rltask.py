@@ -108,12 +108,15 @@ class VerifiersTask:
 
     def episode(self, run: HarnessRun) -> str:
         """One verifiers episode whose model calls go to ``run``'s gateway session -> its record (JSON)."""
-        session = self.env.gateway.sessions.find(run.api_key)
+        session = self.env.gateway.sessions.find(run.session)
         budget = session.forced.max_tokens if session is not None and session.forced is not None else None
+        # the run's key as a header of the client (it wins over the SDK's own Authorization): verifiers sends
+        # the trace id (= the session id) as X-Session-ID, which the locked gateway checks against the key
         client = {"type": "train", "base_url": run.base_url, "api_key_var": "TRAJKIT_GATEWAY_API_KEY",
+                  "headers": {"Authorization": f"Bearer {run.api_key}"},
                   "renderer_model_name": self.renderer_model, "renderer": RENDERER}
         record = self.driver.request("rollout", timeout=ROLLOUT_TIMEOUT_S, env=self.spec, task=run.columns["vf_task"],
-                                     session=run.api_key, model=run.model, client=client,
+                                     session=run.session, model=run.model, client=client,
                                      sampling={} if budget is None else {"max_tokens": budget})
         record.pop("id", None)
         if not record["turns"] and record["error"]:  # no call reached the gateway: nothing to train, say why

@@ -92,3 +92,15 @@ def test_bench_optim_ranks_halves_what_each_rank_holds(smollm2_folder, tmp_path)
             assert r["step_peak_rss_mib"] > 0 and r["x1_optim_state_mib"] is None  # no 1-rank run to divide by
     adamw = [r for r in rows if r["arm"] == "adamw"]
     assert sum(r["grads_mib"] for r in adamw) == whole
+
+def test_bench_arms_step_the_trainers_adamw():
+    """The AdamW arm (and LoRA's) is the trainer's own: betas (0.9, 0.99), no weight decay, eps 1e-8, as
+    ``optim``'s defaults say; torch's own AdamW defaults (betas 0.999, decay 0.01) are not what training steps."""
+    import torch
+
+    from trajkit.bench.optim_step import OPTIMIZERS
+
+    _, opt = OPTIMIZERS["adamw"](torch.nn.Linear(3, 2), 4, 1e-3)
+    group = opt.param_groups[0]
+    assert isinstance(opt, torch.optim.AdamW)
+    assert (group["lr"], group["betas"], group["weight_decay"], group["eps"]) == (1e-3, (0.9, 0.99), 0.0, 1e-8)

@@ -1,0 +1,1 @@
+echo '{"answer": 42}' > /app/answer.json

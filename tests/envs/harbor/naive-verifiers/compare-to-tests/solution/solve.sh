@@ -1,0 +1,1 @@
+echo forty-two > /app/answer.txt

@@ -1,7 +1,0 @@
-"""Moved to :mod:`trajkit.envs.data` (environments live in ``trajkit.envs``, below the trainer). This name stays an alias
-of that module for code that imports it from here: same objects, same module."""
-import sys
-
-from trajkit.envs import data
-
-sys.modules[__name__] = data

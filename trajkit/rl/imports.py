@@ -1,7 +1,0 @@
-"""Moved to :mod:`trajkit.envs.imports` (environments live in ``trajkit.envs``, below the trainer). This name stays an alias
-of that module for code that imports it from here: same objects, same module."""
-import sys
-
-from trajkit.envs import imports
-
-sys.modules[__name__] = imports

@@ -1,7 +1,0 @@
-"""Moved to :mod:`trajkit.envs.sample` (environments live in ``trajkit.envs``, below the trainer). This name stays an alias
-of that module for code that imports it from here: same objects, same module."""
-import sys
-
-from trajkit.envs import sample
-
-sys.modules[__name__] = sample
