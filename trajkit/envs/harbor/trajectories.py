@@ -91,6 +91,6 @@ def oracle_traces(tasks: Sequence[HarborTask], jobs: int = 4, sandbox: str = "na
 
 
 def write_rows(rows: Sequence[dict], path) -> None:
-    from trajkit.traces.atomic import write_atomic
+    from trajkit.atomic import write_atomic
 
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
