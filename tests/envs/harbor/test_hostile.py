@@ -252,7 +252,7 @@ def test_task_parts_that_link_outside_the_task_are_refused(host, tmp_path):
     tests_link = make_task(tmp_path / "tasks", "tests-link", **base)
     (tests_link / "tests" / "leak.sh").symlink_to(secret / "leak.sh")
     inside = make_task(tmp_path / "tasks", "inside-link", **base, files={"environment/data.txt": "ok\n"})
-    (inside / "tests" / "same.sh").symlink_to(inside / "tests" / "test.sh")  # inside the task: fine
+    (inside / "tests" / "same.sh").symlink_to("test.sh")  # inside tests/, also once copied: fine
     for task_dir, part in ((env_link, "environment"), (instr_link, "instruction.md"), (tests_link, "tests/leak.sh")):
         with pytest.raises(TaskError, match=f"{part} is a symbolic link to .*outside the task folder"):
             load_task(task_dir)

@@ -1,5 +1,8 @@
 """The Harbor task loader and the Dockerfile reader, against hand-written task folders and the shipped ones."""
+import os
+import stat
 import textwrap
+import time
 
 import pytest
 
@@ -7,6 +10,7 @@ from tests.envs.harbor.conftest import BROKEN, SHIPPED
 from trajkit.envs.harbor.dockerfile import DockerfileError, parse_dockerfile
 from trajkit.envs.harbor.task import TaskError, load_task, load_tasks, task_folders
 from trajkit.envs.harbor.trial import sandbox_spec
+from trajkit.envs.sandbox.beneath import remove_at
 
 
 def write_task(root, name="t", toml="", instruction="Do it.", test="echo 1 > /logs/verifier/reward.txt"):
@@ -125,3 +129,93 @@ def test_a_task_without_a_dockerfile_gets_its_environment_files_in_the_workdir()
     assert plain.workdir == "/app" and plain.steps == [("copy", ["notes"], "/app/notes")]
     docker = sandbox_spec(by_name["env-config"])
     assert docker.env == {"APP_MODE": "staging"} and docker.steps == [("mkdir", [], "/app")]
+
+
+# -- what a task folder may hold, and input that once crashed or hung the loader ------------------------------
+
+def _fifo(d):
+    os.mkfifo(d / "environment" / "pipe")
+
+
+def _device(d):
+    os.mknod(d / "tests" / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # the host's /dev/null
+
+
+def _absolute_link(d):
+    (d / "environment" / "abs").symlink_to(d / "environment" / "data.txt")  # inside the task, but absolute
+
+
+def _escaping_link(d):
+    (d / "environment" / "up").symlink_to("../tests/test.sh")  # inside the task, outside environment/
+
+
+def _deep_toml(d):
+    (d / "task.toml").write_text("x = " + "[" * 3000 + "]" * 3000 + "\n")
+
+
+def _deep_tests(d):
+    deep = d / "tests"
+    for _ in range(1500):
+        deep = deep / "d"
+        os.mkdir(deep)
+
+
+def _sparse_instruction(d):
+    with open(d / "instruction.md", "r+b") as f:
+        f.truncate(2 << 30)  # 2 GB of holes: nothing is written to disk
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (_fifo, "environment/pipe is a FIFO"), (_device, "tests/null is a character device"),
+    (_absolute_link, "environment/abs is an absolute symbolic link"),
+    (_escaping_link, "environment/up is a symbolic link to ../tests/test.sh, which leaves environment/"),
+    (_deep_toml, "task.toml: not valid TOML: nested too deep"),
+    (_deep_tests, "tests/ holds more than 10000 entries or is more than 64 levels deep"),
+    (_sparse_instruction, "instruction.md: is larger than 1048576 bytes"),
+])
+def test_a_task_folder_with_what_no_task_may_hold_is_one_invalid_row(tmp_path, spoil, message):
+    write_task(tmp_path, "good")
+    bad = write_task(tmp_path, "bad")
+    (bad / "environment").mkdir()
+    (bad / "environment" / "data.txt").write_text("data\n")
+    spoil(bad)
+    try:
+        t0 = time.monotonic()
+        report = load_tasks(tmp_path)
+        assert time.monotonic() - t0 < 10
+        assert [t.name for t in report.tasks] == ["good"] and len(report.errors) == 1
+        assert report.errors[0].task_dir == bad and message in str(report.errors[0])
+        with pytest.raises(TaskError):
+            load_tasks(tmp_path, strict=True)
+    finally:  # pytest's own clean-up of old temp folders recurses: leave it nothing deep
+        fd = os.open(bad, os.O_RDONLY | os.O_DIRECTORY)
+        remove_at(fd, "tests")
+        os.close(fd)
+
+
+def test_a_link_that_stays_inside_its_part_once_copied_is_fine(tmp_path):
+    d = write_task(tmp_path)
+    (d / "environment" / "sub").mkdir(parents=True)
+    (d / "environment" / "data.txt").write_text("data\n")
+    (d / "environment" / "sub" / "same").symlink_to("../data.txt")
+    (d / "tests" / "alias.sh").symlink_to("test.sh")
+    assert load_task(d).name == "t"
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e12", "86401"])
+def test_a_time_limit_must_be_finite_and_at_most_a_day(tmp_path, value):
+    for section in ("agent", "verifier", "solution"):
+        d = write_task(tmp_path, f"t-{section}", toml=f"[{section}]\ntimeout_sec = {value}\n")
+        with pytest.raises(TaskError, match=f"field {section}.timeout_sec: must be"):
+            load_task(d)
+    d = write_task(tmp_path, "t-build", toml=f"[environment]\nbuild_timeout_sec = {value}\n")
+    with pytest.raises(TaskError, match="field environment.build_timeout_sec: must be"):
+        load_task(d)
+    assert load_task(write_task(tmp_path, "day", toml="[agent]\ntimeout_sec = 86400\n")).agent.timeout_sec == 86400
+
+
+def test_an_unclosed_quote_in_the_dockerfile_names_its_file_and_line():
+    with pytest.raises(DockerfileError, match=r"^D:2: ENV: No closing quotation"):
+        parse_dockerfile("FROM x\nENV A=\"open\n", "D")
+    with pytest.raises(DockerfileError, match=r"^D:1: COPY: No closing quotation"):
+        parse_dockerfile("COPY 'a /app/\n", "D")

@@ -57,6 +57,14 @@ def _logical_lines(text: str):
         yield start, buf
 
 
+def _words(rest: str, fail) -> list[str]:
+    """``rest`` split as a shell would (quotes honoured); an unclosed quote is a :class:`DockerfileError`."""
+    try:
+        return shlex.split(rest)
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise fail(f"{exc} in {rest[:80]!r}") from None
+
+
 def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = False) -> BuildPlan:
     plan, args = BuildPlan(), {}
     for line_no, line in _logical_lines(text):
@@ -84,7 +92,7 @@ def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = Fals
                 raise fail(f"{bad_variable(pairs)!r} is not a variable name")
             plan.env.update(pairs)
         elif op in ("COPY", "ADD"):
-            words = shlex.split(rest)
+            words = _words(rest, fail)
             if any(w.startswith("--from") for w in words):
                 raise fail("--from (multi-stage builds) is not supported")
             words = [w for w in words if not w.startswith("--")]
@@ -103,7 +111,7 @@ def parse_dockerfile(text: str, path: str = "Dockerfile", allow_run: bool = Fals
 
 
 def _env_pairs(rest: str, fail) -> dict[str, str]:
-    words = shlex.split(rest)
+    words = _words(rest, fail)
     if not words:
         raise fail("needs NAME=value")
     if "=" not in words[0]:

@@ -14,10 +14,11 @@ A Harbor task is a folder (the layout of Harbor's ``harbor tasks init``)::
 (``HarborTask.unknown_keys``), as Harbor ignores them. A bad task raises :class:`TaskError` naming the file and
 the field; :func:`load_tasks` collects those per task (lenient) unless ``strict``, when the first one stops it.
 
-Every part of a task is read only if its real path stays inside the task folder (a symlinked
-``environment/``, ``instruction.md`` or a link inside ``tests/`` to a host file is an error), as UTF-8 text;
-paths (``workdir``) are normalised inside ``/``, environment variables and paths may hold no NUL, and limits
-must be positive.
+Before anything is read, :func:`~trajkit.envs.harbor.folder.check_folder` checks what the folder holds (files,
+folders and links that stay inside their part once copied; no FIFO, device, absolute or escaping link, no tree
+deeper than 64 or larger than 10,000 entries). Text files are read as UTF-8, at most 1 MiB each, only when
+regular files; TOML at most 32 levels deep; paths (``workdir``) are normalised inside ``/``, environment
+variables and paths may hold no NUL, and limits must be positive, finite, and time limits at most 24 h.
 
 Harbor's deprecated spellings are read: ``allow_internet`` (-> ``network_mode``), ``memory``/``storage`` such
 as ``"4G"`` (-> ``memory_mb``/``storage_mb``). Deviation: Harbor's network default is on; here a task gets the
@@ -36,25 +37,17 @@ network only when it asks (``network_mode`` other than ``"none"``, or ``allow_in
 from __future__ import annotations
 
 import math
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trajkit.envs.harbor.folder import TaskError, check_depth, check_folder, check_limit, read_bounded
 from trajkit.envs.sandbox.base import bad_variable, inside_root
-from trajkit.errors import InputError
 
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec
 NETWORK_OFF = ("none", "no", "off", "disabled")
-
-
-class TaskError(InputError):
-    """A task folder cannot be used: the message names the file and the field; ``task_dir`` is the task's
-    folder once :func:`load_tasks` knows it."""
-
-    task_dir: Path | None = None
 
 
 @dataclass
@@ -153,11 +146,14 @@ def load_task(path: str | Path) -> HarborTask:
         if not required.is_file():
             raise TaskError(f"missing {required.relative_to(path)}", path=str(path),
                             hint="a Harbor task has instruction.md, task.toml and tests/test.sh")
-    check_contained(path)
+    check_folder(path)
     try:
         data = tomllib.loads(read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"not valid TOML: {exc}", path=str(toml_path)) from None
+    except RecursionError:
+        raise TaskError("not valid TOML: nested too deep", path=str(toml_path)) from None
+    check_depth(data, toml_path)
     text = read_text(instruction)
     if not text.strip():
         raise TaskError("the instruction is empty", path=str(instruction))
@@ -183,35 +179,10 @@ def load_task(path: str | Path) -> HarborTask:
                       extra={k: data[k] for k in data if k not in TOP_KEYS}, unknown_keys=unknown, **sections)
 
 
-PARTS = ("task.toml", "instruction.md", "tests", "solution", "environment")
-
-
-def check_contained(path: Path) -> None:
-    """Raise :class:`TaskError` when a part of the task (or anything under ``tests/``, ``solution/``,
-    ``environment/``) is a symbolic link whose real path leaves the task folder: reading or copying it would
-    read the host."""
-    root = os.path.realpath(path)
-
-    def check(p: str) -> None:
-        real = os.path.realpath(p)
-        if real != root and not real.startswith(root + os.sep):
-            raise TaskError(f"{os.path.relpath(p, path)} is a symbolic link to {real}, outside the task folder",
-                            path=p, hint="copy what it points to into the task folder")
-    for part in PARTS:
-        top = os.path.join(path, part)
-        if not os.path.lexists(top):
-            continue
-        check(top)
-        if os.path.isdir(top) and not os.path.islink(top):
-            for folder, dirs, files in os.walk(top):
-                for name in dirs + files:
-                    if os.path.islink(os.path.join(folder, name)):
-                        check(os.path.join(folder, name))
-
-
 def read_text(path: Path) -> str:
-    """A task file as text; bytes that are not UTF-8 are a :class:`TaskError` naming the file and offset."""
-    data = path.read_bytes()
+    """A task file as text (at most ``folder.MAX_TEXT_BYTES``, a regular file); bytes that are not UTF-8 are a
+    :class:`TaskError` naming the file and offset."""
+    data = read_bounded(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -271,6 +242,8 @@ def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tupl
         if key in POSITIVE and not value > 0 or key == "gpus" and value < 0:
             raise TaskError(f"must be {'>= 0' if key == 'gpus' else '> 0'}, got {value!r}", path=str(where),
                             field=f"{section}.{key}")
+        if kind in (int, float):
+            check_limit(key, value, where, f"{section}.{key}")
         if kind is dict:
             value = check_env({str(k): str(v) for k, v in value.items()}, str(where), f"{section}.{key}")
         values[key] = value if kind is dict else kind(value)

@@ -43,18 +43,22 @@ class Limits:
     """What a sandbox may use. ``memory_mb`` is enforced as the address-space limit of every process
     (``RLIMIT_AS``), ``file_mb`` as the largest file a process may write (``RLIMIT_FSIZE``), ``nproc`` as the
     number of processes of the sandbox's user (``RLIMIT_NPROC``), ``storage_mb`` as the size of the tmpfs
-    that holds everything the trial writes; ``network`` False leaves only a loopback interface."""
+    that holds everything the trial writes (and each command's captured output), ``inodes`` as the number of
+    files, folders and links on it (``nr_inodes``: an empty file costs no storage but ~2 KiB of unswappable
+    kernel memory, so 65,536 of them bound that at ~128 MiB a sandbox whatever ``storage_mb`` is; a large
+    ``pip install`` makes ~20,000); ``network`` False leaves only a loopback interface."""
 
     memory_mb: int = 2048
     storage_mb: int = 1024
     file_mb: int = 256
     nproc: int = 256
     nofile: int = 1024
+    inodes: int = 65_536
     network: bool = False
     cpus: float = 1.0  # recorded, not enforced (no cgroups here); docs/envs.md
 
     def __post_init__(self):
-        for name in ("memory_mb", "storage_mb", "file_mb", "nproc", "nofile", "cpus"):
+        for name in ("memory_mb", "storage_mb", "file_mb", "nproc", "nofile", "inodes", "cpus"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise SandboxError(f"Limits.{name} must be a positive number, got {value!r} (0 is not 'no limit')")
@@ -99,8 +103,10 @@ class Sandbox(Protocol):
     def upload(self, source: Path, dest: str) -> None:
         """Copy the host file or folder ``source`` to the sandbox path ``dest`` (a folder's contents go under it)."""
 
-    def download(self, source: str, dest: Path) -> None:
-        """Copy the sandbox file ``source`` to the host path ``dest``."""
+    def download(self, source: str, dest: Path, max_bytes: int = ...) -> None:
+        """Copy the sandbox's regular file ``source`` (at most ``max_bytes``, default ``MAX_DOWNLOAD``; more is a
+        :class:`SandboxError`) to the host path ``dest``; anything else there (a link, a FIFO, a folder) is
+        ``FileNotFoundError``, never followed and never waited on."""
 
     def reset_dir(self, path: str) -> None:
         """Make ``path`` an empty folder owned by the sandbox's root, whatever the sandbox left there (files,
@@ -111,3 +117,4 @@ class Sandbox(Protocol):
 
 
 MAX_OUTPUT = 1 << 20
+MAX_DOWNLOAD = 1 << 20  # a reward file

@@ -3,18 +3,26 @@
 ``start`` runs the task's image (``[environment] docker_image``, else ``docker build`` of ``environment/``)
 detached with ``sleep infinity`` under the task's limits (``--memory``, ``--cpus``, ``--pids-limit``,
 ``--network none`` unless the task has the network); ``exec`` is ``docker exec`` (killed at its time limit
-together with the processes it started: ``timeout -s KILL`` inside), ``upload``/``download`` are ``docker cp``,
-``stop`` is ``docker rm -f`` (and removes the image it built).
+together with the processes it started: ``timeout -s KILL`` inside), ``stop`` is ``docker rm -f`` (and removes
+the image it built). No file operation resolves a container path on the host: ``upload`` streams a tar made
+on the host (only files, folders and links, never dereferenced) to ``tar -x`` run inside the container (a
+link in it can reach only the container's files), and ``download`` is ``head -c`` of a regular file inside
+(``docker cp`` out would hand the host a link or a folder the container chose). Not run here (no daemon).
 """
 from __future__ import annotations
 
+import io
+import os
 import shlex
+import stat
 import subprocess
+import tarfile
 import time
 import uuid
 from pathlib import Path
 
-from trajkit.envs.sandbox.base import MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
+from trajkit.envs.sandbox.base import MAX_DOWNLOAD, MAX_OUTPUT, ExecResult, SandboxError, SandboxSpec
+from trajkit.envs.sandbox.beneath import MAX_DEPTH, MAX_ENTRIES
 
 DEFAULT_IMAGE = "python:3.11-slim"
 
@@ -82,9 +90,17 @@ class DockerSandbox:
                           done.stderr[-MAX_OUTPUT:].decode("utf-8", "replace"), time.perf_counter() - t0, timed_out)
 
     def upload(self, source: Path, dest: str) -> None:
-        source = Path(source)
-        self.exec(f"mkdir -p {shlex.quote(dest if source.is_dir() else str(Path(dest).parent))}", 60.0, cwd="/")
-        self._docker("cp", f"{source}/." if source.is_dir() else str(source), f"{self.name}:{dest}")
+        source, into, dest = Path(source), dest.endswith("/"), dest.rstrip("/") or "/"
+        if stat.S_ISDIR(os.lstat(source).st_mode):
+            folder, name = dest, None  # a folder's contents go into dest
+        else:
+            folder, name = (dest, source.name) if into else (os.path.dirname(dest), os.path.basename(dest))
+        archive = _tar(source, name)
+        done = subprocess.run(["docker", "exec", "-i", self.name, "sh", "-c",
+                               'mkdir -p "$1" && tar -x -f - -C "$1" --no-same-owner', "sh", folder],
+                              input=archive, capture_output=True, timeout=600, check=False)
+        if done.returncode != 0:
+            raise SandboxError(f"upload to {dest} failed: {done.stderr.decode('utf-8', 'replace')[-500:]}")
 
     def reset_dir(self, path: str) -> None:
         """An empty folder at ``path`` (whatever was there, a symlink included, is removed first)."""
@@ -93,11 +109,15 @@ class DockerSandbox:
         if not result.ok:
             raise SandboxError(f"could not empty {path}: {result.stderr[-500:]}")
 
-    def download(self, source: str, dest: Path) -> None:
-        try:
-            self._docker("cp", f"{self.name}:{source}", str(dest))
-        except SandboxError as exc:
-            raise FileNotFoundError(f"{source}: {exc}") from None
+    def download(self, source: str, dest: Path, max_bytes: int = MAX_DOWNLOAD) -> None:
+        done = subprocess.run(["docker", "exec", self.name, "sh", "-c", '[ -f "$1" ] && [ ! -L "$1" ] && '
+                               'head -c "$2" "$1"', "sh", source, str(max_bytes + 1)],
+                              capture_output=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise FileNotFoundError(f"{source}: no such file written in the sandbox")
+        if len(done.stdout) > max_bytes:
+            raise SandboxError(f"{source} is larger than {max_bytes} bytes; it is not read")
+        Path(dest).write_bytes(done.stdout)
 
     def stop(self) -> None:
         if self.name is not None:
@@ -106,3 +126,28 @@ class DockerSandbox:
         if self.built is not None:
             subprocess.run(["docker", "rmi", "-f", self.built], capture_output=True, check=False)
             self.built = None
+
+
+def _tar(source: Path, name: str | None) -> bytes:
+    """A tar of the host's ``source``: the file as ``name``, or a folder's contents; made by an iterative
+    ``lstat`` walk (at most ``MAX_ENTRIES`` entries, ``MAX_DEPTH`` deep) holding only regular files, folders
+    and links (as links), so nothing outside ``source`` is read."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if name is not None:
+            tar.add(source, arcname=name, recursive=False)
+            return buf.getvalue()
+        stack, count = [(source, "", 0)], 0
+        while stack:
+            folder, prefix, depth = stack.pop()
+            for entry in os.scandir(folder):
+                count += 1
+                if count > MAX_ENTRIES or depth >= MAX_DEPTH:
+                    raise SandboxError(f"{source}: more than {MAX_ENTRIES} entries or {MAX_DEPTH} levels")
+                mode, arc = entry.stat(follow_symlinks=False).st_mode, prefix + entry.name
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                    raise SandboxError(f"{entry.path}: only files, folders and links are copied into the sandbox")
+                tar.add(entry.path, arcname=arc, recursive=False)
+                if stat.S_ISDIR(mode):
+                    stack.append((Path(entry.path), arc + "/", depth + 1))
+    return buf.getvalue()

@@ -27,7 +27,11 @@ The upper dir hides the host: every top-level entry of ``/`` except ``bin sbin l
 opaque directory (``/root``, ``/home``, ``/tmp``, ``/work``, ...) or a whiteout. ``/`` itself and the host's
 ``/usr``, ``/etc``, ``/var`` keep the host's owner, a uid outside the user namespace: the sandbox can neither
 write them nor replace a top-level entry. Writes go to the workdir, ``/logs``, ``/tests``, ``/solution``,
-``/tmp`` and ``/root``. Nothing is written outside the sandbox folder, which ``stop`` unmounts and deletes; a
+``/tmp`` and ``/root``. The host's own file operations on that tree (build ``COPY``, ``upload``,
+``download``, ``reset_dir``) follow no link and never leave the upper dir (:mod:`trajkit.envs.sandbox.beneath`);
+a command's output comes back through pipes (the last ``MAX_OUTPUT`` bytes of each), never a host file; the
+tmpfs bounds bytes (``storage_mb``) and files (``inodes``). Nothing is written outside the sandbox folder,
+which ``stop`` unmounts and deletes; a
 folder whose owner died (a killed trainer) is removed by the next ``start`` or ``trajkit envs clean``. Not
 enforced: ``cpus`` (no cgroups), total memory across processes (``RLIMIT_AS`` is per process), seccomp
 filtering; see docs/envs.md (the threat model).
@@ -37,15 +41,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import subprocess
-import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from trajkit.envs.sandbox.launcher import launcher
+from trajkit.envs.sandbox.pipes import collect
 from trajkit.envs.sandbox.netns import SLIRP_DNS, attach_network, network_available
-from trajkit.envs.sandbox.base import MAX_OUTPUT, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
+from trajkit.envs.sandbox.base import MAX_DOWNLOAD, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
+from trajkit.envs.sandbox.beneath import DIR_FLAGS, copy_in, lstat_at, open_dir, read_regular, remove_at
 from trajkit.envs.sandbox.slots import UID_SPAN, claim_slot, uid_base, clean_stale, kill_range, remove, run
 
 VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var")
@@ -105,12 +112,14 @@ class NamespaceSandbox:
         try:
             disk = self.root / "disk"
             disk.mkdir()
-            run(["mount", "-t", "tmpfs", "-o", f"size={self.spec.limits.storage_mb}m,mode=711", "tmpfs", str(disk)])
+            lim = self.spec.limits
+            run(["mount", "-t", "tmpfs", "-o", f"size={lim.storage_mb}m,nr_inodes={lim.inodes},mode=711", "tmpfs",
+                 str(disk)])
             (disk / "upper").mkdir(mode=0o755)
             (disk / "work").mkdir()
             (self.root / "merged").mkdir()
             (self.root / "inner.sh").write_text(INNER)
-            self._layout(disk / "upper")
+            self._layout()
             self._build()
         except BaseException:
             self.stop()
@@ -137,41 +146,48 @@ class NamespaceSandbox:
         self.stop()
 
     # -- layout and build -----------------------------------------------------------------------------------
-    def _layout(self, upper: Path) -> None:
+    def _layout(self) -> None:
         """Hide every top-level host entry but the userland; make the writable dirs, owned by the sandbox."""
-        for entry in os.listdir("/"):
-            if entry not in VISIBLE:
-                _hide(upper, entry)
+        with self._tree() as upper:
+            for entry in os.listdir("/"):
+                if entry not in VISIBLE:
+                    _hide(upper, entry)
         for rel in (*WRITABLE, self.spec.workdir):
-            self._own_dir(self._upper(rel))
+            self._own_dir(self._parts(rel))
+        upper = self.root / "disk" / "upper"  # nothing of the sandbox has run yet: these paths are the host's own
         os.chmod(upper / "tmp", 0o1777)
         if self.spec.limits.network:  # the host's resolver may be its own loopback: use slirp4netns' DNS
-            self._own_dir(upper / "etc")
+            self._own_dir(("etc",))
             (upper / "etc" / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
 
-    def _own_dir(self, path: Path) -> None:
-        """Make the upper-dir folder ``path`` and its parents. A folder the host's userland also has
-        (``/usr/...``, ``/etc/...``) keeps the host's owner and mode; every other folder made here, and
-        ``path`` itself unless it is one of those, belongs to the sandbox's root. ``/`` is never the sandbox's:
-        with it, the sandbox could replace ``/lib64`` or ``/usr`` for every later command."""
-        upper = self.root / "disk" / "upper"
-        parts = path.relative_to(upper).parts
-        for i in range(1, len(parts) + 1):
-            p, host = upper.joinpath(*parts[:i]), "/" + "/".join(parts[:i])
-            system = parts[0] in VISIBLE and os.path.isdir(host) and not os.path.islink(host)
-            if not os.path.lexists(p):
-                p.mkdir()
-                if system:
-                    os.chmod(p, os.stat(host).st_mode & 0o7777)
-                    continue
-            elif system or i < len(parts):
-                continue
-            os.lchown(p, self.uid, self.uid)
+    def _system(self, parts: tuple[str, ...]) -> bool:
+        """Whether the sandbox folder ``/parts...`` is a folder of the host's userland (``/usr/...``)."""
+        host = "/" + "/".join(parts)
+        return parts[0] in VISIBLE and os.path.isdir(host) and not os.path.islink(host)
+
+    def _own_dir(self, parts: tuple[str, ...]) -> None:
+        """Make the sandbox folder ``/parts...`` and its parents in the upper dir, following no link. A folder
+        the host's userland also has (``/usr/...``, ``/etc/...``) keeps the host's owner and mode; every other
+        folder made here, and the folder itself unless it is one of those, belongs to the sandbox's root. ``/``
+        is never the sandbox's: with it, the sandbox could replace ``/lib64`` or ``/usr`` for every later
+        command."""
+        def made(fd: int, sub: tuple[str, ...]) -> None:
+            if self._system(sub):
+                os.fchmod(fd, os.stat("/" + "/".join(sub)).st_mode & 0o7777)
+            else:
+                os.fchown(fd, self.uid, self.uid)
+        with self._tree() as upper:
+            fd = open_dir(upper, parts, made)
+            try:
+                if parts and not self._system(parts):
+                    os.fchown(fd, self.uid, self.uid)
+            finally:
+                os.close(fd)
 
     def _build(self) -> None:
         for kind, sources, dest in self.spec.steps:
             if kind == "mkdir":
-                self._own_dir(self._upper(dest))
+                self._own_dir(self._parts(dest))
             elif kind == "copy":
                 for src in sources:  # Docker's rules: a folder's contents go to dest; a file to dest/ or dest
                     path = _inside(self.spec.context, src)
@@ -184,11 +200,22 @@ class NamespaceSandbox:
                     raise SandboxError(f"build step RUN {sources!r} failed (exit {result.exit_code}): "
                                        f"{result.stderr[-500:]}")
 
-    # -- files ----------------------------------------------------------------------------------------------
-    def _upper(self, path: str) -> Path:
-        """The upper-dir path of the sandbox path ``path``; refuses a relative path, ``..``, ``/`` itself and a
-        path through a symlink (in the upper dir or the host's lower layer), which a host-side copy would
-        follow out of the sandbox."""
+    # -- files: every one a dir_fd walk from the upper dir (trajkit.envs.sandbox.beneath) ---------------------
+    @contextmanager
+    def _tree(self):
+        """A descriptor of the upper dir (the sandbox's writable tree), closed after the block."""
+        if self.root is None:
+            raise SandboxError("the sandbox is not started")
+        fd = os.open(self.root / "disk" / "upper", DIR_FLAGS)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _parts(self, path: str) -> tuple[str, ...]:
+        """The components of the sandbox path ``path``; refuses a relative path, ``..``, ``/`` itself and a
+        path through a link of the host's lower layer that the upper dir does not cover (``/lib`` ->
+        ``usr/lib``): making it a folder would hide the link. Links in the upper dir are refused by the walk."""
         if self.root is None:
             raise SandboxError("the sandbox is not started")
         parts = PurePosixPath("/", path).parts[1:]
@@ -199,44 +226,73 @@ class NamespaceSandbox:
             rel = os.path.join(*parts[:i])
             if os.path.islink(upper / rel) or (not os.path.lexists(upper / rel) and os.path.islink("/" + rel)):
                 raise SandboxError(f"{path!r}: /{rel} is a symbolic link; give the real path")
-        return upper.joinpath(*parts)
+        return parts
 
     def upload(self, source: Path, dest: str) -> None:
+        """Copy the host's ``source`` to ``dest`` (a folder's contents into it), link-free on both sides
+        (:func:`~trajkit.envs.sandbox.beneath.copy_in`); a file aimed at an existing folder goes into it."""
         with self._lock:
-            source, target = Path(source), self._upper(dest)
-            if os.path.islink(target):
-                target.unlink()
-            self._own_dir(target.parent)
-            if source.is_dir():
-                shutil.copytree(source, target, dirs_exist_ok=True, symlinks=True)
-            else:
-                shutil.copy2(source, target)
-            for p in [target, *(target.rglob("*") if target.is_dir() else [])]:
-                os.lchown(p, self.uid, self.uid)
+            source, parts = Path(source), self._parts(dest)
+            self._own_dir(parts[:-1])
+            with self._tree() as upper:
+                fd = open_dir(upper, parts[:-1])
+                try:
+                    old = lstat_at(fd, parts[-1])
+                    if old is not None and stat.S_ISDIR(old.st_mode) and stat.S_ISREG(os.lstat(source).st_mode):
+                        fd, parent = open_dir(fd, parts[-1:]), fd
+                        os.close(parent)
+                        parts = (*parts, source.name)
+                    copy_in(source, fd, parts[-1], self.uid, dest)
+                finally:
+                    os.close(fd)
 
-    def download(self, source: str, dest: Path) -> None:
+    def download(self, source: str, dest: Path, max_bytes: int = MAX_DOWNLOAD) -> None:
+        """The sandbox's regular file ``source`` (at most ``max_bytes``) to the host file ``dest``; a link, FIFO,
+        device or folder at ``source`` or on its way is ``FileNotFoundError``, never followed, never a hang."""
         with self._lock:
-            path = self._upper(source)
-            if path.is_symlink() or not path.is_file():
-                raise FileNotFoundError(f"{source}: no such file written in the sandbox")
-            shutil.copyfile(path, dest)
+            parts = self._parts(source)
+            with self._tree() as upper:
+                try:
+                    fd = open_dir(upper, parts[:-1])
+                except (FileNotFoundError, SandboxError):
+                    raise FileNotFoundError(f"{source}: no such file written in the sandbox") from None
+                try:
+                    data = read_regular(fd, parts[-1], max_bytes, source)
+                finally:
+                    os.close(fd)
+            Path(dest).write_bytes(data)
 
     def reset_dir(self, path: str) -> None:
         """Make the sandbox folder ``path`` empty, from the host: whatever the sandbox left there or in place of
-        a parent folder (files, a symlink, a folder it cannot enter) is removed, and fresh folders owned as
-        :meth:`_own_dir` says are made. The verifier's ``/tests`` and ``/logs/verifier`` start so."""
+        a parent folder (files, a symlink, a folder of any depth it cannot enter) is removed, following no link,
+        and fresh folders owned as :meth:`_own_dir` says are made. The verifier's ``/tests`` and
+        ``/logs/verifier`` start so."""
         with self._lock:
-            if self.root is None:
-                raise SandboxError("the sandbox is not started")
-            upper = self.root / "disk" / "upper"
-            parts = PurePosixPath("/", path).parts[1:]
-            for i in range(1, len(parts) + 1):
-                p = upper.joinpath(*parts[:i])
-                if os.path.lexists(p) and (p.is_symlink() or not p.is_dir() or i == len(parts)):
-                    shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-                    if i == 1 and os.path.lexists("/" + parts[0]):
-                        _hide(upper, parts[0])  # a fresh top-level folder still hides the host's
-            self._own_dir(self._upper(path))
+            parts = self._parts_any(path)
+            with self._tree() as upper:
+                fd = os.dup(upper)
+                try:
+                    for i, name in enumerate(parts):
+                        st = lstat_at(fd, name)
+                        if st is None:
+                            break
+                        if i == len(parts) - 1 or not stat.S_ISDIR(st.st_mode):
+                            remove_at(fd, name)
+                            if i == 0 and os.path.lexists("/" + name):
+                                _hide(fd, name)  # a fresh top-level folder still hides the host's
+                            break
+                        fd, parent = os.open(name, DIR_FLAGS, dir_fd=fd), fd
+                        os.close(parent)
+                finally:
+                    os.close(fd)
+            self._own_dir(parts)
+
+    def _parts_any(self, path: str) -> tuple[str, ...]:
+        """:meth:`_parts` without refusing links of the upper dir on the way (reset_dir removes them)."""
+        parts = PurePosixPath("/", path).parts[1:]
+        if ".." in parts or not parts or "\0" in path:
+            raise SandboxError(f"{path!r}: give an absolute path below / without '..'")
+        return parts
 
     # -- the one way out ------------------------------------------------------------------------------------
     def expose(self, port: int) -> str:
@@ -248,7 +304,7 @@ class NamespaceSandbox:
         gw = self.root / "gw"
         gw.mkdir(mode=0o755, exist_ok=True)
         shutil.copy(relay.__file__, gw / "relay.py")
-        self._own_dir(self._upper("/run/trajkit"))
+        self._own_dir(self._parts("/run/trajkit"))
         if self._relay is None:
             self._relay = (relay.unix_to_tcp(str(gw / "gateway.sock"), port), port)
         return f"127.0.0.1:{port}"
@@ -275,9 +331,7 @@ class NamespaceSandbox:
 
     def _lookup(self, user: str) -> tuple[int, int]:
         """(uid, gid) inside the sandbox of ``user`` (a name or number) in the sandbox's /etc/passwd."""
-        upper = self.root / "disk" / "upper" / "etc" / "passwd"
-        passwd = (upper if upper.is_file() and not upper.is_symlink() else Path("/etc/passwd"))
-        for line in passwd.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in self._passwd().splitlines():
             fields = line.split(":")
             if len(fields) > 3 and user in (fields[0], fields[2]) and fields[2].isdigit() and fields[3].isdigit():
                 uid, gid = int(fields[2]), int(fields[3])
@@ -286,10 +340,28 @@ class NamespaceSandbox:
                 raise SandboxError(f"user {user!r} has uid {uid}, gid {gid}: the sandbox maps only 0..{UID_SPAN - 1}")
         raise SandboxError(f"user {user!r} is not in the sandbox's /etc/passwd")
 
+    def _passwd(self) -> str:
+        """The sandbox's ``/etc/passwd``: its own (a regular file of at most 1 MiB, read without following a
+        link) when it wrote one, else the host's."""
+        with self._tree() as upper:
+            try:
+                fd = open_dir(upper, ("etc",))
+            except FileNotFoundError:
+                return Path("/etc/passwd").read_text(encoding="utf-8", errors="replace")
+            try:
+                data = read_regular(fd, "passwd", 1 << 20, "/etc/passwd")
+            except FileNotFoundError:
+                data = Path("/etc/passwd").read_bytes()
+            finally:
+                os.close(fd)
+        return data.decode("utf-8", errors="replace")
+
     def exec(self, command: str, timeout_s: float, user: str | None = None, env: dict[str, str] | None = None,
              cwd: str | None = None) -> ExecResult:
         if self.root is None:
             raise SandboxError("the sandbox is not started (call start first)")
+        if not timeout_s > 0:  # NaN too
+            raise SandboxError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         base = {"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb", **self.spec.env, **(env or {})}
         bad = bad_variable(base)
         if bad is not None:
@@ -297,10 +369,10 @@ class NamespaceSandbox:
         argv = self._argv(self._with_relay(command), user, base, cwd or self.spec.workdir)
         ready = self.root / "net.ready"
         outer_env = {"SBX": str(self.root), "PATH": PATH, **({"NETWAIT": str(ready)} if self.spec.limits.network else {})}
-        with self._lock, tempfile.TemporaryFile(dir=self.root) as out, tempfile.TemporaryFile(dir=self.root) as err:
+        with self._lock:
             t0 = time.perf_counter()
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=outer_env,
-                                          start_new_session=True)
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, env=outer_env, start_new_session=True)
             try:
                 net = attach_network(self._proc, ready) if self.spec.limits.network else None
             except BaseException:
@@ -309,34 +381,33 @@ class NamespaceSandbox:
                 kill_range(self.uid)
                 raise
             try:
-                code, timed_out = self._proc.wait(timeout=timeout_s), False
-            except subprocess.TimeoutExpired:
-                _kill(self._proc)
-                code, timed_out = None, True
+                (out, err), timed_out = collect(self._proc, timeout_s, _kill, lambda: kill_range(self.uid))
             finally:
                 if net is not None:
                     net.close()
                 ready.unlink(missing_ok=True)
             kill_range(self.uid)
-            seconds = time.perf_counter() - t0
+            code = None if timed_out else self._proc.returncode
             self._proc = None
-            return ExecResult(code, _tail(out), _tail(err), seconds, timed_out)
+            return ExecResult(code, _text(out), _text(err), time.perf_counter() - t0, timed_out)
 
 
-def _hide(upper: Path, entry: str) -> None:
-    """Hide the host's top-level ``entry`` in the upper dir: an empty opaque folder, or a whiteout."""
-    target = upper / entry
+def _hide(upper: int, entry: str) -> None:
+    """Hide the host's top-level ``entry`` in the upper dir (the descriptor ``upper``): an empty opaque folder,
+    or a whiteout."""
     if entry in MOUNTED or os.path.isdir(os.path.join("/", entry)) and not os.path.islink("/" + entry):
-        target.mkdir()
-        os.setxattr(target, "trusted.overlay.opaque", b"y")
+        os.mkdir(entry, 0o755, dir_fd=upper)
+        fd = os.open(entry, DIR_FLAGS, dir_fd=upper)
+        try:
+            os.setxattr(fd, "trusted.overlay.opaque", b"y")
+        finally:
+            os.close(fd)
     else:
-        os.mknod(target, 0o600 | 0o020000, os.makedev(0, 0))  # a whiteout: the entry is gone
+        os.mknod(entry, 0o600 | 0o020000, os.makedev(0, 0), dir_fd=upper)  # a whiteout: the entry is gone
 
 
-def _tail(fh) -> str:
-    size = fh.seek(0, os.SEEK_END)
-    fh.seek(max(0, size - MAX_OUTPUT))
-    return fh.read().decode("utf-8", errors="replace")
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 from trajkit.envs.sandbox.base import SandboxError
+from trajkit.envs.sandbox.beneath import DIR_FLAGS, remove_at
 
 UID_BASE, UID_SPAN, SLOTS = 1 << 20, 1 << 16, 4096
 PREFIX = "trajkit-sbx-"
@@ -92,6 +92,8 @@ def clean_stale() -> list[str]:
 
 
 def remove(root: Path, missing_ok: bool = False) -> None:
+    """Unmount the sandbox's tmpfs (then nothing the sandbox wrote is left to walk) and delete its folder with
+    the flat, link-free walk of :func:`~trajkit.envs.sandbox.beneath.remove_at` (any depth, never a recursion)."""
     disk = root / "disk"
     if os.path.ismount(disk):
         try:
@@ -99,7 +101,16 @@ def remove(root: Path, missing_ok: bool = False) -> None:
         except SandboxError:
             if not missing_ok or os.path.ismount(disk):
                 raise
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        parent = os.open(root.parent, DIR_FLAGS)
+    except OSError:
+        return
+    try:
+        remove_at(parent, root.name)
+    except OSError:  # another process removed it first, or a file of it cannot be removed: left for `envs clean`
+        pass
+    finally:
+        os.close(parent)
 
 
 def processes_of(base: int) -> list[int]:
