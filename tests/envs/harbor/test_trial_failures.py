@@ -56,7 +56,7 @@ REWARDS = {  # what test.sh leaves in /logs/verifier -> the start of the error
     "out of range": ("echo 1.5 > /logs/verifier/reward.txt", "[verifier] reward_range = [0, 1]"),
     "fifo": ("mkfifo /logs/verifier/reward.txt", "tests/test.sh wrote no"),
     "folder": ("mkdir /logs/verifier/reward.json", "tests/test.sh wrote no"),
-    "huge": ("head -c 2000000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt", "reward.txt is over 65536 bytes"),
+    "huge": ("head -c 2000000 /dev/zero | tr '\\0' 1 > /logs/verifier/reward.txt", "reward.txt is larger than 65536 bytes"),
 }
 
 

@@ -34,7 +34,7 @@ def read_reward(task: HarborTask, box: Sandbox) -> dict[str, float]:
         for name in NAMES:
             local = Path(tmp) / name
             try:
-                box.download(f"/logs/verifier/{name}", local)
+                box.download(f"/logs/verifier/{name}", local, max_bytes=MAX_REWARD_BYTES)
             except FileNotFoundError:
                 continue
             except (TrajkitError, OSError) as exc:  # a download the sandbox refuses (too large, not a file)
