@@ -359,3 +359,40 @@ def test_the_real_fixture_row_under_the_dataset_field_names_folds_as_the_referen
     trace = parse_raw(decode_line("f.jsonl", 1, line), "kimi")
     ref.add(trace, trace_metrics(trace))
     assert stats.to_dict() == ref.to_dict() and stats.total.traces == 1
+
+
+def typed_tree(value):
+    """A value with the type of every piece spelled out (``1 == 1.0 == True`` and ``int == BigInt`` are not)."""
+    if isinstance(value, dict):
+        return ("dict", [(k, typed_tree(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [typed_tree(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+@pytest.mark.parametrize("body", [
+    '{"name": "t", "arguments": {"command": "ls", "n": 3, "ok": true, "x": null}}',
+    '{"name": "t", "arguments": {"deep": {"a": [1, {"b": 9223372036854775807}]}}}',
+    '{"name": "t", "arguments": {"deep": {"a": [1, {"b": 9223372036854775808}]}}}',  # beyond int64
+    '{"name": "t", "arguments": {"n": 18446744073709551615}}',                          # uint64: orjson's int
+    '{"name": "t", "arguments": {"n": -9223372036854775809}}',
+    '{"name": "t", "arguments": {"n": 123456789012345678901234567890}}',
+    '{"name": "t", "arguments": {"n": [1.5]}}', '{"name": "t", "arguments": {"n": 1e400}}',
+    '{"name": "t", "arguments": {"n": 1E5}}', '{"name": "t", "arguments": {"n": -0}}',
+    '{"name": "t", "arguments": {}, "id": 1e400}', '{"name": "t", "arguments": {}, "extra": [[[{}]]]}',
+    '{"name": "t", "arguments": {"a": 1, "a": "two"}}', '{"name": 1, "name": "t", "arguments": {}}',
+    '{"name": "t", "arguments": {"n": ' + "[" * 150 + "]" * 150 + "}}",
+    '{"name": "t", "arguments": {"n": ' + "[" * 250 + "]" * 250 + "}}",             # deeper than MAX_DEPTH
+    '{"name": "t", "arguments": {}, "x": ' + "[" * 250 + "]" * 250 + "}",
+    '{"name": "t", "arguments": []}', '{"name": "t"}', '[1]', '{bad', '', ' {"name": "t", "arguments": {}} \n',
+    '{"name": "t", "arguments": {"s": "\\ud83d\\ude00 \\u0000"}}', '{"name": "t", "arguments": {"s": "\\ud800"}}',
+])
+def test_typed_call_bodies_read_as_the_exact_reader_reads_them(body):
+    from trajkit.traces import jsonvalue
+    from trajkit.traces.scan_typed import decode_call
+
+    found = decode_call(body)
+    if found is None:
+        return
+    value = jsonvalue.loads(body)
+    assert typed_tree([value["name"], value["arguments"]]) == typed_tree(list(found))

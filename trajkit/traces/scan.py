@@ -32,7 +32,7 @@ from trajkit.traces.hermes import CONTEXT_SUMMARY_PREFIX
 from trajkit.traces.load import decode_line, parse_raw
 from trajkit.traces.metrics import TraceMetrics, action_key, trace_metrics
 from trajkit.traces.model import HERMES_ROLE
-from trajkit.traces.scan_typed import TypedRow, decode_row, tools_text
+from trajkit.traces.scan_typed import TypedRow, decode_call, decode_row, tools_text
 from trajkit.traces.tools import ToolTable, schema_problems, tools_from_json
 from trajkit.traces.tools import _validator as schema_validator
 
@@ -184,7 +184,7 @@ def _scan(msgs: list[tuple[str, Any]], checks: Checks, diags: list[str]) -> Trac
                 tm.context_summary = True
             prev_role = role
         i += 1
-    tm.counts = Counter(c)
+    dict.update(tm.counts, c)  # (Counter(c) pays an isinstance(Mapping) check per row)
     return tm
 
 
@@ -237,8 +237,12 @@ def _assistant(text: str, diags: list[str]) -> tuple[int, list[Call]] | None:
 
 
 def _call(body: str, diags: list[str]) -> Call:
-    """``(name, arguments, None)`` of a well-formed call; ``(recovered name, None, stripped body)`` of a
-    malformed one (read by the reference, :func:`~trajkit.traces.blocks.parse_call_body`)."""
+    """``(name, arguments, None)`` of a well-formed call (:func:`~trajkit.traces.scan_typed.decode_call`, else
+    the exact reader); ``(recovered name, None, stripped body)`` of a malformed one (read by the reference,
+    :func:`~trajkit.traces.blocks.parse_call_body`)."""
+    found = decode_call(body)
+    if found is not None:
+        return found[0], found[1], None
     try:
         value = jsonvalue.loads(body)
     except ValueError:

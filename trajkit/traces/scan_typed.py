@@ -15,15 +15,22 @@ is what :func:`trajkit.traces.scan.row_metrics` would accept at its first checks
 key, a message with another key, a nested ``id``, invalid JSON) makes :func:`decode_row` return None and the
 caller takes the orjson path, so such rows are read as before.
 
+Call bodies get the same treatment (:func:`decode_call`): a struct of a string ``name`` and an object
+``arguments`` whose values may not be floats or integers beyond 64 bits, the values that
+:func:`trajkit.traces.jsonvalue.loads` may read differently from a plain parse; any other body goes to that
+reader. It costs ~0.4 us a body where the exact reader costs ~1.5 us.
+
 One gap is closed by hand: msgspec checks the UTF-8 of the strings it decodes, not of those it keeps raw,
 where orjson refuses invalid UTF-8 anywhere in the line. An ASCII line (``bytes.isascii``, ~3 us) has none;
 on any other line the raw strings are decoded once to check.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Optional, Union
+from typing import Annotated, Any, ClassVar, Optional, Union
 
 import msgspec
+
+from trajkit.traces.jsonvalue import MAX_DEPTH
 
 Raw = msgspec.Raw
 _NULL = Raw(b"null")
@@ -59,6 +66,7 @@ class _Row(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _DECODER = msgspec.json.Decoder(_Row)
+_QUOTE, _OPENERS = ord('"'), (ord("["), ord("{"))
 _STRING = msgspec.json.Decoder(str)
 
 
@@ -85,11 +93,62 @@ def decode_row(line: bytes) -> TypedRow | None:
         return None
     conv = row.conversations
     for message in conv:
-        if message.role == "system" and bytes(message.value)[:1] != b'"':
+        if message.role == "system" and memoryview(message.value)[0] != _QUOTE:  # (no copy of the prompt)
             return None
     if not line.isascii() and not _raw_text_is_utf8(row):
         return None
     return TypedRow([(m.role, m.value) for m in conv], tools, row.category, row.subcategory)
+
+
+class _Float(Exception):
+    """A float in an untyped place of a call body: the exact reader decides those."""
+
+
+def _refuse_float(text: str) -> Any:
+    raise _Float(text)
+
+
+_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+
+
+class _CallBody(msgspec.Struct):
+    name: str
+    arguments: dict[str, Union[str, _Int64, bool, None, list, dict]]  # other keys are skipped
+
+
+_CALL = msgspec.json.Decoder(_CallBody, float_hook=_refuse_float)
+_CALL_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, _Float, RecursionError)
+
+
+def decode_call(body: str) -> tuple[str, dict[str, Any]] | None:
+    """``(name, arguments)`` of a well-formed call body, equal to what :func:`trajkit.traces.jsonvalue.loads`
+    reads, or None when that reader must decide (a body that is no such object, holds a float or a 64-bit
+    overflow, or may nest deeper than :data:`~trajkit.traces.jsonvalue.MAX_DEPTH`: that reader's own test)."""
+    if len(body) > MAX_DEPTH and (len(body) > 16384 or body.count("{") + body.count("[") > MAX_DEPTH):
+        return None
+    try:
+        call = _CALL.decode(body)
+    except _CALL_ERRORS:
+        return None
+    args = call.arguments
+    for value in args.values():
+        if (type(value) is list or type(value) is dict) and _holds_wide_int(value):
+            return None
+    return call.name, args
+
+
+def _holds_wide_int(value: Any) -> bool:
+    """Whether an integer outside the signed 64-bit range occurs in ``value`` (without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+        elif type(item) is int and not -(1 << 63) <= item < (1 << 63):
+            return True
+    return False
 
 
 def tools_text(raw: bytes) -> str:
@@ -98,7 +157,7 @@ def tools_text(raw: bytes) -> str:
 
 
 def _nests(raw: Raw) -> bool:
-    return raw is not _NULL and bytes(raw)[:1] in (b"[", b"{")
+    return raw is not _NULL and memoryview(raw)[0] in _OPENERS
 
 
 def _raw_text_is_utf8(row: _Row) -> bool:
