@@ -30,7 +30,7 @@ from typing import Annotated, Any, ClassVar, Optional, Union
 
 import msgspec
 
-from trajkit.traces.jsonvalue import MAX_DEPTH
+from trajkit.traces.jsonvalue import MAX_DEPTH, too_short_to_nest
 
 Raw = msgspec.Raw
 _NULL = Raw(b"null")
@@ -124,7 +124,7 @@ def decode_call(body: str) -> tuple[str, dict[str, Any]] | None:
     """``(name, arguments)`` of a well-formed call body, equal to what :func:`trajkit.traces.jsonvalue.loads`
     reads, or None when that reader must decide (a body that is no such object, holds a float or a 64-bit
     overflow, or may nest deeper than :data:`~trajkit.traces.jsonvalue.MAX_DEPTH`: that reader's own test)."""
-    if len(body) > MAX_DEPTH and (len(body) > 16384 or body.count("{") + body.count("[") > MAX_DEPTH):
+    if not too_short_to_nest(body) and (len(body) > 16384 or body.count("{") + body.count("[") > MAX_DEPTH):
         return None
     try:
         call = _CALL.decode(body)
