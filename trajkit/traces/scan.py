@@ -7,6 +7,10 @@ building ``Message``/``Segment``/``ToolCall``/``ToolResponse`` objects that the 
 rules (:mod:`trajkit.traces.blocks`), the same JSON readers (:mod:`trajkit.traces.jsonvalue`), the same
 harness rule (:mod:`trajkit.traces.harness`) and the same argument verdicts (:mod:`trajkit.traces.tools`).
 
+A row comes either from :func:`~trajkit.traces.scan_typed.decode_row` (msgspec structs that keep the system
+prompt and the tools field as raw JSON: :func:`typed_row_metrics`) or, for a row those structs decline, from
+orjson's dict (:func:`row_metrics`); both feed the same scan of ``(role, text)`` messages.
+
 It takes only the rows the reference would read without a single diagnostic: a ``conversations`` list of
 ``{from, value}`` messages with known roles and string values, a ``tools`` string that parses into usable
 schemas, every think/call/response block in place and closed, every call body a well-formed call, and no
@@ -18,7 +22,6 @@ metric for metric, on the bundled samples, the real fixtures, a messy corpus and
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Callable
 
 import orjson
