@@ -289,6 +289,7 @@ def test_lines_the_typed_decoder_leaves_to_the_orjson_path(line):
     GOOD_LINE.replace(b'"category":"c"', b'"category":null'),
     GOOD_LINE.replace(b'"from":"system","value":"You are a helper."', b'"value":"You are a helper.","from":"system"'),
     GOOD_LINE.replace(b'"tools":', b'"tools":[1],"tools":', 1),             # a duplicate key: the last one counts
+    json.dumps(orjson.loads(GOOD_LINE), indent=None).encode(),              # spaces after every colon and comma
 ])
 def test_lines_the_typed_decoder_takes_equal_the_reference(line):
     typed = decode_row(line)
