@@ -121,3 +121,14 @@ def test_openai_row_round_trip_of_hermes_text_unchanged():
     """The rendered Hermes text of a call is the body as read, numbers included."""
     trace = parse_row(json.loads(_hermes_line(0)))
     assert ARGS_TEXT in trace.messages[1].text
+
+
+def test_a_text_of_at_most_two_brackets_per_level_is_too_short_to_nest_too_deeply():
+    """The depth guard skips texts of at most 2 * MAX_DEPTH characters: the shortest JSON nested one level
+    too deep is one character longer than that."""
+    deep = "[" * (jsonvalue.MAX_DEPTH + 1) + "]" * (jsonvalue.MAX_DEPTH + 1)
+    assert len(deep) == 2 * jsonvalue.MAX_DEPTH + 2 and not jsonvalue.too_short_to_nest(deep)
+    assert jsonvalue.too_short_to_nest(deep[1:-1])
+    with pytest.raises(ValueError, match="nested deeper"):
+        jsonvalue.loads(deep)
+    assert jsonvalue.depth(jsonvalue.loads(deep[1:-1])) == jsonvalue.MAX_DEPTH

@@ -2,7 +2,10 @@
 
 For every row it takes, its metrics, group names and diagnostic codes must equal the reference's; every row
 it declines goes through the reference, so the corpus statistics must equal the reference's exactly, on the
-bundled samples, the real fixture, the synthetic generator's quirks, a messy file and generated rows.
+bundled samples, the real fixture, the synthetic generator's quirks, a messy file and generated rows. Each row
+is checked through both of its decoders: orjson's dict (:func:`row_metrics`) and the JSON line through
+msgspec's structs (:mod:`trajkit.traces.scan_typed`, :func:`typed_row_metrics`); the reference reads the
+line with the exact reader (``decode_line``).
 """
 import datetime
 import json
@@ -19,9 +22,10 @@ from trajkit.errors import InputError
 from trajkit.synth.generator import SynthConfig, generate
 from trajkit.traces.aggregate import CorpusStats, group_key
 from trajkit.traces.hermes import parse_row
-from trajkit.traces.load import RawRow, iter_traces, parse_raw
+from trajkit.traces.load import RawRow, decode_line, iter_traces, parse_raw
 from trajkit.traces.metrics import trace_metrics
-from trajkit.traces.scan import row_metrics
+from trajkit.traces.scan import row_metrics, typed_row_metrics
+from trajkit.traces.scan_typed import decode_row
 from trajkit.traces.stats import compute_stats
 
 from .conftest import SYSTEM, TOOLS, call, quirky_row, resp
@@ -35,17 +39,44 @@ def reference(row, source="src"):
             sorted(d.code for d in trace.diagnostics))
 
 
-def assert_same(row, source="src") -> bool:
-    """The fast path's answer equals the reference's when it takes the row; True when it took it."""
-    found = row_metrics(row, source)
-    if found is None:
-        return False
+def line_reference(line: bytes, source="src"):
+    trace = parse_raw(decode_line("f.jsonl", 1, line), source)
+    return (group_key(trace.category, trace.subcategory, trace.source), trace_metrics(trace),
+            sorted(d.code for d in trace.diagnostics))
+
+
+def assert_equal(found, ref, what) -> None:
     key, tm, diags = found
-    ref_key, ref_tm, ref_diags = reference(row, source)
-    assert key == ref_key
-    assert tm == ref_tm, row.get("id")
-    assert sorted(diags) == ref_diags, row.get("id")
-    return True
+    ref_key, ref_tm, ref_diags = ref
+    assert key == ref_key, what
+    assert tm == ref_tm, what
+    assert sorted(diags) == ref_diags, what
+
+
+def assert_same(row, source="src") -> bool:
+    """The fast path's answer equals the reference's when it takes the row, from orjson's dict and from the
+    row's JSON line through msgspec's structs; True when it took it. The typed decoder takes the row exactly
+    when the dict path does (the row has only the keys it declares)."""
+    found = row_metrics(row, source)
+    if found is not None:
+        assert_equal(found, reference(row, source), row.get("id"))
+    line = orjson.dumps(row) + b"\n"
+    typed = decode_row(line)
+    typed_found = typed_row_metrics(typed, source) if typed is not None else None
+    if typed_found is not None:
+        assert_equal(typed_found, line_reference(line, source), row.get("id"))
+    if typed_shape(row):
+        assert (typed_found is None) == (found is None), row.get("id")
+    return found is not None
+
+
+def typed_shape(row) -> bool:
+    """Whether the row has the shape :mod:`trajkit.traces.scan_typed` declares: its known keys only, string or
+    null groups, messages of exactly ``from`` and ``value``."""
+    conv = row.get("conversations")
+    return (set(row) <= {"conversations", "tools", "category", "subcategory", "id", "task"}
+            and all(isinstance(row.get(k), (str, type(None))) for k in ("category", "subcategory"))
+            and isinstance(conv, list) and all(isinstance(m, dict) and set(m) == {"from", "value"} for m in conv))
 
 
 def sample_rows(name):
@@ -223,3 +254,146 @@ def test_a_row_it_cannot_read_raises_the_reference_error():
     with pytest.raises(InputError, match="conversations"):
         fold_line(stats, "f.jsonl", 3, b'{"id": "x"}\n', "f")
     assert stats.total.traces == 0
+
+
+GOOD_LINE = orjson.dumps(row(("system", "You are a helper."), ("human", "hi"), ("gpt", "<think>a b</think>" + OK_CALL),
+                             ("tool", FINE), category="c", subcategory="s", task="t"))
+
+
+@pytest.mark.parametrize("line", [
+    GOOD_LINE.replace(b'"id"', b'"meta":{"w":1},"id"'),                   # a key the structs do not declare
+    GOOD_LINE.replace(b'"from":"gpt"', b'"from":"gpt","weight":1'),        # a message with another key
+    GOOD_LINE.replace(b'"id":"r"', b'"id":["r"]'),                         # a nested id
+    GOOD_LINE.replace(b'"task":"t"', b'"task":{"t":1}'),                   # a nested task
+    GOOD_LINE.replace(b'"category":"c"', b'"category":7'),                 # a group that is not a string
+    GOOD_LINE.replace(b'You are', b'You \xff are'),                        # invalid UTF-8 in a raw string
+    GOOD_LINE.replace(b'You are', b'You \xed\xa0\x80 are'),                # an encoded surrogate there
+    GOOD_LINE.replace(b'You are', b'You \\ud800 are'),                     # a lone surrogate escape there
+    GOOD_LINE.replace(b'"value":"You are a helper."', b'"value":5'),       # a system message that is no string
+    GOOD_LINE.replace(b'"from":"gpt"', b'"from":"robot"'),                 # an unknown role
+    orjson.dumps({"id": "r", "conversations": [], "tools": ""}),          # empty tools
+    orjson.dumps({"id": "r", "conversations": [], "tools": TOOLS}),       # tools as a list
+    orjson.dumps({"id": "r", "conversations": [{"from": "gpt"}], "tools": "[]"}),  # a message without value
+    GOOD_LINE[:-3],                                                        # truncated
+    b"[" + GOOD_LINE + b"]",                                               # not an object
+])
+def test_lines_the_typed_decoder_leaves_to_the_orjson_path(line):
+    assert decode_row(line) is None
+
+
+@pytest.mark.parametrize("line", [
+    GOOD_LINE,
+    GOOD_LINE.replace(b'You are', "You été are".encode()),                # non-ASCII in the raw system prompt
+    GOOD_LINE.replace(b'"id":"r"', b'"id":1e400'),                        # a number orjson refuses, in a raw id
+    GOOD_LINE.replace(b'"id":"r"', b'"id":123456789012345678901234567890'),
+    GOOD_LINE.replace(b'"category":"c"', b'"category":null'),
+    GOOD_LINE.replace(b'"from":"system","value":"You are a helper."', b'"value":"You are a helper.","from":"system"'),
+    GOOD_LINE.replace(b'"tools":', b'"tools":[1],"tools":', 1),             # a duplicate key: the last one counts
+    json.dumps(orjson.loads(GOOD_LINE), indent=None).encode(),              # spaces after every colon and comma
+])
+def test_lines_the_typed_decoder_takes_equal_the_reference(line):
+    typed = decode_row(line)
+    assert typed is not None
+    assert_equal(typed_row_metrics(typed, "src"), line_reference(line, "src"), line[:40])
+
+
+def mutated_sample_file(tmp_path) -> str:
+    """The bundled kimi sample, every row once as it is and once with a malformed piece in a place the typed
+    decoder skips or declines, so the file mixes every path: typed, orjson, reference and unreadable rows."""
+    with lzma.open(SAMPLES / "kimi.jsonl.xz") as fh:
+        lines = [line.rstrip(b"\n") for line in fh if line.strip()]
+    mutations = (
+        lambda l: l.replace(b'"tools"', b'"extra":[[[1]]],"tools"', 1),
+        lambda l: l.replace(b"You are", b"You \xff are", 1),
+        lambda l: l.replace(b"You are", "You été are".encode(), 1),
+        lambda l: l.replace(b'"from":"gpt"', b'"from":"gpt","weight":1', 1),
+        lambda l: l.replace(b'"category"', b'"x":' + b"[" * 250 + b"]" * 250 + b',"category"', 1),
+        lambda l: l[:len(l) // 2],
+        lambda l: l.replace(b"You are", b"You \\ud800 are", 1),
+        lambda l: l.replace(b'"from":"gpt"', b'"from":"bot"', 1),
+        lambda l: l.replace(b'"id":', b'"id":1e400,"id2":', 1),
+        lambda l: l.replace(b"<tool_call>", b"\\u003ctool_call>", 1),
+        lambda l: l.replace(b"</think>", b"", 1),
+        lambda l: l.replace(b'"tools":"', b'"tools":"{', 1),
+    )
+    out = []
+    for k, line in enumerate(lines):
+        out += [line, mutations[k % len(mutations)](line)]
+    path = tmp_path / "mutated.jsonl"
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_malformed_pieces_give_the_reference_statistics(tmp_path, workers):
+    """Whole-corpus statistics and warnings with rows broken where the typed decoder skips (the system prompt,
+    unknown keys) equal the reference path's, sequential and split across processes."""
+    from trajkit.traces.parallel import parallel_file_stats
+
+    path = mutated_sample_file(tmp_path)
+    ref_errors, errors = [], []
+    ref = CorpusStats()
+    for trace in iter_traces([path], on_error=ref_errors.append):
+        ref.add(trace, trace_metrics(trace))
+    ref.skipped_rows = len(ref_errors)
+    if workers == 1:
+        fast = compute_stats([path], progress=False, workers=1, on_error=errors.append)
+    else:
+        fast = CorpusStats()
+        parallel_file_stats(path, "mutated", fast, workers=2, on_error=errors.append, chunk_bytes=200_000)
+    assert orjson.dumps(fast.to_dict()) == orjson.dumps(ref.to_dict())
+    assert [str(e) for e in errors] == [str(e) for e in ref_errors]
+    assert len(errors) >= 40 and fast.total.traces >= 140  # both kinds of row are there
+
+
+def test_the_real_fixture_row_under_the_dataset_field_names_folds_as_the_reference(real_row):
+    """The fixture is a preview (``tools_preview`` cut short, ``conversations_preview``); under the dataset's
+    own names the typed decoder reads it, its cut tools text sends it to the reference, and the statistics
+    are the reference's."""
+    from trajkit.traces.scan import fold_line
+
+    names = {"tools_preview": "tools", "conversations_preview": "conversations"}
+    line = orjson.dumps({names.get(k, k): v for k, v in real_row.items()}) + b"\n"
+    assert decode_row(line) is not None
+    stats, ref = CorpusStats(), CorpusStats()
+    fold_line(stats, "f.jsonl", 1, line, "kimi")
+    trace = parse_raw(decode_line("f.jsonl", 1, line), "kimi")
+    ref.add(trace, trace_metrics(trace))
+    assert stats.to_dict() == ref.to_dict() and stats.total.traces == 1
+
+
+def typed_tree(value):
+    """A value with the type of every piece spelled out (``1 == 1.0 == True`` and ``int == BigInt`` are not)."""
+    if isinstance(value, dict):
+        return ("dict", [(k, typed_tree(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [typed_tree(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+@pytest.mark.parametrize("body", [
+    '{"name": "t", "arguments": {"command": "ls", "n": 3, "ok": true, "x": null}}',
+    '{"name": "t", "arguments": {"deep": {"a": [1, {"b": 9223372036854775807}]}}}',
+    '{"name": "t", "arguments": {"deep": {"a": [1, {"b": 9223372036854775808}]}}}',  # beyond int64
+    '{"name": "t", "arguments": {"n": 18446744073709551615}}',                          # uint64: orjson's int
+    '{"name": "t", "arguments": {"n": -9223372036854775809}}',
+    '{"name": "t", "arguments": {"n": 123456789012345678901234567890}}',
+    '{"name": "t", "arguments": {"n": [1.5]}}', '{"name": "t", "arguments": {"n": 1e400}}',
+    '{"name": "t", "arguments": {"n": 1E5}}', '{"name": "t", "arguments": {"n": -0}}',
+    '{"name": "t", "arguments": {}, "id": 1e400}', '{"name": "t", "arguments": {}, "extra": [[[{}]]]}',
+    '{"name": "t", "arguments": {"a": 1, "a": "two"}}', '{"name": 1, "name": "t", "arguments": {}}',
+    '{"name": "t", "arguments": {"n": ' + "[" * 150 + "]" * 150 + "}}",
+    '{"name": "t", "arguments": {"n": ' + "[" * 250 + "]" * 250 + "}}",             # deeper than MAX_DEPTH
+    '{"name": "t", "arguments": {}, "x": ' + "[" * 250 + "]" * 250 + "}",
+    '{"name": "t", "arguments": []}', '{"name": "t"}', '[1]', '{bad', '', ' {"name": "t", "arguments": {}} \n',
+    '{"name": "t", "arguments": {"s": "\\ud83d\\ude00 \\u0000"}}', '{"name": "t", "arguments": {"s": "\\ud800"}}',
+])
+def test_typed_call_bodies_read_as_the_exact_reader_reads_them(body):
+    from trajkit.traces import jsonvalue
+    from trajkit.traces.scan_typed import decode_call
+
+    found = decode_call(body)
+    if found is None:
+        return
+    value = jsonvalue.loads(body)
+    assert typed_tree([value["name"], value["arguments"]]) == typed_tree(list(found))

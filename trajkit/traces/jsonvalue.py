@@ -130,11 +130,20 @@ def _holds(value: Any, kinds: type | tuple[type, ...]) -> bool:
 
 
 def _check_depth(text: str | bytes, value: Any) -> Any:
-    # each level opens with its own "[" or "{", so a text with few of them cannot nest too deeply; counting
-    # them is the cheaper test on a short text (a tool response), walking the containers on a long one (a row)
-    if len(text) > MAX_DEPTH and (len(text) > 16384 or _openers(text) > MAX_DEPTH) and deeper_than(value, MAX_DEPTH):
+    # each level opens and closes with its own brackets, so a text of at most 2 * MAX_DEPTH characters, or
+    # with few openers, cannot nest too deeply; counting them is the cheaper test on a short text (a tool
+    # response), walking the containers on a long one (a row)
+    if too_short_to_nest(text):
+        return value
+    if (len(text) > 16384 or _openers(text) > MAX_DEPTH) and deeper_than(value, MAX_DEPTH):
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return value
+
+
+def too_short_to_nest(text: str | bytes) -> bool:
+    """Whether ``text`` is too short to hold JSON nested deeper than :data:`MAX_DEPTH` levels (each level
+    takes two bracket characters)."""
+    return len(text) <= 2 * MAX_DEPTH
 
 
 def _openers(text: str | bytes) -> int:

@@ -7,6 +7,10 @@ building ``Message``/``Segment``/``ToolCall``/``ToolResponse`` objects that the 
 rules (:mod:`trajkit.traces.blocks`), the same JSON readers (:mod:`trajkit.traces.jsonvalue`), the same
 harness rule (:mod:`trajkit.traces.harness`) and the same argument verdicts (:mod:`trajkit.traces.tools`).
 
+A row comes either from :func:`~trajkit.traces.scan_typed.decode_row` (msgspec structs that keep the system
+prompt and the tools field as raw JSON: :func:`typed_row_metrics`) or, for a row those structs decline, from
+orjson's dict (:func:`row_metrics`); both feed the same scan of ``(role, text)`` messages.
+
 It takes only the rows the reference would read without a single diagnostic: a ``conversations`` list of
 ``{from, value}`` messages with known roles and string values, a ``tools`` string that parses into usable
 schemas, every think/call/response block in place and closed, every call body a well-formed call, and no
@@ -18,7 +22,6 @@ metric for metric, on the bundled samples, the real fixtures, a messy corpus and
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Callable
 
 import orjson
@@ -32,6 +35,7 @@ from trajkit.traces.hermes import CONTEXT_SUMMARY_PREFIX
 from trajkit.traces.load import decode_line, parse_raw
 from trajkit.traces.metrics import TraceMetrics, action_key, trace_metrics
 from trajkit.traces.model import HERMES_ROLE
+from trajkit.traces.scan_typed import TypedRow, decode_call, decode_row, tools_text
 from trajkit.traces.tools import ToolTable, schema_problems, tools_from_json
 from trajkit.traces.tools import _validator as schema_validator
 
@@ -55,32 +59,64 @@ def row_metrics(row: Any, source: str) -> tuple[GroupKey, TraceMetrics, list[str
     for value in row.values():  # only the messages may nest: then the depth check has nothing to find
         if value is not conv and not isinstance(value, _PLAIN):
             return None
-    checks = _tool_checks(raw_tools)
+    msgs = _messages(conv)
+    checks = _tool_checks(raw_tools) if msgs is not None else None
     if checks is None:
         return None
-    diags: list[str] = []
-    tm = _scan(conv, checks, diags)
-    if tm is None:
+    return _metrics(msgs, checks, group_key(row.get("category"), row.get("subcategory"), source))
+
+
+def typed_row_metrics(row: TypedRow, source: str) -> tuple[GroupKey, TraceMetrics, list[str]] | None:
+    """:func:`row_metrics` of a row decoded by :func:`trajkit.traces.scan_typed.decode_row` (which has
+    checked what :func:`row_metrics` checks before its tools)."""
+    checks = _raw_tool_checks(row.tools)
+    if checks is None:
         return None
-    return group_key(row.get("category"), row.get("subcategory"), source), tm, diags
+    return _metrics(row.messages, checks, group_key(row.category, row.subcategory, source))
+
+
+def _metrics(msgs: list[tuple[str, Any]], checks: Checks, key: GroupKey
+             ) -> tuple[GroupKey, TraceMetrics, list[str]] | None:
+    diags: list[str] = []
+    tm = _scan(msgs, checks, diags)
+    return None if tm is None else (key, tm, diags)
 
 
 Checks = dict[str, Callable[[dict[str, Any]], bool]]
-_TABLES: dict[tuple[int, str, str], list[tuple[str, Checks | None]]] = {}
 _MAX_TABLES = 64
+
+
+class _TextCache:
+    """Values keyed by long texts (str or bytes) that rows repeat. The key is the text's length and ends,
+    confirmed by ``==``: hashing a fresh 25 kB string costs ~30 us, half the row's JSON parse, where comparing
+    it costs ~2 us. Cleared when it holds :data:`_MAX_TABLES` fingerprints."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, Any, Any], list[tuple[Any, Any]]] = {}
+
+    def get(self, text: str | bytes, default: Any = None) -> Any:
+        for seen, value in self.entries.get((len(text), text[:32], text[-32:]), ()):
+            if seen == text:
+                return value
+        return default
+
+    def put(self, text: str | bytes, value: Any) -> None:
+        if len(self.entries) >= _MAX_TABLES:
+            self.entries.clear()
+        self.entries.setdefault((len(text), text[:32], text[-32:]), []).append((text, value))
+
+
+_TABLES = _TextCache()  # tools text -> checks
+_RAW_TABLES = _TextCache()  # tools field's raw JSON -> checks
+_MISSING = object()
 
 
 def _tool_checks(text: str) -> Checks | None:
     """``{tool name: arguments-valid test}`` for a row's tools text; None when the reference would note a
-    problem (unreadable tools, a schema that is not JSON Schema). Cached per text, which rows repeat. The
-    cache is keyed by length and ends and confirmed by ``==``: hashing a fresh 25 kB string costs ~30 us, half
-    the row's JSON parse, where comparing it costs ~2 us."""
-    fingerprint = (len(text), text[:32], text[-32:])
-    known = _TABLES.get(fingerprint)
-    if known is not None:
-        for seen, checks in known:
-            if seen == text:
-                return checks
+    problem (unreadable tools, a schema that is not JSON Schema). Cached per text, which rows repeat."""
+    checks = _TABLES.get(text, _MISSING)
+    if checks is not _MISSING:
+        return checks
     try:
         table: ToolTable | None = tools_from_json(text)
     except (ValueError, orjson.JSONDecodeError):
@@ -88,9 +124,17 @@ def _tool_checks(text: str) -> Checks | None:
     checks = None
     if table is not None and not schema_problems(table):
         checks = {name: _valid_test(spec["parameters"]) for name, spec in table.items()}
-    if len(_TABLES) >= _MAX_TABLES:
-        _TABLES.clear()
-    _TABLES.setdefault(fingerprint, []).append((text, checks))
+    _TABLES.put(text, checks)
+    return checks
+
+
+def _raw_tool_checks(raw: bytes) -> Checks | None:
+    """:func:`_tool_checks` of the tools field given as its raw JSON string, cached per raw text, so a
+    repeated tools field is never decoded."""
+    checks = _RAW_TABLES.get(raw, _MISSING)
+    if checks is _MISSING:
+        checks = _tool_checks(tools_text(raw))
+        _RAW_TABLES.put(raw, checks)
     return checks
 
 
@@ -101,17 +145,15 @@ def _valid_test(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     return lambda args: certainly_valid(args) or not argument_problems(args, schema)
 
 
-def _scan(conv: list[Any], checks: Checks, diags: list[str]
-          ) -> TraceMetrics | None:
+def _scan(msgs: list[tuple[str, Any]], checks: Checks, diags: list[str]) -> TraceMetrics | None:
+    """The metrics of one row's ``(role, text)`` messages, or None at the first piece the reference would
+    record a diagnostic for (other than an unclosed or malformed call)."""
     tm = TraceMetrics()
-    c = {"messages": len(conv), "assistant_turns": 0, "tool_calls": 0, "parallel_turns": 0, "think_words": 0,
+    c = {"messages": len(msgs), "assistant_turns": 0, "tool_calls": 0, "parallel_turns": 0, "think_words": 0,
          "unknown_tool_calls": 0, "invalid_argument_calls": 0, "unanswered_tool_calls": 0,
          "orphan_tool_responses": 0, "consecutive_assistant_turns": 0, "tool_responses": 0,
          "failed_tool_responses": 0, "failed_turns": 0, "nonzero_exit_responses": 0, "truncated_responses": 0,
          "retry_loops": 0, "recoveries": 0, "malformed_tool_calls": 0}
-    msgs = _messages(conv)
-    if msgs is None:
-        return None
     seq = _Sequences()
     prev_role = None
     i, n = 0, len(msgs)
@@ -145,7 +187,7 @@ def _scan(conv: list[Any], checks: Checks, diags: list[str]
                 tm.context_summary = True
             prev_role = role
         i += 1
-    tm.counts = Counter(c)
+    dict.update(tm.counts, c)  # (Counter(c) pays an isinstance(Mapping) check per row)
     return tm
 
 
@@ -198,8 +240,12 @@ def _assistant(text: str, diags: list[str]) -> tuple[int, list[Call]] | None:
 
 
 def _call(body: str, diags: list[str]) -> Call:
-    """``(name, arguments, None)`` of a well-formed call; ``(recovered name, None, stripped body)`` of a
-    malformed one (read by the reference, :func:`~trajkit.traces.blocks.parse_call_body`)."""
+    """``(name, arguments, None)`` of a well-formed call (:func:`~trajkit.traces.scan_typed.decode_call`, else
+    the exact reader); ``(recovered name, None, stripped body)`` of a malformed one (read by the reference,
+    :func:`~trajkit.traces.blocks.parse_call_body`)."""
+    found = decode_call(body)
+    if found is not None:
+        return found[0], found[1], None
     try:
         value = jsonvalue.loads(body)
     except ValueError:
@@ -320,14 +366,19 @@ class _Sequences:
 
 
 def fold_line(stats: CorpusStats, path: str, lineno: int, line: bytes, source: str) -> None:
-    """Fold one JSON Lines row into ``stats``: the fast path when it can take the row, else the reference
-    (``parse_raw`` + ``trace_metrics``). Raises the reference's :class:`~trajkit.errors.InputError` for a row
-    that cannot be read (nothing is folded then)."""
-    try:
-        row = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        row = None  # the reference reader words the error (or reads a number orjson refuses)
-    found = row_metrics(row, source) if row is not None else None
+    """Fold one JSON Lines row into ``stats``: the fast path when it can take the row (decoded by
+    :func:`~trajkit.traces.scan_typed.decode_row`, or else by orjson), else the reference (``parse_raw`` +
+    ``trace_metrics``). Raises the reference's :class:`~trajkit.errors.InputError` for a row that cannot be
+    read (nothing is folded then)."""
+    typed = decode_row(line)
+    if typed is not None:
+        found = typed_row_metrics(typed, source)  # None: the orjson path would decline the row too
+    else:
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            row = None  # the reference reader words the error (or reads a number orjson refuses)
+        found = row_metrics(row, source) if row is not None else None
     if found is not None:
         stats.add_metrics(*found)
         return

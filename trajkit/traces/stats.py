@@ -11,7 +11,6 @@ from trajkit.traces.aggregate import Aggregate, CorpusStats, Histogram
 from trajkit.errors import InputError
 from trajkit.traces.load import iter_lines, iter_traces, source_kind, source_label
 from trajkit.traces.metrics import trace_metrics
-from trajkit.traces.parallel import parallel_file_stats
 from trajkit.traces.safe_text import printable
 from trajkit.traces.scan import fold_line
 
@@ -41,6 +40,8 @@ def compute_stats(specs: list[str], *, strict: bool = False, on_error=None, coun
     with progress_bar(desc=desc, unit=" rows", enabled=progress) as bar:
         for spec in specs:
             if workers > 1 and not sequential and _splittable(spec):
+                from trajkit.traces.parallel import parallel_file_stats  # (multiprocessing: large files only)
+
                 parallel_file_stats(spec, source_label(spec), stats, workers=workers, on_error=on_error,
                                     on_rows=bar.update)
                 continue
