@@ -227,11 +227,12 @@ def messy_file(tmp_path):
     return str(path)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_corpus_stats_equal_the_reference_path(tmp_path, workers):
+def stats_both_ways(path: str, name: str, workers: int, chunk_bytes: int):
+    """((reference stats, its errors), (``traces stats``' own, its errors)) of ``path``: the reference folds
+    every parsed trace; the fast path runs in one process (``workers`` 1) or in several chunks, so the parent
+    merges partials (``workers`` 2)."""
     from trajkit.traces.parallel import parallel_file_stats
 
-    path = messy_file(tmp_path)
     ref_errors, errors = [], []
     ref = CorpusStats()
     for trace in iter_traces([path], on_error=ref_errors.append):
@@ -239,9 +240,15 @@ def test_corpus_stats_equal_the_reference_path(tmp_path, workers):
     ref.skipped_rows = len(ref_errors)
     if workers == 1:
         fast = compute_stats([path], progress=False, workers=1, on_error=errors.append)
-    else:  # several chunks, so the parent merges partials
+    else:
         fast = CorpusStats()
-        parallel_file_stats(path, "messy", fast, workers=2, on_error=errors.append, chunk_bytes=20_000)
+        parallel_file_stats(path, name, fast, workers=2, on_error=errors.append, chunk_bytes=chunk_bytes)
+    return (ref, ref_errors), (fast, errors)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_corpus_stats_equal_the_reference_path(tmp_path, workers):
+    (ref, ref_errors), (fast, errors) = stats_both_ways(messy_file(tmp_path), "messy", workers, 20_000)
     assert fast.to_dict() == ref.to_dict()
     assert [str(e) for e in errors] == [str(e) for e in ref_errors]
     assert [e.row for e in errors] == [6, 10, 15]
@@ -328,19 +335,7 @@ def mutated_sample_file(tmp_path) -> str:
 def test_malformed_pieces_give_the_reference_statistics(tmp_path, workers):
     """Whole-corpus statistics and warnings with rows broken where the typed decoder skips (the system prompt,
     unknown keys) equal the reference path's, sequential and split across processes."""
-    from trajkit.traces.parallel import parallel_file_stats
-
-    path = mutated_sample_file(tmp_path)
-    ref_errors, errors = [], []
-    ref = CorpusStats()
-    for trace in iter_traces([path], on_error=ref_errors.append):
-        ref.add(trace, trace_metrics(trace))
-    ref.skipped_rows = len(ref_errors)
-    if workers == 1:
-        fast = compute_stats([path], progress=False, workers=1, on_error=errors.append)
-    else:
-        fast = CorpusStats()
-        parallel_file_stats(path, "mutated", fast, workers=2, on_error=errors.append, chunk_bytes=200_000)
+    (ref, ref_errors), (fast, errors) = stats_both_ways(mutated_sample_file(tmp_path), "mutated", workers, 200_000)
     assert orjson.dumps(fast.to_dict()) == orjson.dumps(ref.to_dict())
     assert [str(e) for e in errors] == [str(e) for e in ref_errors]
     assert len(errors) >= 40 and fast.total.traces >= 140  # both kinds of row are there
