@@ -168,7 +168,11 @@ class RolloutConfig(Checked):
     ``vllm_python`` or ``$TRAJKIT_VLLM_PYTHON`` or the cached venv's), ``vllm_max_model_len`` its context.
     ``mode``: ``sync`` (each step generates its own batch) or ``async`` (a producer keeps generating while
     the policy updates, :mod:`trajkit.rl.producer`); ``max_staleness`` (async only): the batch trained at
-    step ``s`` starts generating no earlier than policy version ``s - max_staleness``."""
+    step ``s`` starts generating no earlier than policy version ``s - max_staleness``. ``max_env_failed``:
+    the largest share of a step's episodes that may fail for the environment's reason (a sandbox that does not
+    start, an environment server that refuses or closes, a harness that crashes: ``env/failed`` in the step's
+    metrics, :func:`trajkit.rl.scoring.env_failure`) before the run stops with an error naming the first cause;
+    1 never stops."""
 
     prompts_per_step: int = 8
     group_size: int = 8
@@ -181,10 +185,12 @@ class RolloutConfig(Checked):
     vllm_max_model_len: int = 2048
     mode: Literal["sync", "async"] = "sync"
     max_staleness: int = 1
+    max_env_failed: float = 0.5
 
     __section__ = "rollout"
     __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)",
-                  "max_refill_rounds": "[0, inf)", "vllm_max_model_len": "[16, inf)", "max_staleness": "[0, inf)"}
+                  "max_refill_rounds": "[0, inf)", "vllm_max_model_len": "[16, inf)", "max_staleness": "[0, inf)",
+                  "max_env_failed": "[0, 1]"}
 
     def validate(self) -> None:
         if self.group_size < 2:

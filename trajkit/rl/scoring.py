@@ -1,4 +1,6 @@
-"""Rewards -> shaped rewards -> group advantages, with the raw reward kept beside the shaped one."""
+"""Rewards -> shaped rewards -> group advantages, with the raw reward kept beside the shaped one; and the
+step's episodes that failed for the environment's reason, counted (``env/failed``) and, past
+``rollout.max_env_failed`` of the step, an error that stops the run (:func:`check_env_failures`)."""
 from __future__ import annotations
 
 import json
@@ -7,6 +9,7 @@ import math
 import torch
 
 from trajkit.rl.advantages import group_advantages
+from trajkit.errors import TrajkitError
 from trajkit.rl.config import TrainConfig
 from trajkit.envs.sample import Sample
 from trajkit.rl.shaping import group_length_penalty, overlong_penalty
@@ -38,7 +41,7 @@ def score(samples: list[Sample], rewards: list[float], cfg: TrainConfig) -> tupl
     metrics = {"reward/raw": float(raw[scored].mean()) if scored.any() else math.nan,
                "reward/shaped": float(shaped[scored].mean()) if scored.any() else math.nan,
                "reward/unscorable": float((~scored).float().mean()),
-               "env/infra_failed": sum(map(_infra_failed, samples)) / len(samples),
+               "env/failed": sum(env_failure(s) is not None for s in samples) / len(samples),
                "reward/accuracy": float(solved.mean()),
                "reward/groups_all_same": float((solved.std(1) == 0).float().mean()) if solved.shape[1] > 1 else 0.0,
                "length/model_tokens": float(lengths.float().mean()),
@@ -46,17 +49,44 @@ def score(samples: list[Sample], rewards: list[float], cfg: TrainConfig) -> tupl
     return adv, metrics
 
 
-def _infra_failed(sample: Sample) -> bool:
-    """Whether the sample's harness record (JSON in ``columns["harness_output"]``, e.g. a Harbor trial's) says
-    the run failed for want of infrastructure (``"cause": "infra"``: masked, not the policy's doing)."""
+class EnvironmentFailed(TrajkitError, RuntimeError):
+    """More of a step's episodes failed for the environment's reason than ``rollout.max_env_failed`` allows
+    (the message names how many, the first cause and the fix)."""
+
+
+ENV_CAUSES = ("infra", "env")  # a harness record's causes that are not the policy's doing
+
+
+def env_failure(sample: Sample) -> str | None:
+    """Why ``sample``'s episode failed for the environment's reason, else None. Its harness record (JSON in
+    ``columns["harness_output"]``: a Harbor trial, an OpenEnv episode) decides when it names a ``cause``:
+    ``"infra"`` (the sandbox could not start, the host failed) or ``"env"`` (the environment raised, refused
+    or its server went away) is the environment's, anything else (the agent's time limit, a wrong answer) is
+    not; without one, a harness that failed itself (``metadata["harness_error"]``: raised, exited non-zero,
+    timed out, made no call) is."""
     text = sample.metadata.get("columns", {}).get("harness_output")
-    if not text or '"infra"' not in text:
-        return False
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(record, dict) and record.get("cause") == "infra"
+    record = None
+    if text and '"cause"' in text:
+        try:
+            record = json.loads(text)
+        except ValueError:
+            record = None
+    if isinstance(record, dict) and record.get("cause") is not None:
+        return str(record.get("error") or record["cause"]) if record["cause"] in ENV_CAUSES else None
+    return sample.metadata.get("harness_error")
+
+
+def check_env_failures(samples: list[Sample], cfg: TrainConfig, step: int) -> None:
+    """Raise :class:`EnvironmentFailed` when more than ``rollout.max_env_failed`` of the step's ``samples``
+    failed for the environment's reason: such a step trains on what is left of its groups, and a run of them
+    is an environment that is down, whose rewards would read as a policy learning nothing."""
+    failed = [why for why in map(env_failure, samples) if why is not None]
+    share = cfg.rollout.max_env_failed
+    if samples and len(failed) > share * len(samples):
+        raise EnvironmentFailed(
+            f"step {step}: {len(failed)} of {len(samples)} episodes failed for the environment's reason, more than "
+            f"rollout.max_env_failed = {share:g} of them; the first: {failed[0][:2000]} (fix the environment, or "
+            "set rollout.max_env_failed=1 to train on whatever the others give)")
 
 
 def _finite(x: float) -> float | None:

@@ -30,7 +30,7 @@ from trajkit.models.chat import stop_token_ids
 from trajkit.rl.batching import collate
 from trajkit.rl.dynamic import Collected, collect_groups, round_seed
 from trajkit.envs.sample import Sample, validate_sample
-from trajkit.rl.scoring import score, shape_rewards
+from trajkit.rl.scoring import check_env_failures, score, shape_rewards
 from trajkit.rl.shaping import random_rewards
 from trajkit.rl.stages import (
     DATA,
@@ -116,6 +116,7 @@ def generate_batch(t: TrainState, prompts, timer: StageTimer, step: int,
     batch through its own ``client`` (:meth:`Rollout.batch_client`) when several are in flight."""
     got = _generate(t, prompts, timer, step, client)
     _, scores = score(got.seen_samples, got.seen_rewards, t.cfg)  # metrics over every generated row
+    check_env_failures(got.seen_samples, t.cfg, step)
     return got.samples, {**scores, **got.metrics, **t.rollout.metrics(client)}
 
 

@@ -49,8 +49,10 @@ def test_a_grpo_step_on_a_harbor_task_trains_the_gateways_exact_tokens(needs_san
 
 def test_failed_trials_score_zero_and_only_infra_failures_are_masked(needs_sandbox, tmp_path, monkeypatch):
     """Every trial of the round times out in its verifier (what an agent's FIFO answer does): each scores 0,
-    trained on, not masked. Then no sandbox starts: each sample is unscorable and counted in env/infra_failed.
-    Neither stops the step."""
+    trained on, not masked. Then no sandbox starts: the step stops with the sandbox's error (more than
+    rollout.max_env_failed of its episodes failed for the environment's reason); with max_env_failed 1 it runs,
+    each sample unscorable and counted in env/failed."""
+    from trajkit.rl.scoring import EnvironmentFailed
     from trajkit.envs.sandbox.base import SandboxError
     from trajkit.envs.sandbox.namespace import NamespaceSandbox
 
@@ -63,16 +65,20 @@ def test_failed_trials_score_zero_and_only_infra_failures_are_masked(needs_sandb
         def refuse(self):
             raise SandboxError("namespace sandbox: no free slot")
         monkeypatch.setattr(NamespaceSandbox, "start", refuse)
+        with pytest.raises(EnvironmentFailed, match=r"step 1: 2 of 2 episodes failed for the environment's reason, "
+                           r"more than rollout.max_env_failed = 0.5 .*no free slot"):
+            trainer.step_once()
+        trainer.state.cfg.rollout.max_env_failed = 1.0
         masked = trainer.step_once()
     finally:
         trainer.close()
-    assert (result.metrics["reward/unscorable"], result.metrics["env/infra_failed"]) == (0.0, 0.0)
+    assert (result.metrics["reward/unscorable"], result.metrics["env/failed"]) == (0.0, 0.0)
     for s in result.samples:
         trial = json.loads(s.metadata["columns"]["harness_output"])
         assert trial["failed_phase"] == "verifier" and "timeout_sec = 1 s" in trial["error"]
         assert trial["cause"] == "agent" and s.raw_reward == 0.0
         assert [t for t, m in zip(s.completion_ids, s.loss_mask) if m] == _sampled(trainer, s)[1]
-    assert (masked.metrics["reward/unscorable"], masked.metrics["env/infra_failed"]) == (1.0, 1.0)
+    assert (masked.metrics["reward/unscorable"], masked.metrics["env/failed"]) == (1.0, 1.0)
     for s in masked.samples:
         trial = json.loads(s.metadata["columns"]["harness_output"])
         assert (trial["cause"], trial["failed_phase"]) == ("infra", "sandbox")

@@ -1,5 +1,5 @@
 """Failing loudly does not pay: a failure the agent or the task can cause scores the task's minimum (not masked)
-with its ``cause``; only an infrastructure failure is masked (None) and counted per step (``env/infra_failed``);
+with its ``cause``; only an infrastructure failure is masked (None) and counted per step (``env/failed``);
 ``run_trial`` raises on nothing a task or an agent can leave, a reward file of any shape included."""
 import json
 
@@ -97,7 +97,7 @@ def test_a_sandbox_that_cannot_start_is_masked_and_counted(tmp_path, monkeypatch
     samples = [Sample([1], [5], [-0.1], [1], metadata={"columns": {"harness_output": r}}) for r in records]
     rewards = [float("nan") if r is None else r for r in trial_reward(["", ""], records)]
     _, metrics = score(samples, rewards, load_config(None, ["rollout.group_size=2"]))
-    assert (metrics["reward/unscorable"], metrics["env/infra_failed"]) == (0.5, 0.5)
+    assert (metrics["reward/unscorable"], metrics["env/failed"]) == (0.5, 0.5)
 
 
 @pytest.mark.parametrize("bounds", ["[1, 0]", "[0]", '["0", 1]', "[0, inf]", "[true, 1]"])

@@ -191,3 +191,36 @@ def test_the_cli_checks_an_openenv_environment(capsys):
     assert "vacuous" in capsys.readouterr().out
     assert main(["envs", "check", "--openenv", SUM]) == 2
     assert "--reference" in capsys.readouterr().err
+
+
+def test_a_server_at_create_apps_one_session_stops_the_run_naming_the_limit(tmp_path):
+    """OpenEnv's server with one session at a time (create_app's default) and a group of 4: while one session
+    is held, every episode's connection is closed before it is answered (ConnectionClosedOK), each is the
+    environment's failure (masked, counted in env/failed), and the step stops the run with an error naming the
+    session limit and its fix, instead of training on a reward of 0. With sessions enough, the same step trains."""
+    from trajkit.envs.openenv.connect import Socket
+    from trajkit.rl.scoring import EnvironmentFailed
+
+    group = ["rollout.group_size=4"]
+    with serving(test_envs.LengthEnv, max_concurrent_envs=1) as url:
+        trainer = Trainer(openenv_config(tmp_path, f"task.url={url}", *group), logger=False)
+        try:
+            trainer.state.task.prompt(0)  # the step's one prompt (its first observation is read once, here)
+            held = Socket(url)  # the one session the server has
+            try:
+                with pytest.raises(EnvironmentFailed, match=r"step 0: 4 of 4 episodes failed for the environment's "
+                                   r"reason.*closed the session before answering reset \(ConnectionClosedOK.*"
+                                   r"max_concurrent_envs sessions at once"):
+                    trainer.step_once()
+            finally:
+                held.close()
+        finally:
+            trainer.close()
+    with serving(test_envs.LengthEnv, max_concurrent_envs=4) as url:
+        trainer = Trainer(openenv_config(tmp_path, f"task.url={url}", *group), logger=False)
+        try:
+            result = trainer.step_once()
+        finally:
+            trainer.close()
+    assert result.metrics["env/failed"] == 0.0 and result.metrics["reward/unscorable"] == 0.0
+    _check_step(trainer, result)

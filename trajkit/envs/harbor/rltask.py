@@ -18,8 +18,9 @@ temperature and seeded from the step's seed), reached through the sandbox's rela
 - only an **infrastructure failure** (``cause == "infra"``: the sandbox could not start, the host or the
   sandbox failed) and a run that never finished are masked: the reward is None, i.e. unscorable
   (``reward/unscorable`` in the step's metrics, advantage 0, left out of its group's baseline), and
-  ``env/infra_failed`` counts the infrastructure failures; a run whose agent made no call at all is an empty
-  sample. Neither stops the step, even when every run of a round fails.
+  ``env/failed`` counts them (:func:`trajkit.rl.scoring.env_failure`); a run whose agent made no call at all
+  is an empty sample. More than ``rollout.max_env_failed`` of a step's trials failing so stops the run with an
+  error naming the first cause (a sandbox that does not start is no policy learning nothing).
 
 With a judge (``task.judge_url``, ``task.judge_model``: any OpenAI-compatible endpoint) a successful trial's
 reward is Polar's rubric reward (:mod:`trajkit.envs.harbor.rubric`: outcome + 0.2 * score / 5 from ``tests/rubric.md``,

@@ -84,6 +84,15 @@ class InProcess:
             close()
 
 
+# what a session the server closes at once most often means, and the fix
+SESSION_LIMIT = ("An OpenEnv server serves at most max_concurrent_envs sessions at once (create_app's default: 1) "
+                 "and refuses the others by closing them; a training step opens up to rollout.prompts_per_step x "
+                 "rollout.group_size episodes at once (64 at most). Serve the environment with max_concurrent_envs "
+                 "at least that (python -m trajkit.envs.openenv.server ENV --max-concurrent N, or "
+                 "create_app(..., max_concurrent_envs=N) with SUPPORTS_CONCURRENT_SESSIONS = True on the class), or "
+                 "lower rollout.prompts_per_step x rollout.group_size.")
+
+
 class Socket:
     """One episode on a local OpenEnv server's ``/ws`` (a connection is one environment on the server)."""
 
@@ -99,8 +108,14 @@ class Socket:
             raise EnvError(f"task.url: cannot connect to {self.url} ({exc}); is the OpenEnv server running?") from exc
 
     def _ask(self, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.ws.send(json.dumps({"type": kind, "data": data or {}}))
-        answer = json.loads(self.ws.recv(timeout=self.timeout_s))
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self.ws.send(json.dumps({"type": kind, "data": data or {}}))
+            answer = json.loads(self.ws.recv(timeout=self.timeout_s))
+        except ConnectionClosed as exc:
+            raise EnvError(f"{self.url} closed the session before answering {kind} ({type(exc).__name__}: {exc}). "
+                           f"{SESSION_LIMIT}") from None
         if answer.get("type") == "error":
             err = answer.get("data") or {}
             message = f"{self.url} {kind}: {err.get('message', err)}"

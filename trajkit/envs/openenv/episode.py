@@ -77,7 +77,9 @@ def adapter_for(action_schema: dict[str, Any] | None, action_field: str | None =
 @dataclass
 class Episode:
     """What one episode did: ``reward`` (the return; None when the environment failed), the per-step
-    ``rewards``, ``done``, ``turns`` (replies), the ``error`` that ended it (``env: …`` or ``action: …``)."""
+    ``rewards``, ``done``, ``turns`` (replies), the ``error`` that ended it (``env: …`` or ``action: …``) and
+    its ``cause`` (``"env"``: the environment's, masked and counted in ``env/failed``; ``"action"``: the
+    reply's, scored)."""
 
     seed: int
     reward: float | None = 0.0
@@ -85,6 +87,7 @@ class Episode:
     done: bool = False
     turns: int = 0
     error: str | None = None
+    cause: str | None = None  # "env": the environment failed (masked, counted in env/failed); "action": the reply
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -97,11 +100,11 @@ def run_episode(connect: Callable[[], Connection], adapter, policy: Policy, seed
     try:
         conn = connect()
     except EnvError as exc:
-        return Episode(seed, reward=None, error=f"env: {exc}")
+        return Episode(seed, reward=None, error=f"env: {exc}", cause="env")
     try:
         _play(conn, adapter, policy, ep, max_turns, system)
     except EnvError as exc:
-        ep.reward, ep.error = None, f"env: {exc}"
+        ep.reward, ep.error, ep.cause = None, f"env: {exc}", "env"
     finally:
         conn.close()
     return ep
@@ -119,7 +122,7 @@ def _play(conn: Connection, adapter, policy: Policy, ep: Episode, max_turns: int
             action = adapter.parse(reply)
             result = conn.step(action)
         except (ActionError, ValueError) as exc:
-            ep.error = f"action: {exc}"
+            ep.error, ep.cause = f"action: {exc}", "action"
             break
         reward = result["reward"]
         if reward is None:
