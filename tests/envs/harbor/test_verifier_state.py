@@ -103,3 +103,57 @@ def test_an_answer_linked_to_the_verifiers_expected_file_is_not_followed(needs_s
                  "ln -s /tests /app/t; ln -s t/expected.txt /app/answer.txt; ln -s /tmp /app/data"):
         hacked = run_trial(task, command_agent(hack), "hack")
         assert (hacked.error, hacked.rewards) == (None, {"reward": 0.0}), (hack, hacked.logs)
+
+
+@pytest.mark.parametrize("workdir", ["/usr/src/app", "/var/www/html", "/etc/app", "/library/app"])
+def test_an_answer_link_is_removed_wherever_the_workdir_is(needs_sandbox, tmp_path, workdir):
+    """The links checked are the ones the sandbox wrote (its upper dir, listed by the host), not a search that
+    skips the userland: a workdir under ``/usr``, ``/var``, ``/etc`` or a folder named ``lib...`` once kept an
+    answer linked to ``/tests/expected.txt`` (a search that pruned those paths paid it 1)."""
+    d = tmp_path / "wd"
+    make_task(tmp_path, "wd", f"cmp -s {workdir}/answer.txt /tests/expected.txt {REWARD}",
+              f"echo 'the answer' > {workdir}/answer.txt", dockerfile=f"FROM ubuntu:24.04\nWORKDIR {workdir}\n")
+    (d / "tests" / "expected.txt").write_text("the answer\n")
+    task = load_task(d)
+    assert run_trial(task, AGENTS["oracle"], "oracle").reward == 1.0
+    hacked = run_trial(task, command_agent("ln -s /tests/expected.txt answer.txt"), "hack")
+    assert (hacked.error, hacked.rewards) == (None, {"reward": 0.0}), hacked.logs
+
+
+def test_a_link_through_a_per_process_path_is_removed(needs_sandbox, tmp_path):
+    """``/proc/self/cwd`` (``/proc/N/...``, ``/dev/fd``) leads where the reading process is: resolved by the
+    clean-up from ``/`` it names an innocent path, read by ``test.sh`` after ``cd /tests`` it is the expected
+    file. A link whose own target names ``/proc``, ``/sys`` or ``/dev`` is removed, directly or mid-chain."""
+    d = tmp_path / "proc"
+    make_task(tmp_path, "proc", f"cd /tests && cmp -s /app/answer.txt expected.txt {REWARD}",
+              "echo 'the answer' > /app/answer.txt")
+    (d / "tests" / "expected.txt").write_text("the answer\n")
+    task = load_task(d)
+    assert run_trial(task, AGENTS["oracle"], "oracle").reward == 1.0
+    for hack in ("ln -s /proc/self/cwd/expected.txt /app/answer.txt",
+                 "ln -s /proc/self/cwd /tmp/here; ln -s /tmp/here/expected.txt /app/answer.txt",
+                 "ln -s ../proc/self/cwd/expected.txt /app/answer.txt",
+                 "ln -s /proc/3/cwd/expected.txt /app/answer.txt"):
+        hacked = run_trial(task, command_agent(hack), "hack")
+        assert (hacked.error, hacked.rewards) == (None, {"reward": 0.0}), (hack, hacked.logs)
+
+
+def test_what_the_image_put_in_the_userland_the_agent_cannot_change(needs_sandbox, tmp_path):
+    """A checker the Dockerfile COPYs into ``/usr/local/lib/.../dist-packages`` stays the host's (readable, not
+    writable by the sandbox's root); a file it COPYs into the workdir is the agent's to edit. Once both were the
+    sandbox's, and an agent that rewrote the checker to ``return True`` was paid 1 for a wrong answer."""
+    site = "/usr/local/lib/python3.11/dist-packages"
+    d = tmp_path / "image"
+    make_task(tmp_path, "image", "python3 -c 'import sys; sys.path.insert(0, \"" + site + "\"); import checker; "
+              "sys.exit(0 if checker.check(\"/app/answer.txt\") else 1)' " + REWARD,
+              "echo secret > /app/answer.txt; echo edited >> /app/notes.txt",
+              dockerfile=f"FROM python:3.11\nWORKDIR /app\nCOPY checker.py {site}/checker.py\nCOPY notes.txt /app/\n")
+    (d / "environment" / "checker.py").write_text("def check(path):\n    return open(path).read().strip() == 'secret'\n")
+    (d / "environment" / "notes.txt").write_text("notes\n")
+    task = load_task(d)
+    assert run_trial(task, AGENTS["oracle"], "oracle").reward == 1.0  # the agent edits the workdir's file
+    hack = (f"printf 'def check(path):\\n    return True\\n' > {site}/checker.py; "
+            f"rm -f {site}/checker.py; mv /app/notes.txt {site}/checker.py; echo wrong > /app/answer.txt")
+    hacked = run_trial(task, command_agent(hack), "hack")
+    assert (hacked.error, hacked.rewards) == (None, {"reward": 0.0}), hacked.logs
+    assert "Permission denied" in hacked.logs["agent"], hacked.logs

@@ -12,10 +12,13 @@ sandbox's root, in the workdir:
    from ``getpwuid``, ``curl`` falls back to it, ``ssh`` uses nothing else). So a ``.sqliterc``, ``.curlrc``,
    ``.jq``, ``.gitconfig``, ``.bashrc`` the agent wrote is read by no tool of the verifier's, and a task whose
    output is such a file reads it, on purpose, from :data:`AGENT_HOME`;
-2. removes every symbolic link the agent left in the trees it writes (everything but the userland and the
-   kernel's folders) whose real path (``realpath -m``, inside the sandbox) lies in ``/tests``, ``/logs/verifier``
-   or :data:`VERIFIER_ROOT`: an answer file that is a link to the expected file ``/tests`` brings is gone, a
-   link the agent was asked to make that points elsewhere stays;
+2. removes every symbolic link the agent left whose real path (``realpath -m`` from ``/``, inside the sandbox)
+   lies in ``/tests``, ``/logs/verifier`` or :data:`VERIFIER_ROOT`, or whose own target (joined to its folder,
+   normalised without following links) names those or ``/proc``, ``/sys``, ``/dev`` (a ``/proc/self/cwd`` link
+   leads where the reading process stands, so where it leads at the clean-up is not where it leads for
+   ``test.sh``). The links checked are the ones the sandbox wrote (:meth:`Sandbox.written_links`: the host
+   lists its upper dir, wherever the workdir is), not a search of the tree. An answer file that is a link to
+   the expected file ``/tests`` brings is gone; a link the agent was asked to make that points elsewhere stays;
 3. runs ``bash /tests/test.sh`` under ``env -i`` with an environment built from an allowlist
    (:func:`verifier_env`): the system ``PATH``, the fresh ``HOME``/``TMPDIR``/``XDG_*``, the image's
    ``LANG``/``LC_*``/``TERM``/``TZ`` when they name no file, Python's isolation switches, and then the
@@ -28,8 +31,11 @@ every command), so a loader variable of the image does not reach ``find`` or ``r
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import tempfile
+from pathlib import Path
 
 from trajkit.envs.harbor.task import HarborTask
 from trajkit.envs.sandbox.base import SYSTEM_PATH, ExecResult, Sandbox
@@ -47,19 +53,32 @@ SAFE_VALUE = re.compile(r"[A-Za-z0-9_.,:+@=-]*")  # no '/': a locale named by a 
 SAFE_TZ = re.compile(r"(?!.*\.\.)[A-Za-z0-9_+-][A-Za-z0-9_+/.,:<>-]*")  # a zone name, not ':file', '/file' or '..'
 # Where the agent's links may not lead: the verifier's own folders, which the agent never saw
 GUARDED = ("/tests", "/logs/verifier", VERIFIER_ROOT)
-# Every symlink outside the host's userland, the kernel's folders and the verifier's fresh folders, NUL-separated
-LINKS = (r"find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /usr -o -path /etc -o -path /var "
-         r"-o -path /bin -o -path /sbin -o -path '/lib*' -o -path /tests -o -path /logs/verifier "
-         rf"-o -path {VERIFIER_ROOT} \) -prune -o -type l -print0")
-# Each link's real path, in one batch (``realpath`` prints one line per link it resolves, in order); when it
-# resolved fewer than all (a loop, a name too long), one call per link, and a link that does not resolve is
-# removed: the clean-up fails closed
-_CASE = "case $r in " + "|".join(f"{g}|{g}/*" for g in GUARDED) + ") rm -f -- \"$l\";; esac"
-UNLINK = (f"{LINKS} > {VERIFIER_ROOT}/links 2>/dev/null; mapfile -d '' L < {VERIFIER_ROOT}/links; "
-          f"xargs -0 -r realpath -m -z -- < {VERIFIER_ROOT}/links > {VERIFIER_ROOT}/real 2>/dev/null; "
-          f"mapfile -d '' R < {VERIFIER_ROOT}/real; rm -f {VERIFIER_ROOT}/links {VERIFIER_ROOT}/real; "
-          f"if [ ${{#R[@]}} -eq ${{#L[@]}} ]; then for i in \"${{!L[@]}}\"; do l=${{L[i]}} r=${{R[i]}}; {_CASE}; done; "
-          f"else for l in \"${{L[@]}}\"; do r=$(realpath -m -- \"$l\" 2>/dev/null) || "
+# ... nor, named in the link itself, the kernel's folders: /proc/self/cwd, /proc/N/root, /dev/fd resolve per
+# process, so where such a link leads when the clean-up looks is not where it leads when test.sh reads it
+PER_PROCESS = ("/proc", "/sys", "/dev")
+LINKS_FILE = f"{VERIFIER_ROOT}/links"  # the links the agent wrote (Sandbox.written_links), NUL-separated
+# For each listed link, from /: R its real path (realpath -m: what it reaches now), S its own target joined to
+# its folder and normalised without following links (realpath -m -s: what the link itself names). A link whose
+# R or S lies in GUARDED, or whose S lies in PER_PROCESS, is removed. Batched (one realpath per list); when a
+# batch resolved fewer than all (a loop, a name too long) each link is resolved alone, and one that does not
+# resolve is removed: the clean-up fails closed.
+_GUARD = "|".join(f"{g}|{g}/*" for g in GUARDED)
+_NAMED = "|".join(f"{g}|{g}/*" for g in (*GUARDED, *PER_PROCESS))
+_CASE = f'case $r in {_GUARD}) rm -f -- "$l"; continue;; esac; case $s in {_NAMED}) rm -f -- "$l";; esac'
+_JOIN = 'case $t in /*) j=$t;; *) j=${l%/*}/$t;; esac'
+UNLINK = (f"cd / || exit 1; [ -s {LINKS_FILE} ] || exit 0; mapfile -d '' L < {LINKS_FILE}; "
+          f"xargs -0 -r realpath -m -z -- < {LINKS_FILE} > {VERIFIER_ROOT}/real 2>/dev/null; "
+          f"xargs -0 -r readlink -z -- < {LINKS_FILE} > {VERIFIER_ROOT}/target 2>/dev/null; "
+          f"mapfile -d '' R < {VERIFIER_ROOT}/real; mapfile -d '' T < {VERIFIER_ROOT}/target; "
+          f"if [ ${{#R[@]}} -eq ${{#L[@]}} ] && [ ${{#T[@]}} -eq ${{#L[@]}} ]; then "
+          f"for i in \"${{!L[@]}}\"; do l=${{L[i]}} t=${{T[i]}}; {_JOIN}; printf '%s\\0' \"$j\"; done "
+          f"> {VERIFIER_ROOT}/joined; xargs -0 -r realpath -m -s -z -- < {VERIFIER_ROOT}/joined "
+          f"> {VERIFIER_ROOT}/lexical 2>/dev/null; mapfile -d '' S < {VERIFIER_ROOT}/lexical; fi; "
+          f"rm -f {LINKS_FILE} {VERIFIER_ROOT}/real {VERIFIER_ROOT}/target {VERIFIER_ROOT}/joined "
+          f"{VERIFIER_ROOT}/lexical; "
+          f"if [ ${{#S[@]}} -eq ${{#L[@]}} ]; then for i in \"${{!L[@]}}\"; do l=${{L[i]}} r=${{R[i]}} s=${{S[i]}}; "
+          f"{_CASE}; done; else for l in \"${{L[@]}}\"; do r=$(realpath -m -- \"$l\" 2>/dev/null) && "
+          f"t=$(readlink -- \"$l\") && {_JOIN} && s=$(realpath -m -s -- \"$j\" 2>/dev/null) || "
           f"{{ rm -f -- \"$l\"; continue; }}; {_CASE}; done; fi")
 MOVE_DOTFILES = f"find /root -mindepth 1 -maxdepth 1 -name '.*' -exec mv -t {AGENT_HOME} -- {{}} +"
 
@@ -87,16 +106,23 @@ def verifier_command(env: dict[str, str]) -> str:
     """The one command of the verifier's phase (module docstring, steps 1-3)."""
     folders = " ".join(shlex.quote(p) for p in (HOME, *XDG.values()))
     assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    prepare = f"mkdir -p -m 755 {folders} {AGENT_HOME}; mkdir -m 1777 {TMPDIR}; {UNLINK}; {MOVE_DOTFILES}"
+    prepare = f"mkdir -p -m 755 {folders} {AGENT_HOME}; mkdir -m 1777 {TMPDIR}; ( {UNLINK} ); {MOVE_DOTFILES}"
     return (f"/bin/bash -c {shlex.quote(prepare)} </dev/null >/dev/null 2>&1; "
             f"exec /usr/bin/env -i {assignments} bash /tests/test.sh")
 
 
 def run_verifier(task: HarborTask, box: Sandbox, image_env: dict[str, str]) -> ExecResult:
-    """Make the verifier's folders afresh, upload ``tests/`` and run ``test.sh`` (module docstring)."""
+    """Make the verifier's folders afresh, upload ``tests/`` and the list of the links the agent wrote, and run
+    ``test.sh`` (module docstring)."""
+    links = [p for p in box.written_links() if not any(p == g or p.startswith(g + "/") for g in GUARDED)]
     for path in ("/logs/verifier", "/tests", VERIFIER_ROOT):
         box.reset_dir(path)
     box.upload(task.tests_dir, "/tests")
+    if links:
+        with tempfile.TemporaryDirectory() as tmp:
+            listed = Path(tmp) / "links"
+            listed.write_bytes(b"".join(os.fsencode(p) + b"\0" for p in links))
+            box.upload(listed, LINKS_FILE)
     blanked = {k: "" for k in image_env}  # the sandbox adds the image's ENV to every command: not to this one
     return box.exec(verifier_command(verifier_env(task, image_env)), timeout_s=task.verifier.timeout_sec,
                     env={**blanked, "PATH": SYSTEM_PATH, "HOME": HOME})

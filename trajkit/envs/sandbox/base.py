@@ -112,6 +112,10 @@ class Sandbox(Protocol):
         """Make ``path`` an empty folder owned by the sandbox's root, whatever the sandbox left there (files,
         a symlink in its place); run while no command of the sandbox runs."""
 
+    def written_links(self) -> list[str]:
+        """The sandbox path of every symbolic link its commands (and its build) made: what the verifier's
+        clean-up checks (:mod:`trajkit.envs.harbor.verifier`); run while no command of the sandbox runs."""
+
     def stop(self) -> None:
         """End every process and remove everything the sandbox wrote."""
 

@@ -213,3 +213,26 @@ def _copy_entry(entry: os.DirEntry, fd: int, uid: int, where: str) -> bool:
     else:
         _copy_file(entry.path, fd, entry.name, uid, where)
     return False
+
+
+def links_below(root_fd: int, limit: int) -> list[tuple[str, ...]]:
+    """The components of every symbolic link in the tree ``root_fd`` (an upper dir: exactly what the sandbox
+    wrote), found by an iterative walk that follows no link and holds two descriptors; past ``limit`` entries a
+    :class:`SandboxError` (the tree's inode limit bounds it first)."""
+    found, stack, count = [], [()], 0
+    while stack:
+        parts = stack.pop()
+        fd = open_dir(root_fd, parts)
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    count += 1
+                    if count > limit:
+                        raise SandboxError(f"more than {limit} entries written in the sandbox")
+                    if entry.is_symlink():
+                        found.append((*parts, entry.name))
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append((*parts, entry.name))
+        finally:
+            os.close(fd)
+    return sorted(found)

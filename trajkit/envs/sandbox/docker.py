@@ -109,6 +109,21 @@ class DockerSandbox:
         if not result.ok:
             raise SandboxError(f"could not empty {path}: {result.stderr[-500:]}")
 
+    def written_links(self) -> list[str]:
+        """The links among the paths ``docker diff`` lists as added or changed (the container's writable layer),
+        tested inside the container (``[ -L ]``, NUL-separated names in and out)."""
+        done = subprocess.run(["docker", "diff", self.name], capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise SandboxError(f"docker diff {self.name} failed: {done.stderr[-500:]}")
+        paths = [line[2:] for line in done.stdout.splitlines() if line[:2] in ("A ", "C ")]
+        if not paths:
+            return []
+        script = 'xargs -0 -r sh -c \'for p; do [ -L "$p" ] && printf "%s\\0" "$p"; done; true\' sh'
+        found = subprocess.run(["docker", "exec", "-i", self.name, "sh", "-c", script],
+                               input="".join(p + "\0" for p in paths).encode(), capture_output=True, timeout=120,
+                               check=False)
+        return [p for p in found.stdout.decode("utf-8", errors="surrogateescape").split("\0") if p]
+
     def download(self, source: str, dest: Path, max_bytes: int = MAX_DOWNLOAD) -> None:
         done = subprocess.run(["docker", "exec", self.name, "sh", "-c", '[ -f "$1" ] && [ ! -L "$1" ] && '
                                'head -c "$2" "$1"', "sh", source, str(max_bytes + 1)],

@@ -52,7 +52,8 @@ from trajkit.envs.sandbox.launcher import launcher
 from trajkit.envs.sandbox.pipes import collect
 from trajkit.envs.sandbox.netns import SLIRP_DNS, attach_network, network_available
 from trajkit.envs.sandbox.base import MAX_DOWNLOAD, SYSTEM_PATH, ExecResult, SandboxError, SandboxSpec, bad_variable
-from trajkit.envs.sandbox.beneath import DIR_FLAGS, copy_in, lstat_at, open_dir, read_regular, remove_at
+from trajkit.envs.sandbox.beneath import (DIR_FLAGS, copy_in, links_below, lstat_at, open_dir, read_regular,
+                                          remove_at)
 from trajkit.envs.sandbox.slots import UID_SPAN, claim_slot, uid_base, clean_stale, kill_range, remove, run
 
 VISIBLE = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var")
@@ -160,6 +161,17 @@ class NamespaceSandbox:
             self._own_dir(("etc",))
             (upper / "etc" / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
 
+    def _sandbox_owns(self, parts: tuple[str, ...]) -> bool:
+        """Whether what the host makes at the sandbox path ``/parts...`` (a folder, or a file a build step or an
+        upload copies) belongs to the sandbox's root. Everywhere but the host's userland (``VISIBLE``) it does;
+        in the userland only the working directory and what lies below it do: a checker the image put in
+        ``/usr/local/lib`` or a config in ``/etc/app`` stays the host's, readable and never changeable by the
+        agent, so a verifier that runs it runs what the task shipped."""
+        if parts[0] not in VISIBLE:
+            return True
+        work = PurePosixPath("/", self.spec.workdir).parts[1:]
+        return tuple(parts[:len(work)]) == work
+
     def _system(self, parts: tuple[str, ...]) -> bool:
         """Whether the sandbox folder ``/parts...`` is a folder of the host's userland (``/usr/...``)."""
         host = "/" + "/".join(parts)
@@ -174,12 +186,12 @@ class NamespaceSandbox:
         def made(fd: int, sub: tuple[str, ...]) -> None:
             if self._system(sub):
                 os.fchmod(fd, os.stat("/" + "/".join(sub)).st_mode & 0o7777)
-            else:
+            elif self._sandbox_owns(sub):
                 os.fchown(fd, self.uid, self.uid)
         with self._tree() as upper:
             fd = open_dir(upper, parts, made)
             try:
-                if parts and not self._system(parts):
+                if parts and not self._system(parts) and self._sandbox_owns(parts):
                     os.fchown(fd, self.uid, self.uid)
             finally:
                 os.close(fd)
@@ -242,7 +254,7 @@ class NamespaceSandbox:
                         fd, parent = open_dir(fd, parts[-1:]), fd
                         os.close(parent)
                         parts = (*parts, source.name)
-                    copy_in(source, fd, parts[-1], self.uid, dest)
+                    copy_in(source, fd, parts[-1], self.uid if self._sandbox_owns(parts) else 0, dest)
                 finally:
                     os.close(fd)
 
@@ -286,6 +298,12 @@ class NamespaceSandbox:
                 finally:
                     os.close(fd)
             self._own_dir(parts)
+
+    def written_links(self) -> list[str]:
+        """The sandbox path of every symbolic link the sandbox's commands (and its build) wrote: the upper dir
+        holds exactly what changed, so nothing of the host's userland is listed and nothing is missed."""
+        with self._lock, self._tree() as upper:
+            return ["/" + "/".join(parts) for parts in links_below(upper, 4 * self.spec.limits.inodes)]
 
     def _parts_any(self, path: str) -> tuple[str, ...]:
         """:meth:`_parts` without refusing links of the upper dir on the way (reset_dir removes them)."""
