@@ -123,6 +123,8 @@ class Socket:
                 message += " " + json.dumps(err["errors"], default=str)[:1000]
             if kind == "step" and str(err.get("code", "")).upper().startswith("VALIDATION"):
                 raise ActionError(message)
+            if "capacity" in str(err.get("message", "")).lower():  # openenv-core: "Server at capacity: 1/1 ..."
+                message += f". {SESSION_LIMIT}"
             raise EnvError(message)
         return answer["data"]
 
