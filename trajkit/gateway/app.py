@@ -121,9 +121,25 @@ def create_app(gateway: Gateway) -> FastAPI:
     return app
 
 
-async def _json(request: Request) -> Any:
+MAX_BODY_BYTES = 32 << 20  # the largest request body read (32 MiB); a larger one is 413
+
+
+async def _json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
+    """The JSON body, read up to ``limit`` bytes: a ``Content-Length`` over it is refused before reading, a
+    chunked body as soon as what arrived passes it (413), so a request never costs more than ``limit`` bytes."""
+    too_large = ApiError(f"the request body is over the gateway's limit of {limit} bytes", param="body",
+                         status=413, code="request_too_large")
+    length = request.headers.get("content-length")
+    if length is not None and length.strip().isdigit() and int(length) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
     try:
-        return await request.json()
+        return json.loads(b"".join(chunks))
     except ValueError:
         raise ApiError("the request body is not valid JSON", param="body") from None
 
