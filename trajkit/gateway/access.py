@@ -31,17 +31,10 @@ import hmac
 import secrets
 
 from trajkit.gateway.errors import ApiError
-from trajkit.gateway.sessions import SessionStore, session_id
+from trajkit.gateway.sessions import SessionStore, bearer, session_id
 
 INFERENCE = frozenset({"/v1/chat/completions", "/v1/completions", "/inference/v1/generate", "/v1/models"})
 PUBLIC = frozenset({"/health", "/api/show"})
-
-
-def bearer(headers) -> str | None:
-    """The key of ``Authorization: Bearer KEY``, or None."""
-    auth = headers.get("authorization") or ""
-    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-    return key or None
 
 
 def _same(a: str, b: str) -> bool:

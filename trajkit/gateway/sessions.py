@@ -104,15 +104,19 @@ class Session:
         return record
 
 
+def bearer(headers) -> str | None:
+    """The key of ``Authorization: Bearer KEY``, or None."""
+    auth = headers.get("authorization") or ""
+    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    return key or None
+
+
 def session_id(headers) -> str:
     """The session a request belongs to (see the module docstring)."""
     sid = headers.get("x-session-id")
     if sid:
         return sid.strip()
-    auth = headers.get("authorization") or ""
-    if auth.lower().startswith("bearer ") and auth[7:].strip():
-        return auth[7:].strip()
-    return "anon-" + uuid.uuid4().hex[:16]
+    return bearer(headers) or "anon-" + uuid.uuid4().hex[:16]
 
 
 def _bytes(key: str) -> bytes:
