@@ -7,9 +7,10 @@ before the first test: minutes of downloads and unpacking on an idle test runner
 
 1. after collection, finds the venvs the selected tests need (a test needs venv ``NAME`` when its fixture
    closure holds ``NAME_venv``, or when it carries ``@pytest.mark.side_venv("NAME")``: for a fixture reached
-   only through ``request.getfixturevalue``), moves those tests to the end of the run (stable: the other
-   tests and each module's own order are kept), and starts one ``make <target>`` per needed venv in the
-   background, its output in ``build/side-venvs/<name>.log``;
+   only through ``request.getfixturevalue``), moves those tests to the end of the run, grouped by venv in
+   :data:`TAIL_ORDER` (stable: the other tests and each module's own order are kept), and starts one
+   ``make <target>`` per needed venv in the background, its output in ``build/side-venvs/<name>.log``
+   (beside the Makefile);
 2. the session fixture ``NAME_venv`` waits for that build (bounded by ``--side-venv-timeout``, counted from
    the build's start) and fails every test that needs it, naming the venv, its make target, the exit status
    and its log's last lines, when the build fails or runs past the bound. A venv never turns into a skip here;
@@ -132,6 +133,7 @@ class SideVenvBuilds:
                 build.error = "stopped unfinished at the end of the session"
 
     def summary(self) -> list[str]:
+        """One line per build: its outcome, its seconds from start to end, the tests' wait and its log."""
         lines = []
         for build in self.builds.values():
             if build.proc is None:
@@ -151,14 +153,16 @@ def _watch(build: Build) -> None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGTERM to the build's process group (make, pip and their children), SIGKILL after 10 s."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass
+    for sig, seconds in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:  # the group has ended
+            break
+        try:
+            proc.wait(timeout=seconds)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _tail(path: Path) -> str:
