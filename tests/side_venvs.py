@@ -17,7 +17,9 @@ before the first test: minutes of downloads and unpacking on an idle test runner
 3. the terminal summary lists each build's exit status, its seconds and how long the tests waited on it;
    builds still running when the session ends (``-x``, Ctrl-C) are stopped.
 
-A venv whose python is overridden by its environment variable (``TRAJKIT_VLLM_PYTHON`` on a GPU node) is not
+A test that runs a side venv's python requests its ``NAME_venv`` fixture (directly or through another
+fixture), so that ``make test`` builds that venv and runs the test after it: adding a venv is one entry in
+:data:`VENVS` and its Makefile target. A venv whose python is overridden by its environment variable (``TRAJKIT_VLLM_PYTHON`` on a GPU node) is not
 built. Without ``--build-side-venvs`` the fixtures return at once and nothing is built: the tests that need a
 missing venv skip naming its make target, or fail under ``TRAJKIT_REQUIRE_FIXTURES=1``, as before.
 """
