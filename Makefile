@@ -20,12 +20,15 @@ demo: $(STAMP)
 	$(VENV)/bin/trajkit demo
 
 # The Hermes Agent in its own virtualenv (its pins conflict with ours), where the gateway test finds it.
+# Its stamp is touched last, as the other venvs': a build stopped halfway is resumed by the next make.
 HERMES_VENV := $(or $(TRAJKIT_CACHE),$(HOME)/.cache/trajkit)/hermes-agent-0.19.0
-$(HERMES_VENV)/bin/python:
+$(HERMES_VENV)/.installed:
 	$(PYTHON) -m venv $(HERMES_VENV)
 	$(HERMES_VENV)/bin/python -m pip install --quiet 'hermes-agent==0.19.0'
+	$(HERMES_VENV)/bin/python -c 'import run_agent'
+	touch $@
 
-hermes-venv: $(HERMES_VENV)/bin/python
+hermes-venv: $(HERMES_VENV)/.installed
 
 # vLLM (CPU build) in its own virtualenv: it pins transformers <5.20, ours is newer. The vLLM backend runs
 # its python as a Ray actor (runtime_env py_executable), so Ray is pinned to the same version in both venvs.
@@ -81,11 +84,12 @@ $(VERIFIERS_VENV)/trajkit-offline/ready: $(VERIFIERS_VENV)/.installed trajkit/en
 
 verifiers-venv: $(VERIFIERS_VENV)/.installed $(VERIFIERS_VENV)/trajkit-offline/ready
 
-# The four environments build in parallel (pip is mostly waiting on downloads and unpacking); the slowest
-# tests are listed at the end so that a suite growing past its time goal shows where.
-test:
-	$(MAKE) -j4 $(STAMP) hermes-venv vllm-venv verifiers-venv
-	$(PY) -m pytest -q --durations=25
+# .venv first (every test runs in it); then one pytest, which builds the side venvs its tests need (the
+# *-venv targets above, one make each) in the background while the tests that need none run, and runs those
+# that need one last, each waiting for its venv's build (tests/side_venvs.py; logs in build/side-venvs/).
+# The slowest tests are listed at the end so that a suite growing past its time goal shows where.
+test: $(STAMP)
+	$(PY) -m pytest -q --durations=25 --build-side-venvs
 
 bench: $(STAMP)
 	$(VENV)/bin/trajkit bench traces

@@ -5,6 +5,9 @@ root holds ``pyproject.toml``; CI puts ``shared/`` beside it). ``TRAJKIT_SHARED_
 ``DIR/fixtures/real/`` instead. A test that needs a missing file is skipped with a reason naming it, or
 fails when ``TRAJKIT_REQUIRE_FIXTURES=1`` (CI sets it, so a lost fixture cannot pass as a skip). The same
 rule holds for the README's system prerequisites (the headless browser): :func:`skip_or_fail`.
+
+The side venvs (vLLM, Hermes Agent, verifiers, tinker-cookbook) and their ``NAME_venv`` fixtures are
+:mod:`tests.side_venvs`' (``make test`` builds them there while the other tests run).
 """
 import json
 import os
@@ -19,6 +22,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 SHARED_DIR_ENV = "TRAJKIT_SHARED_DIR"
 REQUIRE_ENV = "TRAJKIT_REQUIRE_FIXTURES"
 _MISSING = pytest.StashKey[str]()
+pytest_plugins = ["tests.side_venvs"]
 
 
 def checkout_root() -> Path:
@@ -117,8 +121,8 @@ def ray_cluster():
 
 
 @pytest.fixture(scope="session")
-def vllm_python():
-    """The vLLM venv's python (``make vllm-venv``; ``make test`` builds it first)."""
+def vllm_python(vllm_venv):
+    """The vLLM venv's python (``make vllm-venv``; ``make test`` builds it while the other tests run)."""
     from trajkit.recipes.cache import vllm_python as path
 
     python = path()

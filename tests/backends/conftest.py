@@ -7,7 +7,7 @@ copy of the model. Tests that load new weights into a backend restore the origin
 import pytest
 import torch
 
-BACKEND_NAMES = ["trajkit", "vllm"]
+BACKEND_NAMES = ["trajkit", pytest.param("vllm", marks=pytest.mark.side_venv("vllm"))]
 PROMPTS = ["The capital of France is", "Write a haiku about the sea.\n", "1, 2, 3, 4,"]
 
 

@@ -26,6 +26,7 @@ from trajkit.traces.tools import tools_from_system_prompt
 
 from . import hermes_support as hs
 
+pytestmark = pytest.mark.usefixtures("hermes_venv")  # make test builds it while the other tests run
 HERMES_WINDOW = 131072  # /v1/models reports the model's window by default; the agent refuses one under 64K
 
 

@@ -19,7 +19,7 @@ SYSTEM = "You are a helpful assistant with access to tools."
 USER = "List the files in the current folder."
 
 
-@pytest.fixture(scope="module", params=["trajkit", "vllm"])
+@pytest.fixture(scope="module", params=["trajkit", pytest.param("vllm", marks=pytest.mark.side_venv("vllm"))])
 def smollm2_gateway(request, smollm2_folder):
     """The gateway over trajkit's engine, and over the vLLM backend (the session's; it must never re-tokenize)."""
     path = smollm2_folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import lzma
 import re
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -41,6 +42,29 @@ def qwen3_dir(tmp_path_factory):
 
 def sample(style: str) -> str:
     return str(next(p for p in sample_paths() if p.name.startswith(style)))
+
+
+def sampled_rows(style: str, folder) -> str:
+    """The bundled ``style`` sample's rows that hold a malformed tool call (``malformed="as_text"``) and every
+    tenth row, as a file of their own: the same kinds of turns for a fifth of the export's time. The
+    inference view encodes every turn's prompt alone, quadratic in a conversation's turns (a whole sample
+    took 70 s); the SmolLM2 tests above export the whole samples."""
+    out = Path(folder) / Path(sample(style)).name
+    with lzma.open(sample(style), "rt", encoding="utf-8") as fh, lzma.open(out, "wt", encoding="utf-8", preset=0) as w:
+        for k, line in enumerate(fh):
+            bodies = [b for m in json.loads(line)["conversations"] if m["from"] == "gpt"
+                      for b in CALL_RE.findall(m["value"])]
+            if k % 10 == 0 or any(not _is_json(b) for b in bodies):
+                w.write(line)
+    return str(out)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def source_turns(path: str):
@@ -155,14 +179,14 @@ def test_every_think_policy_trains_every_tool_call(policy, smollm2_dir, tmp_path
 
 
 def test_qwen3_style_splits_per_query_and_trains_each_turn_with_its_reasoning(qwen3_dir, tmp_path):
-    out = tmp_path / "sft.parquet"
-    summary, _ = export_trace_tokens(iter_traces([sample("kimi")]), qwen3_dir,
+    rows_path, out = sampled_rows("kimi", tmp_path), tmp_path / "sft.parquet"
+    summary, _ = export_trace_tokens(iter_traces([rows_path]), qwen3_dir,
                                      TokenizeConfig(think_policy="keep", max_length=32768), out,
                                      malformed="as_text", progress=False)
     assert summary.template["rendering"]["split"] == "query"
-    calls, total_calls, words, total_words = coverage(AutoTokenizer.from_pretrained(qwen3_dir), sample("kimi"), out)
-    assert summary.skipped_conversations == 0 and summary.dropped_by_kind == {}
-    assert calls == total_calls and words == total_words
+    calls, total_calls, words, total_words = coverage(AutoTokenizer.from_pretrained(qwen3_dir), rows_path, out)
+    assert summary.skipped_conversations == 0 and summary.dropped_by_kind == {} and summary.conversations >= 15
+    assert calls == total_calls > 100 and words == total_words > 1000
     assert summary.trained_tool_calls == calls and summary.source_tool_calls == total_calls
 
 
@@ -219,19 +243,23 @@ def test_the_llama31_style_vocabulary_merges_across_the_turn_boundary(llama31_di
 
 @pytest.mark.parametrize("style", ["kimi", "glm-5.1"])
 def test_a_merging_template_family_trains_every_turn_in_the_inference_view(style, llama31_dir, tmp_path):
-    """Every conversation of the bundled samples exports (71f65ef skipped 100 of 100 for the merge); each
-    example is one turn in the inference view — the prompt encoded alone, then the turn's own tokens — and
-    the source (read here from the raw rows) is trained: every tool call, every think word."""
-    out = tmp_path / "sft.parquet"
-    summary, counts = export_trace_tokens(iter_traces([sample(style)]), llama31_dir,
+    """Every conversation exports (71f65ef skipped 100 of 100 of the bundled samples for the merge; here the
+    rows of :func:`sampled_rows`, malformed calls among them); each example is one turn in the inference
+    view — the prompt encoded alone, then the turn's own tokens — one per gpt turn of the source, and the
+    source (read here from the raw rows) is trained: every tool call, every think word."""
+    rows_path, out = sampled_rows(style, tmp_path), tmp_path / "sft.parquet"
+    summary, counts = export_trace_tokens(iter_traces([rows_path]), llama31_dir,
                                           TokenizeConfig(think_policy="keep", max_length=32768), out,
                                           malformed="as_text", progress=False)
+    turns = list(source_turns(rows_path))
+    assert summary.conversations == len({k for k, _, _ in turns}) >= 15
     assert summary.skipped_conversations == 0 and summary.dropped_by_kind == {} and counts.skipped_malformed == 0
-    assert summary.inference_view_examples == summary.examples == summary.trained_turns > 100
+    assert summary.inference_view_examples == summary.examples == summary.trained_turns == len(turns) > 100
     tok = AutoTokenizer.from_pretrained(llama31_dir)
-    calls, total_calls, words, total_words = coverage(tok, sample(style), out)
-    assert total_calls > 700 and calls == total_calls and summary.trained_tool_calls == total_calls
-    assert words == total_words > 7000 and summary.trained_think_words == total_words
+    calls, total_calls, words, total_words = coverage(tok, rows_path, out)
+    assert sum(isinstance(c, str) for _, cs, _ in turns for c in cs) >= 5  # malformed calls, trained as text
+    assert total_calls > 100 and calls == total_calls and summary.trained_tool_calls == total_calls
+    assert words == total_words > 1000 and summary.trained_think_words == total_words
     rows = pq.read_table(out).slice(0, 3).to_pylist()
     for row in rows:
         start = next(k for k, y in enumerate(row["labels"]) if y != -100)

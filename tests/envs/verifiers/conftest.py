@@ -7,7 +7,7 @@ from tests.conftest import skip_or_fail
 
 
 @pytest.fixture
-def needs_verifiers(request):
+def needs_verifiers(request, verifiers_venv):
     from trajkit.envs.verifiers.process import offline_env, verifiers_python
     from trajkit.errors import ConfigError
 
@@ -19,7 +19,7 @@ def needs_verifiers(request):
 
 
 @pytest.fixture(scope="module")
-def vf_driver():
+def vf_driver(verifiers_venv):
     """One verifiers driver for a module's tests (importing verifiers takes ~10 s of CPU), with the test
     tasksets on its import path; None when the venv is missing (the tests' ``needs_verifiers`` then skips)."""
     from pathlib import Path

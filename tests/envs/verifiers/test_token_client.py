@@ -22,7 +22,7 @@ CLIENT = Path(__file__).with_name("renderers_client.py")
 
 
 @pytest.fixture
-def verifiers_python(request):
+def verifiers_python(request, verifiers_venv):
     if not VERIFIERS_PYTHON.exists():
         skip_or_fail(request, f"verifiers' venv is missing ({VERIFIERS_PYTHON}): make verifiers-venv, or set "
                               "TRAJKIT_VERIFIERS_PYTHON")
