@@ -68,6 +68,13 @@ def checks(plan: Plan) -> list[Check]:
     return compose_data.checks(plan, evaluate(plan))
 
 
+def plan_of(spec: TaskSpec) -> Plan:
+    """The :class:`Plan` a composed instance was made from, rebuilt from its parameters (``spec.params``)."""
+    p = dict(spec.params)
+    kind, src, out, lines = parse_kind(p.pop("kind")), p.pop("src"), p.pop("out"), p.pop("lines")
+    return Plan(kind, src, lines, out, p)
+
+
 def make(name: str):
     """The generator of kind ``name``: ``(rng, wording, split) -> TaskSpec``, like the hand-written families'
     with the split, which chooses the name pools (:data:`.compose_data.NAMES`)."""
