@@ -132,6 +132,11 @@ def test_held_out_kinds_are_refused_for_train(tmp_path):
         resolve_families("compose,lines-nope-text", "heldout")
     assert main(["envs", "generate", "--split", "train", "--families", "column-min-json",
                  "--out", str(tmp_path / "x")]) == 2
+    # the SFT loop's families: a held-out kind is left out of its train split, kept in its held-out one
+    from trajkit.envs.harbor.sft import split_families
+
+    assert split_families("compose,lines-reverse-text", "train") == "compose"
+    assert split_families("compose,lines-reverse-text", "heldout") == "compose,lines-reverse-text"
 
 
 def test_heldout_passes_audit_data_where_a_reseeded_train_split_fails(tmp_path, capsys):
