@@ -45,9 +45,11 @@ import random
 
 from trajkit.envs.harbor.families import compose_data, compose_words as words
 from trajkit.envs.harbor.families.compose_grammar import (  # noqa: F401 (the generator's public names)
-    AGGREGATE, DRAWS, FILE, FORMAT, HELDOUT_COMPOSITIONS, HELDOUT_PRIMITIVE_KINDS, HELDOUT_PRIMITIVES, KINDS, MAP,
+    AGGREGATE, FILE, FORMAT, HELDOUT_COMPOSITIONS, HELDOUT_PRIMITIVE_KINDS, HELDOUT_PRIMITIVES, KINDS, MAP,
     NUMERIC, ORDER, SELECT, TRAIN_KINDS, Kind, Plan, evaluate, every_step_matters, heldout_kind, parse_kind)
 from trajkit.envs.harbor.families.spec import Check, TaskSpec
+
+DRAWS = 200  # data draws per instance before a kind is called unsatisfiable (never reached by the kinds above)
 
 
 def draw_plan(rng: random.Random, kind: Kind, split: str) -> Plan:

@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import random
 
-from trajkit.envs.harbor.families.compose_grammar import NAME_POOL, NUMBER_COLUMNS, TEXT_COLUMNS, WORD_POOL, Kind, Plan, select
+from trajkit.envs.harbor.families.compose_grammar import Kind, Plan, select
 from trajkit.envs.harbor.families.spec import Check
+
+WORD_POOL = ["apple", "banana", "cherry", "date", "grape", "kiwi", "lemon", "mango", "melon", "olive", "peach",
+             "pear", "plum", "quince", "berry", "lime", "papaya", "guava", "apricot", "orange", "fig", "nectarine"]
+NAME_POOL = ["Ada", "Alan", "Grace", "Linus", "Barbara", "Ken", "Edsger", "Margaret", "Dennis", "Frances",
+             "Radia", "Donald", "Hedy", "Guido", "Sophie", "Anita"]
+TEXT_COLUMNS = {"city": ["paris", "lima", "oslo", "cairo", "quito", "dakar", "hanoi"],
+                "team": ["red", "blue", "green", "amber", "teal", "violet"],
+                "role": ["admin", "editor", "viewer", "owner", "guest"]}
+NUMBER_COLUMNS = ("age", "score", "points", "amount", "year")
 
 # Every name an Oracle's command holds, as (train pool, held-out pool): a held-out instance's command names
 # only held-out files, keys, headers and replacements, so it is no train command, and every 13 words of it hold

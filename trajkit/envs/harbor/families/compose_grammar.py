@@ -35,15 +35,6 @@ HELDOUT_PRIMITIVE_KINDS = (
 )
 KINDS = TRAIN_KINDS + HELDOUT_COMPOSITIONS + HELDOUT_PRIMITIVE_KINDS
 
-WORD_POOL = ["apple", "banana", "cherry", "date", "grape", "kiwi", "lemon", "mango", "melon", "olive", "peach",
-             "pear", "plum", "quince", "berry", "lime", "papaya", "guava", "apricot", "orange", "fig", "nectarine"]
-NAME_POOL = ["Ada", "Alan", "Grace", "Linus", "Barbara", "Ken", "Edsger", "Margaret", "Dennis", "Frances",
-             "Radia", "Donald", "Hedy", "Guido", "Sophie", "Anita"]
-TEXT_COLUMNS = {"city": ["paris", "lima", "oslo", "cairo", "quito", "dakar", "hanoi"],
-                "team": ["red", "blue", "green", "amber", "teal", "violet"],
-                "role": ["admin", "editor", "viewer", "owner", "guest"]}
-NUMBER_COLUMNS = ("age", "score", "points", "amount", "year")
-DRAWS = 200  # data draws per instance before a kind is called unsatisfiable (never reached by the kinds above)
 
 
 @dataclass(frozen=True)

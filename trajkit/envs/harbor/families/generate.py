@@ -93,7 +93,8 @@ def resolve_families(names: str, split: Split) -> list[str]:
 
 
 def instance(family: str, split: Split, seed: int, index: int) -> TaskSpec:
-    """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split."""
+    """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split (a
+    composed kind's: drawn from the split's name pools)."""
     rng = random.Random(f"{seed}:{split}:{family}:{index}")
     wordings = wordings_for(family, split)
     if family in compose.COMPOSE:  # split by name pools, not by hash (compose_data.NAMES)
