@@ -130,7 +130,11 @@ Families: write-file, count-matches, rename-ext, sort-lines, json-sum, csv-to-js
 and the held-out-only count-lines, upper-case (never in --split train; in 'all' for --split heldout). A held-out
 instance has parameters no train instance can have (a hash split) and its family's held-out wording. Each
 instance is a Harbor task folder OUT/FAMILY-HASH; OUT/tasks.jsonl lists them (id, family, split, prompt,
-answer) for trajkit audit data. The same flags write the same folder (docs/envs.md)."""
+answer) for trajkit audit data. The same flags write the same folder (docs/envs.md).
+
+--families compose: the composed kinds (40 trained pipelines of primitives such as match-sort-json; with
+--split heldout also 8 unseen compositions and 8 kinds using the never-trained primitives lower, reverse, min;
+each row's heldout_kind says which). Any kind can be named alone: --families match-sort-json,lines-sum-text."""
 
 
 def cmd_generate(args) -> int:
@@ -259,7 +263,8 @@ def register(sub) -> None:
                           description="Instances of trajkit's task families as Harbor task folders, split by "
                                       "parameters, instruction wording and family.",
                           epilog=GENERATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    gen.add_argument("--families", default="all", help="'all' or a comma-separated list of family names")
+    gen.add_argument("--families", default="all",
+                     help="'all', 'compose' (the composed kinds) or a comma-separated list of family or kind names")
     gen.add_argument("--split", choices=("train", "heldout"), required=True, help="which split to draw from")
     gen.add_argument("--n", type=int, default=10, help="instances per family (default 10)")
     gen.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")

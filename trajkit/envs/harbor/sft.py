@@ -120,10 +120,11 @@ def split_families(families: str, split: str) -> str:
     ('write-file', 'write-file,upper-case')
     """
     from trajkit.envs.harbor.families import HELDOUT_FAMILIES
+    from trajkit.envs.harbor.families.generate import heldout_only
 
     if families == "all" or split == "heldout":
         return families
-    kept = [f.strip() for f in families.split(",") if f.strip() and f.strip() not in HELDOUT_FAMILIES]
+    kept = [f.strip() for f in families.split(",") if f.strip() and not heldout_only(f.strip())]
     if not kept:
         raise ConfigError(f"families: {families!r} has no family to train on ({', '.join(HELDOUT_FAMILIES)} are "
                           "held-out only); add a training family")

@@ -13,10 +13,17 @@ A held-out instance is a new problem, not a new seed of the same text. Three thi
 - **families**: :data:`HELDOUT_FAMILIES` are never generated for train; ``--split heldout`` includes them, so
   an evaluation can report the pass rate on families never trained on.
 
+**Composed kinds** (:mod:`.compose`, ``--families compose``): each pipeline of primitives is a family; a
+train split holds :data:`~.compose.TRAIN_KINDS`, a held-out split every kind, its rows naming the held-out class
+(``heldout_kind``: ``composition`` — a new pipeline of trained primitives; ``primitive`` — a kind using a
+primitive never trained; ``instance`` — a trained kind, new parameters and wording; null in train). Their
+split is stronger than the hash: a held-out instance draws its file names, keys and words from held-out pools.
+
 Instance ``i`` of a family draws from ``random.Random(f"{seed}:{split}:{family}:{i}")``, so a folder is a pure
 function of (families, split, n, seed). Each instance is written as ``OUT/FAMILY-HASH`` (``HASH``: the first 8
 hex digits of its parameters' digest) and listed in ``OUT/tasks.jsonl`` (``id``, ``family``, ``split``,
-``prompt``: the instruction, ``answer``: the Oracle's command) — the rows ``trajkit audit data`` reads.
+``prompt``: the instruction, ``answer``: the Oracle's command; a composed kind's rows also ``heldout_kind``) — the
+rows ``trajkit audit data`` reads.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from trajkit.envs.harbor.families import kinds
+from trajkit.envs.harbor.families import compose, kinds
 from trajkit.envs.harbor.families.spec import TaskSpec, write_task
 from trajkit.errors import ConfigError, InputError
 
@@ -55,28 +62,43 @@ def split_of(family: str, solution: str) -> Split:
 
 
 def wordings_for(family: str, split: Split) -> list[int]:
-    n = len(kinds.WORDINGS[family])
+    n = compose.words.WORDING_COUNT if family in compose.COMPOSE else len(kinds.WORDINGS[family])
     return [n - 1] if split == "heldout" else list(range(n - 1))
 
 
+def heldout_only(family: str) -> bool:
+    """Whether ``family`` is never generated for train (a held-out family or held-out composed kind)."""
+    return family in HELDOUT_FAMILIES or compose.heldout_kind(family) is not None
+
+
 def resolve_families(names: str, split: Split) -> list[str]:
-    """``all`` or a comma-separated list -> family names; a held-out family in a train split is an error."""
+    """``all`` or a comma-separated list -> family names; ``compose`` stands for the composed kinds of the split
+    (:mod:`.compose`); a held-out family or kind in a train split is an error."""
     if names == "all":
         return [f for f in FAMILIES if split == "heldout" or f not in HELDOUT_FAMILIES]
-    chosen = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = [n for n in chosen if n not in FAMILIES]
+    chosen = []
+    for name in (n.strip() for n in names.split(",")):
+        if name == "compose":
+            chosen += [k for k in compose.KINDS if split == "heldout" or not heldout_only(k)]
+        elif name:
+            chosen.append(name)
+    unknown = [n for n in chosen if n not in FAMILIES and n not in compose.COMPOSE]
     if unknown or not chosen:
-        raise ConfigError(f"--families: unknown {unknown or names!r}; choose 'all' or some of {', '.join(FAMILIES)}")
-    if split == "train" and (bad := [n for n in chosen if n in HELDOUT_FAMILIES]):
+        raise ConfigError(f"--families: unknown {unknown or names!r}; choose 'all', 'compose' or some of "
+                          f"{', '.join(FAMILIES)} or of the composed kinds ({', '.join(compose.KINDS)})")
+    if split == "train" and (bad := [n for n in chosen if heldout_only(n)]):
         raise ConfigError(f"--families: {', '.join(bad)} are held-out families (never trained on); "
                           "generate them with --split heldout")
-    return chosen
+    return list(dict.fromkeys(chosen))
 
 
 def instance(family: str, split: Split, seed: int, index: int) -> TaskSpec:
-    """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split."""
+    """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split (a
+    composed kind's: drawn from the split's name pools)."""
     rng = random.Random(f"{seed}:{split}:{family}:{index}")
     wordings = wordings_for(family, split)
+    if family in compose.COMPOSE:  # split by name pools, not by hash (compose_data.NAMES)
+        return compose.COMPOSE[family](rng, rng.choice(wordings), split)
     for _ in range(MAX_DRAWS):
         spec = FAMILIES[family](rng, rng.choice(wordings))
         if split_of(family, spec.solution) == split:
@@ -110,8 +132,12 @@ def generate(families: str, split: Split, n: int, seed: int, out: str | Path) ->
                 continue
             seen.add(spec.key)
             name = task_name(spec)
+            row = {"id": name, "family": family, "split": split, "wording": spec.wording,
+                   "prompt": spec.instruction, "answer": spec.solution}
+            if family in compose.COMPOSE:
+                spec.heldout_kind = row["heldout_kind"] = (compose.heldout_kind(family) or "instance"
+                                                           if split == "heldout" else None)
             write_task(spec, name, split, out)
-            rows.append({"id": name, "family": family, "split": split, "wording": spec.wording,
-                         "prompt": spec.instruction, "answer": spec.solution})
+            rows.append(row)
     (out / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return rows

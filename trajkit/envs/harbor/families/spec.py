@@ -55,6 +55,7 @@ class TaskSpec:
     checks: list[Check]
     env: dict[str, str] = field(default_factory=dict)  # ENV lines of the task's Dockerfile
     wording: int = 0  # which instruction template was used
+    heldout_kind: str | None = None  # a composed kind's held-out class (generate.py), in [metadata] when set
 
     @property
     def key(self) -> str:
@@ -113,7 +114,9 @@ def verifier_script(checks: list[Check]) -> str:
 
 def task_toml(name: str, spec: TaskSpec, split: str) -> str:
     return (f'schema_version = "1.4"\n\n[task]\nname = "{name}"\n\n[metadata]\nfamily = "{spec.family}"\n'
-            f'split = "{split}"\nwording = {spec.wording}\nparams = {json.dumps(spec.key)}\n'
+            f'split = "{split}"\nwording = {spec.wording}\n'
+            + (f'heldout_kind = "{spec.heldout_kind}"\n' if spec.heldout_kind else "")
+            + f'params = {json.dumps(spec.key)}\n'
             'tags = ["trajkit", "generated"]\n\n[agent]\ntimeout_sec = 60.0\n\n[verifier]\ntimeout_sec = 30.0\n\n'
             '[environment]\ncpus = 1\nmemory_mb = 1024\nstorage_mb = 64\nnetwork_mode = "none"\n')
 

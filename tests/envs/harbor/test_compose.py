@@ -1,0 +1,229 @@
+"""The compositional generator (``--families compose``): the kinds and their held-out classes, answers against
+hand-derived values, disjoint and audited splits, determinism, and every primitive in the real sandbox (Oracle
+1, NOP 0, no hack agent paid; a plausible wrong answer 0, the right content written another way 1)."""
+import json
+import re
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from trajkit.cli.main import main
+from trajkit.envs.harbor.check import check_tasks
+from trajkit.envs.harbor.families import compose, generate
+from trajkit.envs.harbor.families.compose_data import NAMES, dest, rendered
+from trajkit.envs.harbor.families.compose_grammar import (AGGREGATE, FILE, FORMAT, MAP, ORDER, SELECT, Plan,
+                                                          evaluate, parse_kind)
+from trajkit.envs.harbor.families.generate import instance, resolve_families, task_name
+from trajkit.envs.harbor.families.spec import write_task
+from trajkit.envs.harbor.task import load_task
+from trajkit.envs.harbor.trial import AgentResult, run_trial
+from trajkit.errors import ConfigError
+
+PRIMITIVES = SELECT + MAP + ORDER + AGGREGATE + FORMAT + FILE
+# kinds that between them hold every primitive (asserted below): the sandbox tests run one instance of each
+COVER = ("exclude-upper-sort-csv", "match-reverse-json", "lines-strip-dedupe-text", "column-lower-sort-csv",
+         "column-min-json",
+         "first-lower-text-append", "last-max-text", "first-upper-json-copy", "column-sum-text-rename",
+         "exclude-dedupe-text-move", "match-count-json", "match-replace-json")
+
+
+def _steps(kinds):
+    return {s for k in kinds for s in parse_kind(k).steps}
+
+
+def test_at_least_30_training_kinds_and_the_held_out_classes_are_what_they_say():
+    assert len(compose.TRAIN_KINDS) >= 30 and len(set(compose.KINDS)) == len(compose.KINDS) == 56
+    trained = _steps(compose.TRAIN_KINDS)
+    assert trained == set(PRIMITIVES) - set(compose.HELDOUT_PRIMITIVES)  # every other primitive is trained
+    assert set(compose.HELDOUT_PRIMITIVES) == {"lower", "reverse", "min"}
+    assert _steps(compose.HELDOUT_COMPOSITIONS) <= trained  # seen primitives, unseen pipelines
+    assert set(compose.HELDOUT_COMPOSITIONS).isdisjoint(compose.TRAIN_KINDS)
+    assert all(set(parse_kind(k).steps) & set(compose.HELDOUT_PRIMITIVES) for k in compose.HELDOUT_PRIMITIVE_KINDS)
+    assert _steps(compose.HELDOUT_PRIMITIVE_KINDS) >= set(compose.HELDOUT_PRIMITIVES)
+    assert [compose.heldout_kind(k) for k in compose.KINDS] == \
+        [None] * 40 + ["composition"] * 8 + ["primitive"] * 8
+    assert resolve_families("compose", "train") == list(compose.TRAIN_KINDS)
+    assert resolve_families("compose", "heldout") == list(compose.KINDS)
+    assert _steps(COVER) == set(PRIMITIVES)
+
+
+@pytest.mark.parametrize("name,rule", [
+    ("lines-upper-sum-text", "no map or order before it"), ("match-sum-text", "select lines, first, last or column"),
+    ("lines-sort-count-text", "count follows a select and at most dedupe"), ("lines-json-append", "text format"),
+    ("sort-lines-text", "steps are select"), ("lines-dedupe-sort-text", "in the roles' order"),
+    ("lines-upper-lower-text", "steps are select"),
+])
+def test_compositions_outside_the_grammar_are_refused(name, rule):
+    with pytest.raises(ValueError, match=rule):
+        parse_kind(name)
+
+
+def _plan(name, lines, **params):
+    return Plan(parse_kind(name), "in.txt", lines, "out.txt", params)
+
+
+def test_answers_match_hand_derived_values():
+    words = ["pear", "apple", "plum", "fig", "apple"]
+    plan = _plan("exclude-upper-sort-csv", words, needle="um", head="word")
+    assert evaluate(plan) == ["APPLE", "APPLE", "FIG", "PEAR"]  # plum dropped; upper; byte order; repeats kept
+    assert rendered(plan, evaluate(plan)) == "index,word\n1,APPLE\n2,APPLE\n3,FIG\n4,PEAR"
+    assert evaluate(plan, skip="sort") == ["PEAR", "APPLE", "FIG", "APPLE"]
+    assert evaluate(plan, skip="exclude") == ["APPLE", "APPLE", "FIG", "PEAR", "PLUM"]
+    assert evaluate(_plan("lines-dedupe-json", ["b", "a", "b", "c", "a"])) == ["b", "a", "c"]  # first occurrences
+    assert evaluate(_plan("lines-sort-reverse-text", ["b", "a", "c"])) == ["c", "b", "a"]
+    assert evaluate(_plan("lines-strip-dedupe-text", [" kiwi", "kiwi  ", "fig"])) == ["kiwi", "fig"]
+    assert evaluate(_plan("last-replace-text-append", ["melon", "lemon", "lime"], n=2, old="l", new="zz")) == \
+        ["zzemon", "zzime"]
+    csv = ["name,score,city", "Ada,7,oslo", "Ken,30,lima", "Hedy,5,oslo"]
+    assert evaluate(_plan("column-sum-text", csv, col=2)) == 42
+    assert evaluate(_plan("column-min-json", csv, col=2, key="min")) == 5
+    assert evaluate(_plan("column-dedupe-count-json", csv, col=3)) == 2
+    assert evaluate(_plan("first-sum-text", ["4", "9", "20"], n=2)) == 13
+    assert evaluate(_plan("match-count-text", ["pear", "plum", "fig"], needle="p")) == 2
+    assert rendered(_plan("match-count-json", [], key="n"), 2) == {"n": 2}
+    assert rendered(_plan("lines-sort-text-append", [], existing=["x"]), ["a", "b"]) == "x\na\nb"
+
+
+def _files(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_same_flags_write_the_same_folder(tmp_path):
+    generate("compose", "heldout", 1, 7, tmp_path / "a")
+    generate("compose", "heldout", 1, 7, tmp_path / "b")
+    generate("compose", "heldout", 1, 8, tmp_path / "c")
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert _files(tmp_path / "a") != _files(tmp_path / "c")
+
+
+def _tokens(answer):
+    return set(re.findall(r"[\w.-]+", answer))
+
+
+def _held_out_names():
+    """Every name a held-out command can hold (a copy's or rename's target: the pattern on a held-out source)."""
+    sources = [s for pool in ("src/words", "src/numbers", "src/csv") for s in NAMES[pool][1]]
+    return {n.format(s) for _, held in NAMES.values() for n in held for s in sources}
+
+
+def test_splits_share_no_solution_and_no_held_out_kind_reaches_train(tmp_path):
+    train = generate("compose", "train", 4, 0, tmp_path / "train")
+    held = generate("compose", "heldout", 2, 0, tmp_path / "heldout")
+    assert {r["family"] for r in train} == set(compose.TRAIN_KINDS) and len(train) == 40 * 4
+    assert {r["family"] for r in held} == set(compose.KINDS) and len(held) == 56 * 2
+    assert {r["answer"] for r in train}.isdisjoint(r["answer"] for r in held)
+    held_names = _held_out_names()
+    for r in train:  # no never-trained stage and no held-out name in a train solution
+        assert not any(s in r["answer"] for s in ("tac", "tr 'A-Z' 'a-z'", "sort -n | head")), r
+        assert not _tokens(r["answer"]) & held_names, r
+        assert r["heldout_kind"] is None and r["wording"] in (0, 1, 2)
+    for r in held:
+        assert _tokens(r["answer"]) & held_names and r["wording"] == 3
+        assert r["heldout_kind"] == (compose.heldout_kind(r["family"]) or "instance")
+        task = load_task(tmp_path / "heldout" / r["id"])
+        assert task.metadata["heldout_kind"] == r["heldout_kind"] and task.metadata["family"] == r["family"]
+
+
+def test_held_out_kinds_are_refused_for_train(tmp_path):
+    with pytest.raises(ConfigError, match="lines-reverse-text, match-replace-json are held-out families"):
+        resolve_families("match-sort-json,lines-reverse-text,match-replace-json", "train")
+    with pytest.raises(ConfigError, match="unknown \\['lines-nope-text'\\]"):
+        resolve_families("compose,lines-nope-text", "heldout")
+    assert main(["envs", "generate", "--split", "train", "--families", "column-min-json",
+                 "--out", str(tmp_path / "x")]) == 2
+    # the SFT loop's families: a held-out kind is left out of its train split, kept in its held-out one
+    from trajkit.envs.harbor.sft import split_families
+
+    assert split_families("compose,lines-reverse-text", "train") == "compose"
+    assert split_families("compose,lines-reverse-text", "heldout") == "compose,lines-reverse-text"
+
+
+def test_heldout_passes_audit_data_where_a_reseeded_train_split_fails(tmp_path, capsys):
+    """At the packaged loop's sizes (40 train instances a kind, 2 held-out)."""
+    generate("compose", "train", 40, 0, tmp_path / "train")
+    generate("compose", "heldout", 2, 0, tmp_path / "heldout")
+    generate("compose", "train", 2, 1, tmp_path / "reseeded")
+    capsys.readouterr()
+    manifest = str(tmp_path / "train" / "tasks.jsonl")
+    assert main(["audit", "data", "--train", manifest, "--eval", str(tmp_path / "heldout" / "tasks.jsonl"),
+                 "--json"]) == 0
+    verdicts = {c["id"]: c["verdict"] for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert verdicts == {"leak.exact": "PASS", "leak.ngram": "PASS", "leak.near": "PASS"}
+    assert main(["audit", "data", "--train", manifest, "--eval", str(tmp_path / "reseeded" / "tasks.jsonl")]) == 1
+
+
+def test_every_primitive_is_sound_and_unhackable_in_the_sandbox(needs_sandbox, tmp_path):
+    generate(",".join(COVER), "heldout", 1, 3, tmp_path)
+    rows = check_tasks(tmp_path, jobs=2, adversarial=True)
+    assert [(r.task.rsplit("-", 1)[0], r.verdict, r.oracle, r.nop) for r in rows] == \
+        [(k, "ok", 1.0, 0.0) for k in sorted(COVER)]
+    assert all(v == "blocked" or v.startswith("not applicable") for r in rows for v in r.hacks.values())
+
+
+def _write(plan, content, file_op="right"):
+    """A command writing ``content`` to the plan's output, then its file operation done right, left undone
+    (``none``) or with ``cp`` in place of ``mv`` (``copy``)."""
+    text = json.dumps(content) if isinstance(content, (list, dict)) else str(content)
+    line, src, k = f"printf '%s\\n' {shlex.quote(text)} > /app/{plan.out}", f"/app/{plan.src}", plan.kind
+    mv = "cp" if file_op == "copy" else "mv"
+    if k.file == "copy" and file_op != "none":
+        line += f" && cp {src} {dest(plan)}"
+    elif k.file in ("move", "rename") and file_op != "none":
+        line += f" && mkdir -p {dest(plan).rsplit('/', 1)[0]} && {mv} {src} {dest(plan)}"
+    return line
+
+
+def _near_misses(step, plan):
+    """The plausible wrong answers that ``step``'s verifier must refuse."""
+    answer, k = evaluate(plan), plan.kind
+    lines = answer if isinstance(answer, list) else None
+    if step in SELECT + MAP + ORDER and step not in ("lines", "column"):
+        yield f"without {step}", rendered(plan, evaluate(plan, skip=step))
+    if step in ("lines", "column", "first", "last") and lines:
+        yield "one line missing", rendered(plan, lines[:-1])
+    if step == "strip":
+        yield "a trailing space", rendered(plan, lines[:-1] + [lines[-1] + " "])
+    if step in AGGREGATE:
+        yield "off by one", rendered(plan, answer + 1)
+    if step == "text":
+        yield "not one per line", " ".join(lines) if lines else f"{answer} lines"
+    if step == "json":
+        yield "object, not list" if lines else "bare number", {"lines": lines} if lines else answer
+    if step == "csv":
+        yield "no header", "\n".join(lines) if lines else str(answer)
+    if step == "append":
+        yield "overwritten", "\n".join(lines)
+
+
+def _cases():
+    """(kind, step, label, content, file_op, reward) for every primitive: the right content written by hand
+    scores 1, each near miss 0."""
+    for step in PRIMITIVES:
+        kind = next(k for k in COVER if step in parse_kind(k).steps)
+        yield kind, step, "right content", None, "right", 1.0
+        yield from ((kind, step, label, content, "right", 0.0) for label, content in
+                    _near_misses(step, compose.plan_of(instance(kind, "heldout", 0, 0))))
+        if step in ("copy", "move", "rename"):
+            yield kind, step, "file operation not done", None, "none", 0.0
+        if step in ("move", "rename"):
+            yield kind, step, "copied, not moved", None, "copy", 0.0
+
+
+def test_every_primitive_refuses_near_misses_and_accepts_the_right_content(needs_sandbox, tmp_path):
+    cases = list(_cases())
+    kinds = {k for k, *_ in cases}
+    specs = {k: instance(k, "heldout", 0, 0) for k in kinds}
+    tasks = {k: load_task(write_task(s, task_name(s), "heldout", tmp_path)) for k, s in specs.items()}
+
+    def trial(case):
+        kind, step, label, content, file_op, reward = case
+        plan = compose.plan_of(specs[kind])
+        command = _write(plan, rendered(plan, evaluate(plan)) if content is None else content, file_op)
+        result = run_trial(tasks[kind], lambda task, box: AgentResult([box.exec(command, timeout_s=30)]), label)
+        return (kind, step, label, result.error, result.reward), (kind, step, label, None, reward)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        got, want = zip(*pool.map(trial, cases))
+    assert list(got) == list(want)
+    assert len(cases) >= 2 * len(PRIMITIVES)
