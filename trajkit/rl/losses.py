@@ -47,6 +47,7 @@ count); trajkit gives it weight 0 and keeps the batch's counts, so micro-batches
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -145,12 +146,13 @@ def _row_weight(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``weights, mask: [B, T]`` -> ``[B]``, the one weight of each row's sampled tokens (1 for a row with none);
     per-token weights that differ within a row are refused: they need a token-level loss."""
     sampled = mask.bool()
-    low = torch.where(sampled, weights, torch.ones_like(weights)).amin(1)
-    high = torch.where(sampled, weights, torch.ones_like(weights)).amax(1)
-    if not torch.equal(low, high):
+    low = torch.where(sampled, weights, torch.full_like(weights, math.inf)).amin(1)
+    high = torch.where(sampled, weights, torch.full_like(weights, -math.inf)).amax(1)
+    some = sampled.any(1)
+    if not torch.equal(low[some], high[some]):
         raise ValueError("gspo takes one weight per sequence (a sequence mask); per-token importance weights "
                          "(TIS) need a token-level loss")
-    return low
+    return torch.where(some, low, torch.ones_like(low))
 
 
 @dataclass(frozen=True)
