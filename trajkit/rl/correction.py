@@ -108,8 +108,8 @@ def rejection_mask(log_ratio: torch.Tensor, mask: torch.Tensor, token_band: tupl
     ``token_band``: ``(low, high)`` or None (no token mask); ``seq_mode``: ``none``, ``arithmetic`` or
     ``geometric`` with ``seq_band_``. A bound is inclusive: a ratio equal to it stays.
 
-    >>> keep, rows = rejection_mask(torch.log(torch.tensor([[1.0, 3.0], [0.9, 1.0]])), torch.ones(2, 2),
-    ...                             (0.5, 2.0), "geometric", (0.99, 1.01))
+    >>> keep, rows = rejection_mask(torch.log(torch.tensor([[1.0, 3.0], [0.9, 0.2]])), torch.ones(2, 2),
+    ...                             (0.5, 2.0), "geometric", (0.5, 2.0))
     >>> keep.tolist(), rows.tolist()
     ([[1.0, 0.0], [0.0, 0.0]], [False, True])
     """
