@@ -70,7 +70,7 @@ def _reference(policy, samples, adv, coef):
         count += len(forced)
     echo = nll / count
     (pg / len(samples) + coef * echo).backward()
-    return [p.grad.clone() for p in policy.parameters()], float(echo)
+    return [p.grad.clone() for p in policy.parameters()], float(echo.detach())
 
 
 @pytest.mark.parametrize("advantages", ["zero", "mixed"])
