@@ -100,3 +100,37 @@ def test_echo_off_leaves_no_metric_and_no_gradient_from_forced_tokens(tiny):
     assert "loss/echo" not in result.metrics
     on = Trainer(tiny("loss.echo_coef=0.1"), logger=False).step_once()
     assert on.metrics["loss/echo"] == 0.0  # the copy task is single-turn: no forced completion token
+
+
+def test_an_agent_step_logs_the_nll_of_its_stitched_forced_tokens(tiny):
+    """Through the gateway: two chat turns per episode, so each stitched sample has the second turn's user
+    message and template glue as forced tokens. ``loss/echo`` equals the mean NLL of those tokens under the
+    policy before the step, recomputed per sample from the samples' ids and loss masks."""
+    import copy
+
+    from tests.envs.test_agent import ROWS, odd_length, two_turns
+    from trajkit.envs.agent import AgentTask
+    from trajkit.models.tokenizer import byte_tokenizer
+    from trajkit.rl.trainer import Trainer
+
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+    trainer = Trainer(tiny("loss.echo_coef=0.1", "rollout.group_size=2", "optim.micro_batch_size=8"), task=task,
+                      logger=False)
+    before = copy.deepcopy(trainer.state.policy)
+    try:
+        result = trainer.step_once()
+    finally:
+        trainer.close()
+    nll, count = 0.0, 0
+    with torch.no_grad():
+        for s in result.samples:
+            sampled = [i for i, m in enumerate(s.loss_mask) if m]
+            forced = [i for i, m in enumerate(s.loss_mask) if not m and sampled and i > sampled[0]]
+            if not forced:
+                continue
+            logits = before(input_ids=torch.tensor([s.ids])).logits[0, len(s.prompt_ids) - 1:-1].float()
+            logp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(s.completion_ids).unsqueeze(-1)).squeeze(-1)
+            nll -= float(logp[forced].sum())
+            count += len(forced)
+    assert count > 0  # the second turn's forced tokens are there
+    assert result.metrics["loss/echo"] == pytest.approx(nll / count, rel=1e-4)
