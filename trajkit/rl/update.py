@@ -10,8 +10,9 @@ With ``loss.tis`` each token's policy-gradient term is weighted by ``min(exp(old
 log-probs; with ``loss.decoupled`` by AReaL's uncapped behaviour weight ``exp(old - engine)``
 (:func:`trajkit.rl.losses.decoupled_weights`), ``old`` being the proximal policy; a token or sequence mask
 (``loss.token_mask``, ``loss.seq_mask``) zeroes those weights first (:mod:`trajkit.rl.correction`). With
-``loss.echo_coef`` ECHO's cross-entropy on the forced completion tokens is added (:mod:`trajkit.rl.echo`). Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler
-(unscaled before the gradient clip).
+``loss.echo_coef`` ECHO's cross-entropy on the forced completion tokens is added (:mod:`trajkit.rl.echo`).
+Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler (unscaled before
+the gradient clip).
 
 Draft distillation (NeMo RL does this for EAGLE-3 drafts): on the fresh rollouts, minimise the soft
 cross-entropy ``-sum_v p(v) log q(v)`` between the detached policy distribution ``p`` (from the
