@@ -158,7 +158,8 @@ def test_an_infinite_weight_that_is_masked_is_zero_not_nan():
 
 REFUSALS = [
     (["loss.name=gspo", "loss.token_mask=true"], "loss.token_mask with loss.name=gspo"),
-    (["loss.token_mask=true", "loss.decoupled=true", "loss.decoupled_cap=3"], "loss.decoupled_cap with loss.token_mask"),
+    (["loss.token_mask=true", "loss.decoupled=true", "loss.decoupled_cap=3"],
+     "loss.decoupled_cap with loss.token_mask"),
     (["loss.token_mask_high=3"], "set loss.token_mask=true"),
     (["loss.seq_mask_low=0.9"], "set loss.seq_mask=arithmetic or geometric"),
     (["loss.seq_mask=harmonic"], "loss.seq_mask"),
