@@ -205,7 +205,13 @@ class LossConfig(Checked):
     (TRL's ``use_bias_correction_kl``). ``tis``: truncated importance sampling of the rollout/train log-prob
     ratio, capped at ``tis_cap``. ``decoupled``: AReaL's decoupled objective instead (for asynchronous
     rollouts, ``rollout.mode=async``): the behaviour -> proximal weight uncapped, or tokens above
-    ``decoupled_cap`` (> 1; 0 = no cap) left out (:func:`trajkit.rl.losses.decoupled_weights`)."""
+    ``decoupled_cap`` (> 1; 0 = no cap) left out (:func:`trajkit.rl.losses.decoupled_weights`).
+    Masked importance sampling (:mod:`trajkit.rl.correction`; applied before ``tis``/``decoupled``):
+    ``token_mask`` (IcePop) drops each token whose ratio exp(old - engine) leaves
+    [``token_mask_low``, ``token_mask_high``]; ``seq_mask`` (``none|arithmetic|geometric``) drops a whole
+    sequence whose mean (or geometric mean) ratio leaves [``seq_mask_low``, ``seq_mask_high``] (None: the
+    mode's default band, geometric [0.99, 1.01], arithmetic [0.5, 2]). ``echo_coef`` (0 = off): weight of
+    ECHO's cross-entropy on the forced (environment) tokens inside the completions (:mod:`trajkit.rl.echo`)."""
 
     name: str = "grpo"
     clip_low: float | None = None
@@ -217,10 +223,18 @@ class LossConfig(Checked):
     tis_cap: float = 2.0
     decoupled: bool = False
     decoupled_cap: float = 0.0
+    token_mask: bool = False
+    token_mask_low: float = 0.5
+    token_mask_high: float = 2.0
+    seq_mask: Literal["none", "arithmetic", "geometric"] = "none"
+    seq_mask_low: float | None = None
+    seq_mask_high: float | None = None
+    echo_coef: float = 0.0
 
     __section__ = "loss"
     __ranges__ = {"clip_low": "[0, 1)", "clip_high": "[0, inf)", "kl_coef": "[0, inf)", "tis_cap": "[1, inf)",
-                  "decoupled_cap": "[0, inf)"}
+                  "decoupled_cap": "[0, inf)", "token_mask_low": "[0, 1)", "token_mask_high": "(1, inf)",
+                  "seq_mask_low": "[0, 1)", "seq_mask_high": "(1, inf)", "echo_coef": "[0, inf)"}
 
     def validate(self) -> None:
         from trajkit.rl.losses import LOSSES
@@ -238,6 +252,9 @@ class LossConfig(Checked):
             raise ConfigError(f"loss.decoupled_cap must be 0 (no cap) or > 1, got {self.decoupled_cap}")
         if self.name not in LOSSES:
             raise ConfigError(f"loss.name must be one of {sorted(LOSSES)}, got {self.name!r}")
+        from trajkit.rl.correction import check_config
+
+        check_config(self, spec.sequence_ratio)
 
 
 @dataclass

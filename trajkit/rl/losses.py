@@ -31,7 +31,8 @@ or a stale sync makes them differ, so the "on-policy" gradient is off-policy. TI
 policy-gradient term by the detached weight ``w = min(exp(old_logp - rollout_logp), C)``
 (:func:`truncated_is_weights`); the cap ``C`` bounds the variance. The KL term is not reweighted: TIS
 corrects the policy-gradient estimator only. Only the token-level losses take per-token weights (``LossSpec.token_weights``);
-GSPO's one-ratio-per-sequence loss has no place for them.
+GSPO's one-ratio-per-sequence loss takes one weight per sequence (``LossSpec.sequence_weights``: the
+sequence mask of :mod:`trajkit.rl.correction`), never per-token ones.
 
 The decoupled objective (Fu et al. 2025, AReaL, "decoupled PPO"), for asynchronous rollouts whose tokens
 were sampled by older (and, within one episode, several) policy versions: three policies, the behaviour
@@ -46,6 +47,7 @@ count); trajkit gives it weight 0 and keeps the batch's counts, so micro-batches
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -125,22 +127,39 @@ def _token_loss(aggregate: Aggregate):
 
 
 def gspo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-              norm: LossNorm, clip_low: float, clip_high: float):
+              norm: LossNorm, clip_low: float, clip_high: float, weights: torch.Tensor | None = None):
     """Sequence-level ratio ``s[b] = exp(mean_t (logp - old_logp))``; ``-min(s A, clip(s) A)`` averaged
-    over the batch's sequences."""
+    over the batch's sequences. ``weights: [B, T]`` (a sequence mask, :mod:`trajkit.rl.correction`) must be
+    one value per row on its sampled tokens; it multiplies the row's term."""
     _check(logp, old_logp, advantages, mask)
     mask = mask.to(logp.dtype)
     log_s = ((logp - old_logp) * mask).sum(1) / mask.sum(1).clamp(min=1)  # [B]
     s = torch.exp(log_s)
     per_seq, active = clipped_surrogate(s, advantages, 1.0 - clip_low, 1.0 + clip_high)
+    if weights is not None:
+        per_seq = per_seq * _row_weight(weights.detach().to(logp.dtype), mask)
     stats = {"clip_seqs": float(active.float().sum()), "ratio_sum": float(s.detach().sum())}
     return per_seq.sum() / norm.num_seqs, stats
+
+
+def _row_weight(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``weights, mask: [B, T]`` -> ``[B]``, the one weight of each row's sampled tokens (1 for a row with none);
+    per-token weights that differ within a row are refused: they need a token-level loss."""
+    sampled = mask.bool()
+    low = torch.where(sampled, weights, torch.full_like(weights, math.inf)).amin(1)
+    high = torch.where(sampled, weights, torch.full_like(weights, -math.inf)).amax(1)
+    some = sampled.any(1)
+    if not torch.equal(low[some], high[some]):
+        raise ValueError("gspo takes one weight per sequence (a sequence mask); per-token importance weights "
+                         "(TIS) need a token-level loss")
+    return torch.where(some, low, torch.ones_like(low))
 
 
 @dataclass(frozen=True)
 class LossSpec:
     """A registered loss: the function, how its KL term aggregates, its paper's clip range, and whether it
-    takes per-token importance weights (``weights=`` keyword; needed by ``loss.tis``)."""
+    takes per-token importance weights (``weights=`` keyword; needed by ``loss.tis``) or, ``sequence_weights``,
+    one weight per sequence (a sequence mask)."""
 
     fn: Callable
     aggregate: Aggregate
@@ -148,13 +167,14 @@ class LossSpec:
     clip_high: float
     token_weights: bool = False
     sequence_ratio: bool = False
+    sequence_weights: bool = False
 
 
 LOSSES: dict[str, LossSpec] = {
     "grpo": LossSpec(_token_loss(seq_mean_token_mean), seq_mean_token_mean, 0.2, 0.2, token_weights=True),
     "dapo": LossSpec(_token_loss(token_mean), token_mean, 0.2, 0.28, token_weights=True),
     "dr_grpo": LossSpec(_token_loss(seq_sum_constant), seq_sum_constant, 0.2, 0.2, token_weights=True),
-    "gspo": LossSpec(gspo_loss, seq_mean_token_mean, 3e-4, 4e-4, sequence_ratio=True),
+    "gspo": LossSpec(gspo_loss, seq_mean_token_mean, 3e-4, 4e-4, sequence_ratio=True, sequence_weights=True),
 }
 
 
@@ -238,7 +258,7 @@ def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantage
     high = spec.clip_high if clip_high is None else clip_high
     if tis_weights is None:
         loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high)
-    elif not spec.token_weights:
+    elif not (spec.token_weights or spec.sequence_weights):
         raise ValueError(f"loss {name!r} takes no per-token importance weights (TIS needs a token-level loss)")
     else:
         loss, stats = spec.fn(logp, old_logp, advantages, mask, norm, low, high, weights=tis_weights)

@@ -8,8 +8,11 @@ second pass on the policy has moved, so the ratio to the old log-probs leaves 1 
 With ``loss.tis`` each token's policy-gradient term is weighted by ``min(exp(old - engine), tis_cap)``
 (:func:`trajkit.rl.losses.truncated_is_weights`), computed once per step from the recorded engine
 log-probs; with ``loss.decoupled`` by AReaL's uncapped behaviour weight ``exp(old - engine)``
-(:func:`trajkit.rl.losses.decoupled_weights`), ``old`` being the proximal policy. Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler
-(unscaled before the gradient clip).
+(:func:`trajkit.rl.losses.decoupled_weights`), ``old`` being the proximal policy; a token or sequence mask
+(``loss.token_mask``, ``loss.seq_mask``) zeroes those weights first (:mod:`trajkit.rl.correction`). With
+``loss.echo_coef`` ECHO's cross-entropy on the forced completion tokens is added (:mod:`trajkit.rl.echo`).
+Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler (unscaled before
+the gradient clip).
 
 Draft distillation (NeMo RL does this for EAGLE-3 drafts): on the fresh rollouts, minimise the soft
 cross-entropy ``-sum_v p(v) log q(v)`` between the detached policy distribution ``p`` (from the
@@ -26,14 +29,9 @@ from trajkit.models.fit import soft_cross_entropy
 from trajkit.optim import LoGRA, MuonAdamW
 from trajkit.rl.batching import Batch, chunks, forward_logits, token_logprobs
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.losses import (
-    LossNorm,
-    decoupled_metrics,
-    decoupled_weights,
-    policy_loss,
-    tis_metrics,
-    truncated_is_weights,
-)
+from trajkit.rl.correction import correction_weights
+from trajkit.rl.echo import echo_loss, observation_mask
+from trajkit.rl.losses import LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
 
 
@@ -106,12 +104,13 @@ def _step(optimizer, policy, batch: Batch, rows: torch.Tensor, cfg: TrainConfig)
 
 
 def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, weights, cfg: TrainConfig,
-                scaler=None, shard=None) -> dict:
+                scaler=None, shard=None, obs=None) -> dict:
     """Backward the loss of ``rows`` (one optimiser step's slice) micro-batch by micro-batch; with ``shard``
     (:class:`trajkit.rl.fsdp.Shard`) only this rank's block of them, normalised by the whole slice's counts,
-    and the stats summed over the ranks."""
+    and the stats summed over the ranks. ``obs: [B, L-1]``: ECHO's observation tokens (None: ECHO off)."""
     norm = LossNorm(num_seqs=len(rows), num_tokens=int(batch.mask[rows].sum()),
                     max_tokens=cfg.rollout.max_new_tokens)
+    num_obs = int(obs[rows].sum()) if obs is not None else 0
     dtype = DTYPES[cfg.policy.dtype]
     totals: dict[str, float] = {}
     own = shard.rows(rows) if shard is not None else rows
@@ -125,6 +124,10 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
         loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
                                   cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w,
                                   kl_ratio=cfg.loss.kl_ratio)
+        if obs is not None:
+            echo = echo_loss(logp, obs[idx, :width], num_obs)
+            loss = loss + cfg.loss.echo_coef * echo
+            stats["echo"] = float(echo.detach())
         (scaler.scale(loss) if scaler is not None else loss).backward()
         for key, value in stats.items():
             totals[key] = totals.get(key, 0.0) + value
@@ -146,17 +149,13 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
     slices = chunks(b, per_step) * cfg.optim.num_iterations
     n_steps = len(slices)
     metrics: dict[str, float] = {"loss/pg": 0.0, "loss/grad_norm": 0.0, "loss/clip_frac": 0.0, "loss/ratio": 0.0}
-    weights = None
-    if cfg.loss.tis:
-        weights = truncated_is_weights(old_logp, batch.engine_logp, cfg.loss.tis_cap)
-        metrics.update(tis_metrics(old_logp, batch.engine_logp, batch.mask, cfg.loss.tis_cap))
-    elif cfg.loss.decoupled:
-        weights = decoupled_weights(old_logp, batch.engine_logp, cfg.loss.decoupled_cap)
-        metrics.update(decoupled_metrics(weights, old_logp, batch.engine_logp, batch.mask))
+    weights, correction = correction_weights(cfg.loss, old_logp, batch.engine_logp, batch.mask)
+    metrics.update(correction)
+    obs = observation_mask(batch.mask, batch.lengths) if cfg.loss.echo_coef > 0 else None
     tokens = 0
     for rows in slices:
         optimizer.zero_grad(set_to_none=True)
-        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler, shard)
+        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler, shard, obs)
         if scaler is not None:
             scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.grad_clip)
@@ -169,6 +168,8 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
         metrics["loss/grad_norm"] += float(grad_norm) / n_steps
         metrics["loss/clip_frac"] += totals.get("clip_tokens", totals.get("clip_seqs", 0.0))
         metrics["loss/ratio"] += totals["ratio_sum"]
+        if "echo" in totals:
+            metrics["loss/echo"] = metrics.get("loss/echo", 0.0) + totals["echo"] / n_steps
         if "kl_ref" in totals:
             metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / n_steps
         tokens += totals["tokens"]
