@@ -155,6 +155,23 @@ def test_plateau_reprofiles_when_the_pool_runs_dry_after_the_cooldown():
     assert len(calls) == 6  # no group observed since: no re-profile
 
 
+def test_a_profile_that_finds_too_few_items_doubles_the_wait():
+    solved = {j: [1, 1, 1, 1] for j in range(6)}
+    s = sampler(table=solved, batch=2, plateau_steps=1)
+    s.take(2)
+    assert s.backoff == 2  # everything solved: 0 items left < 2
+    for waited in range(1, 4):
+        s.observe([0], [1, 1, 1, 1], 4)
+        assert s.plateau() == (waited >= 4)  # 1 step x 2 groups x backoff 2 = 4 groups
+    s.observe([0], [1, 1, 1, 1], 4)
+    s.take(2)
+    assert s.profiles == 2 and s.backoff == 4
+    s.profiler = table_profiler(TABLE)  # the policy unlearned: 4 informative items >= 2 resets the wait
+    s.since_profile = 8
+    s.take(2)
+    assert s.profiles == 3 and s.backoff == 1
+
+
 def test_plateau_waits_for_the_cooldown_and_fires_on_all_same_groups():
     calls = []
     s = sampler(table=TABLE, calls=calls, batch=2, plateau_steps=2, plateau_all_same=0.75)

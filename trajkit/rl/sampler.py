@@ -21,7 +21,10 @@ per item and draws by it:
               filled from the unsolved, then the solved items, then by repeating items
     plateau   re-profile every item when, at least N = ``sampler.plateau_steps`` steps' groups after the
               last profile, fewer than ``prompts_per_step`` items are left to draw from or the share of the
-              last N steps' groups that were all-same reached ``sampler.plateau_all_same``
+              last N steps' groups that were all-same reached ``sampler.plateau_all_same``; a profile that
+              leaves fewer than ``prompts_per_step`` items to draw from doubles the wait (up to 32 N
+              steps), one that leaves enough resets it, so a policy that solves everything is not
+              profiled again every N steps
 
 The weight ``p (1 - p)`` is the variance of a Bernoulli reward, the "learnability" of Tzannetos et al. /
 Foster & Foerster (2025, "Learning to reason at the frontier of learnability"). The probe-and-filter
@@ -124,6 +127,7 @@ class DifficultySampler:
         self.pending = cfg.profile_samples > 0  # the first profile is still to run
         self.profiles, self.trials_total, self.trials_step = 0, 0, 0
         self.batches = 0  # profile batches run so far (each samples with its own seed)
+        self.backoff = 1  # the plateau's wait, in N steps' groups: doubled after a profile that found too few
         self.cursor, self.committed, self.rows = 0, None, []  # PromptStream's attributes: draws so far
 
     # -- the stream's interface -------------------------------------------------------------------
@@ -221,7 +225,7 @@ class DifficultySampler:
     def plateau(self) -> bool:
         """Whether the pool has run dry or the groups stopped carrying signal (module docstring)."""
         need = self.cfg.plateau_steps * self.batch
-        if need == 0 or self.since_profile < need:
+        if need == 0 or self.since_profile < need * self.backoff:
             return False
         left = sum(pool_of(r) in ("informative", "unprofiled") for r in pass_rates(self.windows))
         return left < self.batch or sum(self.recent) / len(self.recent) >= self.cfg.plateau_all_same
@@ -246,6 +250,8 @@ class DifficultySampler:
             self.trials_total += len(chunk) * k
         if k == 0:
             self.windows = [[] for _ in self.windows]
+        left = sum(pool_of(r) in ("informative", "unprofiled") for r in pass_rates(self.windows))
+        self.backoff = 1 if left >= self.batch else min(2 * self.backoff, MAX_BACKOFF)
         self.pending, self.since_profile = False, 0
         self.recent.clear()
         self.profiles += 1
@@ -261,7 +267,7 @@ class DifficultySampler:
                 "built": self.items is not None, "windows": grid, "rng": self.rng.get_state(),
                 "credit": self.credit, "recent": list(self.recent), "since_profile": self.since_profile,
                 "pending": self.pending, "profiles": self.profiles, "trials_total": self.trials_total,
-                "batches": self.batches}
+                "batches": self.batches, "backoff": self.backoff}
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("kind") != "difficulty":
@@ -276,7 +282,7 @@ class DifficultySampler:
         self.recent.extend(int(v) for v in state["recent"])
         self.since_profile, self.pending = int(state["since_profile"]), bool(state["pending"])
         self.profiles, self.trials_total = int(state["profiles"]), int(state["trials_total"])
-        self.batches = int(state["batches"])
+        self.batches, self.backoff = int(state["batches"]), int(state["backoff"])
 
 
 def _train_size(task: Task) -> int:
@@ -306,6 +312,7 @@ def rollout_profiler(t) -> Profiler:
     return run
 
 
+MAX_BACKOFF = 32  # the longest plateau wait: 32 x N steps' groups
 PROFILE_ROUND = 1 << 12  # the profile's batch b samples with round_seed(step seed, PROFILE_ROUND + b)
 
 

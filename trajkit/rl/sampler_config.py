@@ -23,7 +23,8 @@ class SamplerConfig(Checked):
     ``plateau_steps`` (N, 0: never re-profile) and ``plateau_all_same``: re-profile every item when, with at
     least N steps' groups (N x ``rollout.prompts_per_step``) observed since the last profile, the items left
     to draw from (informative or unprofiled) are fewer than ``rollout.prompts_per_step``, or the share of
-    those last groups whose correctness was all the same reached ``plateau_all_same``."""
+    those last groups whose correctness was all the same reached ``plateau_all_same``; a profile that
+    leaves too few items to draw from doubles that wait (up to 32 N steps), one that leaves enough resets it."""
 
     max_items: int = 256
     profile_samples: int = 4
