@@ -1,6 +1,6 @@
 """Configs of the RL trainer: one dataclass per component, defaults declared once, validated on build.
 
-A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task``, ``rollout``, ``loss``,
+A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task``, ``rollout``, ``sampler``, ``loss``,
 ``shaping``, ``optim``, ``mismatch``, ``log``, ``checkpoint``, ``eval``, ``cluster``) plus ``key=value`` overrides
 with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`ConfigError` naming them.
 
@@ -24,6 +24,7 @@ from trajkit.envs.registry import TaskConfig
 from trajkit.errors import ConfigError
 from trajkit.models.rope import RopeScaling
 from trajkit.optim.config import OptimConfig
+from trajkit.rl.sampler_config import SamplerConfig
 
 
 LORA_TARGETS = ("attention", "mlp", "unembed")
@@ -172,7 +173,9 @@ class RolloutConfig(Checked):
     the largest share of a step's episodes that may fail for the environment's reason (a sandbox that does not
     start, an environment server that refuses or closes, a harness that crashes: ``env/failed`` in the step's
     metrics, :func:`trajkit.rl.scoring.env_failure`) before the run stops with an error naming the first cause;
-    1 never stops."""
+    1 never stops. ``sampler``: which items the stream draws: ``uniform`` (the task's stream in order) or
+    ``difficulty`` (by each item's estimated pass rate under the current policy, :mod:`trajkit.rl.sampler`;
+    its settings are the ``sampler`` section)."""
 
     prompts_per_step: int = 8
     group_size: int = 8
@@ -186,6 +189,7 @@ class RolloutConfig(Checked):
     mode: Literal["sync", "async"] = "sync"
     max_staleness: int = 1
     max_env_failed: float = 0.5
+    sampler: Literal["uniform", "difficulty"] = "uniform"
 
     __section__ = "rollout"
     __ranges__ = {"prompts_per_step": "[1, inf)", "temperature": "(0, inf)", "max_new_tokens": "[1, inf)",
@@ -405,6 +409,7 @@ class TrainConfig(Checked):
     draft: DraftConfig = field(default_factory=DraftConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)

@@ -77,6 +77,28 @@ def async_where_a_producer_runs(cfg: TrainConfig) -> None:
                           "lockstep and there is no producer thread; use rollout.mode=sync, or cluster.ray=true")
 
 
+def sampler_settings(cfg: TrainConfig) -> None:
+    """The ``sampler`` section is the difficulty sampler's; where it does not run yet, refused."""
+    import dataclasses
+
+    from trajkit.rl.sampler_config import SamplerConfig
+
+    if cfg.rollout.sampler == "uniform":
+        changed = [f.name for f in dataclasses.fields(SamplerConfig) if getattr(cfg.sampler, f.name) != f.default]
+        if changed:
+            raise ConfigError(f"sampler.{changed[0]} is a setting of the difficulty sampler; set "
+                              "rollout.sampler=difficulty (or drop it)")
+        return
+    if cfg.rollout.mode == "async":
+        raise ConfigError("rollout.sampler=difficulty with rollout.mode=async: the producer draws batches ahead "
+                          "of the updates whose groups the estimates come from, which is not built yet; set "
+                          "rollout.mode=sync (or rollout.sampler=uniform)")
+    if cfg.cluster.ray or cfg.policy.fsdp:
+        key = "cluster.ray" if cfg.cluster.ray else "policy.fsdp"
+        raise ConfigError(f"rollout.sampler=difficulty with {key}=true: that trainer builds the uniform stream; "
+                          f"set {key}=false (or rollout.sampler=uniform)")
+
+
 RULES: tuple[Callable[[TrainConfig], None], ...] = (
     rewards_are_import_paths, overlong_buffer_within_completions, nccl_transfer_is_vllms, lora_combinations,
-    logra_not_in_float16, sharding_settings, async_where_a_producer_runs)
+    logra_not_in_float16, sharding_settings, async_where_a_producer_runs, sampler_settings)

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from trajkit.errors import ConfigError
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.learner import LocalLearner
 from trajkit.rl.mismatch import MismatchAlarm
@@ -34,12 +35,22 @@ class PromptStream:
         rows, self.rows = self.rows, []
         return rows
 
+    def observe(self, indices: list[int], rewards: list[float], group_size: int) -> None:
+        """The step's groups (prompt indices, raw rewards): the uniform stream does not use them
+        (:class:`trajkit.rl.sampler.DifficultySampler` does)."""
+
+    def metrics(self) -> dict:
+        return {}
+
     def state_dict(self) -> dict:
         """The cursor of the first prompt not yet trained (``rollout.mode=async``: the producer's cursor runs
         ahead of it; what it drew beyond is regenerated on resume)."""
         return {"cursor": self.cursor if self.committed is None else self.committed}
 
     def load_state_dict(self, state: dict) -> None:
+        if state.get("kind", "uniform") != "uniform":
+            raise ConfigError(f"checkpoint.resume_from: the checkpoint was written with rollout.sampler="
+                              f"{state['kind']}; resume it with rollout.sampler={state['kind']}")
         self.cursor = int(state["cursor"])
         self.committed = None
 
@@ -58,7 +69,7 @@ class TrainState:
     tokenizer: Any
     task: Task
     rewards: RewardSet
-    stream: PromptStream
+    stream: PromptStream  # or a trajkit.rl.sampler.DifficultySampler (the same interface)
     policy: torch.nn.Module | None
     optimizer: torch.optim.Optimizer | None
     rollout: Rollout

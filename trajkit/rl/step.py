@@ -1,6 +1,7 @@
 """One synchronous RL step in five timed stages (names in :mod:`trajkit.rl.stages`).
 
-    data         take P prompts from the stream; repeat each G times (a group)
+    data         take P prompts from the stream (uniform, or by difficulty: :mod:`trajkit.rl.sampler`, which
+                 sees every group's rewards); repeat each G times (a group)
     weight_sync  policy -> the engine's inference copy; trained draft -> the drafter's copy
     generation   the environment runs episodes through the engine (speculative or plain); the samples
                  are validated; rewards (sub-timer ``generation/reward``), length shaping and group
@@ -78,6 +79,7 @@ def _generate(t: TrainState, prompts, timer: StageTimer, step: int, client=None)
             validate_sample(s, i)
         with timer.substage(GENERATION, REWARD):
             rewards, per = t.rewards(samples)
+        t.stream.observe([p.index for p in round_prompts], rewards, g)  # the difficulty sampler's estimates
         if cfg.shaping.control == "random":  # the spurious-reward control: the task's rewards stay in `per`
             rewards = random_rewards(len(samples), round_seed(seed, r))
         reward_metrics.append((len(samples), per))
@@ -155,4 +157,5 @@ def rl_step(t: TrainState) -> StepResult:
     t.step += 1
     metrics.update(timer.to_dict())
     metrics.update(data_rows(t, t.stream.drain_rows()))
+    metrics.update(t.stream.metrics())
     return StepResult(t.step, samples, metrics, timer)

@@ -47,7 +47,8 @@ from trajkit.envs.registry import make_task
 from trajkit.envs.rewards import RewardSet, resolve
 from trajkit.rl.producer import Producer, async_step
 from trajkit.rl.rollout import Rollout
-from trajkit.rl.state import PromptStream, TrainState
+from trajkit.rl.sampler import make_stream, rollout_profiler
+from trajkit.rl.state import TrainState
 from trajkit.rl.step import StepResult, rl_step, rollout_params
 from trajkit.envs.single_turn import Task
 
@@ -89,9 +90,11 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     task = with_latency(task if task is not None else make_task(cfg.task, cfg.seed, tokenizer), cfg.task, cfg.seed)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
-        stream=PromptStream(task), policy=policy, optimizer=side.optimizer,
+        stream=make_stream(cfg, task), policy=policy, optimizer=side.optimizer,
         rollout=Rollout(cfg, policy, draft, backend), alarm=make_alarm(cfg), draft=draft,
         draft_optimizer=side.draft_optimizer, reference=side.reference, grad_scaler=side.grad_scaler)
+    if cfg.rollout.sampler == "difficulty":
+        state.stream.profiler = rollout_profiler(state)
     if cfg.checkpoint.resume_from:
         load_checkpoint(state, cfg.checkpoint.resume_from)
     return state

@@ -1,0 +1,254 @@
+"""The difficulty sampler's choices against hand-derived pass-rate tables: the pools, the draw weights, the
+unsolved share, the fill order, the plateau re-profile, resume (exact draws) and the config refusals. A fake
+task (no model) whose profile rewards come from a fixed table."""
+import io
+import math
+
+import pytest
+import torch
+
+from trajkit.envs.single_turn import Prompt
+from trajkit.errors import ConfigError
+from trajkit.rl.config import load_config
+from trajkit.rl.sampler import DifficultySampler, draw_weight, pass_rates, pool_of, unsolved_quota
+from trajkit.rl.sampler_config import SamplerConfig
+
+
+class FakeTask:
+    """Item ``i % distinct`` at stream index ``i``: the prompt text repeats every ``distinct`` indices."""
+
+    def __init__(self, distinct: int):
+        self.distinct = distinct
+
+    def prompt(self, index, split="train"):
+        return Prompt(f"item{index % self.distinct}", [1], index)
+
+    def num_prompts(self, split):
+        return 10 ** 9
+
+
+def table_profiler(table, calls=None):
+    """Profile rewards from ``table[item]`` (a list of K rewards per item, the item read from the text)."""
+    def run(prompts, k, number, first):
+        if calls is not None:
+            calls.append((len(prompts), k, number, first))
+        return [r for p in prompts for r in table[int(p.text[4:])][:k]]
+    return run
+
+
+def sampler(distinct=6, table=None, calls=None, batch=2, group=4, **cfg):
+    settings = SamplerConfig(**{"profile_samples": 4, "window": 8, "unsolved_share": 0.0, **cfg})
+    return DifficultySampler(FakeTask(distinct), settings, seed=3, correct_threshold=1.0, batch=batch,
+                             group_size=group, profiler=table_profiler(table, calls) if table else None)
+
+
+# item: its profile rewards (K = 4) and the pass rate they give
+TABLE = {0: [1, 1, 1, 1],   # 1.0  solved
+         1: [0, 0, 0, 0],   # 0.0  unsolved
+         2: [1, 0, 1, 0],   # 0.5  informative, weight 0.25
+         3: [1, 0, 0, 0],   # 0.25 informative, weight 0.1875
+         4: [1, 1, 1, 0],   # 0.75 informative, weight 0.1875
+         5: [0.5, 1, 0.99, float("nan")]}  # threshold 1: [0, 1, 0] (NaN is no evidence) -> 1/3
+
+
+def test_pure_helpers_against_hand_values():
+    assert pass_rates([[1, 0, 0, 0], [], [1, 1]]) == [0.25, None, 1.0]
+    assert [pool_of(r) for r in (None, 0.0, 1.0, 0.5)] == ["unprofiled", "unsolved", "solved", "informative"]
+    assert draw_weight(0.25, 2.0) == pytest.approx(0.1875 ** 2)
+    assert draw_weight(0.9, 0.0) == 1.0 and draw_weight(0.0, 0.0) == 0.0
+    assert unsolved_quota(0.0, 0.5, 3) == (1, 0.5)
+    credit, counts = 0.0, []
+    for _ in range(10):  # share 0.1 of 8 prompts: 0.8 a draw -> 8 unsolved items in 10 draws
+        k, credit = unsolved_quota(credit, 0.1, 8)
+        counts.append(k)
+    assert counts == [0, 1, 1, 1, 1, 0, 1, 1, 1, 1] and sum(counts) == 8
+
+
+def test_items_are_the_distinct_prompts_of_the_first_stream_indices():
+    s = sampler(distinct=6, table=TABLE, max_items=20)
+    s.take(1)
+    assert s.items == [0, 1, 2, 3, 4, 5]
+    capped = sampler(distinct=6, table=TABLE, max_items=4)
+    capped.take(1)
+    assert capped.items == [0, 1, 2, 3]
+
+
+def test_profile_pools_and_weights_match_the_table():
+    calls = []
+    s = sampler(table=TABLE, calls=calls, batch=2, group=4)
+    s.take(2)
+    # 6 items x K=4 in batches of P*G = 8 rows = 2 items: 3 batches, the first pushes the policy
+    assert calls == [(2, 4, 0, True), (2, 4, 1, False), (2, 4, 2, False)]
+    rates = pass_rates(s.windows)
+    assert rates[:5] == [1.0, 0.0, 0.5, 0.25, 0.75] and rates[5] == pytest.approx(1 / 3)
+    assert s.windows[5] == [0, 1, 0]
+    m = s.metrics()
+    assert (m["sampler/informative"], m["sampler/solved"], m["sampler/unsolved"], m["sampler/unprofiled"]) == \
+        (4, 1, 1, 0)
+    assert m["sampler/profile_trials"] == 24 and m["sampler/profiles"] == 1
+    assert m["sampler/mean_pass_rate"] == pytest.approx((1 + 0 + 0.5 + 0.25 + 0.75 + 1 / 3) / 6)
+    assert s.metrics()["sampler/profile_trials"] == 0  # per step; the total stays
+    assert [draw_weight(r, 1.0) for r in rates] == pytest.approx([0, 0, 0.25, 0.1875, 0.1875, 2 / 9])
+
+
+def test_draws_follow_the_weights_and_never_the_set_aside():
+    s = sampler(table=TABLE)
+    s.take(1)
+    counts = [0] * 6
+    for _ in range(4000):
+        for j in s.choose(1):
+            counts[j] += 1
+    assert counts[0] == 0 and counts[1] == 0  # solved set aside; unsolved share 0
+    weights = [0.25, 0.1875, 0.1875, 2 / 9]
+    for j, w in zip(range(2, 6), weights):
+        p = w / sum(weights)
+        assert abs(counts[j] / 4000 - p) < 4 * math.sqrt(p * (1 - p) / 4000), (j, counts)
+
+
+def test_a_draw_is_without_replacement_and_fills_from_unsolved_then_solved():
+    s = sampler(table=TABLE)
+    s.take(1)
+    assert sorted(s.choose(4)) == [2, 3, 4, 5]
+    five = s.choose(5)
+    assert sorted(five[:4]) == [2, 3, 4, 5] and five[4] == 1  # informative first, then the unsolved item
+    six = s.choose(6)
+    assert six[5] == 0 and sorted(six) == [0, 1, 2, 3, 4, 5]
+    eight = s.choose(8)
+    assert sorted(eight[:6]) == [0, 1, 2, 3, 4, 5] and len(eight) == 8  # then items repeat
+
+
+def test_unsolved_share_gives_the_credits_items_to_the_unsolved_pool():
+    table = {0: [0] * 4, 1: [0] * 4, 2: [1, 0, 1, 0], 3: [1, 0, 0, 0], 4: [1, 1, 0, 0], 5: [1, 1, 1, 0]}
+    s = sampler(table=table, unsolved_share=0.25)
+    s.take(1)  # the profile; its draw of 1 leaves a credit of 0.25
+    per_draw = [sum(j in (0, 1) for j in s.choose(4)) for _ in range(6)]
+    assert per_draw == [1, 1, 1, 1, 1, 1]
+    s.credit = 0.0
+    per_draw = [sum(j in (0, 1) for j in s.choose(2)) for _ in range(4)]  # 0.5 a draw
+    assert per_draw == [0, 1, 0, 1]
+
+
+def test_rl_groups_update_the_window():
+    s = sampler(table=TABLE, window=8)
+    s.take(1)
+    # item 0 (solved 4/4) has a group of 4 with one failure: window 1,1,1,1,1,0,1,1 -> 7/8, informative again
+    s.observe([0, 3], [1, 0, 1, 1, 1, 1, 1, 1], 4)
+    assert s.windows[0] == [1, 1, 1, 1, 1, 0, 1, 1]
+    assert s.windows[3] == [1, 0, 0, 0, 1, 1, 1, 1]
+    s.observe([3], [1, 1, 1, 1], 4)  # the window keeps the last 8 outcomes
+    assert s.windows[3] == [1, 1, 1, 1, 1, 1, 1, 1] and pool_of(pass_rates(s.windows)[3]) == "solved"
+    s.observe([10 ** 6], [1, 0, 1, 0], 4)  # a prompt that is no item: counted for the plateau only
+    assert list(s.recent) == [0, 1, 1, 0]  # groups 1,0,1,1 | 1,1,1,1 | 1,1,1,1 | 1,0,1,0
+
+
+def test_plateau_reprofiles_when_the_pool_runs_dry_after_the_cooldown():
+    calls = []
+    s = sampler(table=TABLE, calls=calls, batch=2, plateau_steps=2, plateau_all_same=1.0)
+    s.take(2)
+    assert len(calls) == 3
+    for j in (2, 3, 4, 5):  # every informative item now solved: 0 left to draw < batch 2
+        s.observe([j], [1, 1, 1, 1, 1, 1, 1, 1], 8)
+    s.take(2)
+    assert len(calls) == 6 and s.profiles == 2  # 4 groups = 2 steps x 2 prompts: cooldown met
+    assert pass_rates(s.windows)[2] == 0.5  # the profile replaced the windows
+    s.take(2)
+    assert len(calls) == 6  # no group observed since: no re-profile
+
+
+def test_a_profile_that_finds_too_few_items_doubles_the_wait():
+    solved = {j: [1, 1, 1, 1] for j in range(6)}
+    s = sampler(table=solved, batch=2, plateau_steps=1)
+    s.take(2)
+    assert s.backoff == 2  # everything solved: 0 items left < 2
+    for waited in range(1, 4):
+        s.observe([0], [1, 1, 1, 1], 4)
+        assert s.plateau() == (waited >= 4)  # 1 step x 2 groups x backoff 2 = 4 groups
+    s.observe([0], [1, 1, 1, 1], 4)
+    s.take(2)
+    assert s.profiles == 2 and s.backoff == 4
+    s.profiler = table_profiler(TABLE)  # the policy unlearned: 4 informative items >= 2 resets the wait
+    s.since_profile = 8
+    s.take(2)
+    assert s.profiles == 3 and s.backoff == 1
+
+
+def test_plateau_waits_for_the_cooldown_and_fires_on_all_same_groups():
+    calls = []
+    s = sampler(table=TABLE, calls=calls, batch=2, plateau_steps=2, plateau_all_same=0.75)
+    s.take(2)
+    s.observe([2, 3, 4], [1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 1, 0], 4)  # 2 of 3 all-same, under the 4-group wait
+    s.take(2)
+    assert s.profiles == 1
+    s.observe([5], [0, 0, 0, 0], 4)  # 3 of 4 all-same = 0.75 >= 0.75
+    assert s.plateau()
+    s.take(2)
+    assert s.profiles == 2 and len(calls) == 6
+    never = sampler(table=TABLE, plateau_steps=0)
+    never.take(2)
+    for _ in range(10):
+        never.observe([2], [1, 1, 1, 1], 4)
+    assert not never.plateau()
+
+
+def test_profile_samples_zero_starts_unprofiled_and_clears_on_a_plateau():
+    s = sampler(table=None, profile_samples=0, plateau_steps=1, plateau_all_same=1.0, batch=2)
+    got = s.take(2)
+    assert len(got) == 2 and s.metrics()["sampler/unprofiled"] == 6 and s.profiles == 0
+    s.observe([0, 1], [1, 1, 1, 1, 1, 1, 1, 1], 4)
+    assert pool_of(pass_rates(s.windows)[0]) == "solved"
+    s.take(2)  # 2 all-same groups of 2 (1 step): the estimates are cleared
+    assert s.profiles == 1 and s.metrics()["sampler/unprofiled"] == 6
+
+
+def test_resume_draws_exactly_what_the_uninterrupted_sampler_draws():
+    def run(s, steps):
+        out = []
+        for _ in range(steps):
+            step = s.cursor // 2
+            prompts = s.take(2)
+            out.append([p.index for p in prompts])
+            # an even item's group is all-same, an odd item's mixed: the plateau fires now and then
+            rewards = [float((step + p.index + i * (p.index % 2)) % 3 == 0) for p in prompts for i in range(4)]
+            s.observe([p.index for p in prompts], rewards, 4)
+        return out
+
+    spec = dict(table=TABLE, unsolved_share=0.3, plateau_steps=1, plateau_all_same=0.5)
+    straight = sampler(**spec)
+    expected = run(straight, 12)
+    first = sampler(**spec)
+    head = run(first, 5)
+    buffer = io.BytesIO()
+    torch.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    resumed = sampler(**spec)
+    resumed.load_state_dict(torch.load(buffer, weights_only=True))
+    assert head + run(resumed, 7) == expected
+    assert resumed.profiles == straight.profiles > 1 and resumed.cursor == straight.cursor == 24
+
+
+def test_uniform_and_difficulty_checkpoints_refuse_each_other():
+    from trajkit.rl.state import PromptStream
+
+    with pytest.raises(ConfigError, match="rollout.sampler=uniform"):
+        sampler(table=TABLE).load_state_dict(PromptStream(FakeTask(3)).state_dict())
+    with pytest.raises(ConfigError, match="rollout.sampler=difficulty"):
+        PromptStream(FakeTask(3)).load_state_dict(sampler(table=TABLE).state_dict())
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (["sampler.window=8"], "sampler.window is a setting of the difficulty sampler"),
+    (["rollout.sampler=difficulty", "rollout.mode=async"], "rollout.mode=sync"),
+    (["rollout.sampler=difficulty", "sampler.profile_samples=1"], "sampler.profile_samples=1"),
+    (["rollout.sampler=difficulty", "sampler.profile_samples=8", "sampler.window=4"], "sampler.window >= 8"),
+    (["rollout.sampler=difficulty", "sampler.unsolved_share=1.5"], "sampler.unsolved_share"),
+    (["rollout.sampler=difficulty", "sampler.plateau_all_same=0"], "sampler.plateau_all_same"),
+    (["rollout.sampler=best"], "rollout.sampler"),
+])
+def test_config_refusals_name_the_key(overrides, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("=", "=").replace(">", ">")):
+        load_config(None, overrides)
+
+
+def test_the_difficulty_config_loads():
+    cfg = load_config(None, ["rollout.sampler=difficulty", "sampler.profile_samples=8", "sampler.window=8"])
+    assert cfg.rollout.sampler == "difficulty" and cfg.sampler.profile_samples == 8

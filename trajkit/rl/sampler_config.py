@@ -1,0 +1,49 @@
+"""The difficulty sampler's settings (the ``sampler`` section; :mod:`trajkit.rl.sampler` is the mechanism).
+Kept apart from the sampler so that reading a config never imports torch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trajkit.config import Checked
+from trajkit.errors import ConfigError
+
+
+@dataclass
+class SamplerConfig(Checked):
+    """What ``rollout.sampler=difficulty`` draws (:mod:`trajkit.rl.sampler`).
+
+    ``max_items``: the items are the distinct prompts among the train split's first ``max_items`` stream
+    indices (a dataset's rows, a Harbor/verifiers task list, a synthetic task's first draws).
+    ``profile_samples`` (K): samples of the current policy per item before the first step and on every
+    re-profile (0: no profiling pass; every item starts unprofiled and the RL groups estimate it).
+    ``window``: the pass-rate estimate is the mean correctness over an item's last ``window`` samples
+    (profile samples and RL groups; ``>= profile_samples``). ``sharpness``: an informative item's draw weight
+    is ``(p (1 - p)) ** sharpness`` (0: uniform over informative items; larger: closer to p = 0.5).
+    ``unsolved_share``: the share of each draw given to items never solved in their window (p = 0).
+    ``plateau_steps`` (N, 0: never re-profile) and ``plateau_all_same``: re-profile every item when, with at
+    least N steps' groups (N x ``rollout.prompts_per_step``) observed since the last profile, the items left
+    to draw from (informative or unprofiled) are fewer than ``rollout.prompts_per_step``, or the share of
+    those last groups whose correctness was all the same reached ``plateau_all_same``; a profile that
+    leaves too few items to draw from doubles that wait (up to 32 N steps), one that leaves enough resets it."""
+
+    max_items: int = 256
+    profile_samples: int = 4
+    window: int = 16
+    sharpness: float = 1.0
+    unsolved_share: float = 0.1
+    plateau_steps: int = 5
+    plateau_all_same: float = 0.8
+
+    __section__ = "sampler"
+    __ranges__ = {"max_items": "[1, inf)", "profile_samples": "[0, inf)", "window": "[1, inf)",
+                  "sharpness": "[0, inf)", "unsolved_share": "[0, 1]", "plateau_steps": "[0, inf)",
+                  "plateau_all_same": "(0, 1]"}
+
+    def validate(self) -> None:
+        if self.profile_samples == 1:
+            raise ConfigError("sampler.profile_samples=1 can only say solved or unsolved, never in between; set "
+                              "it to 0 (no profiling pass) or >= 2 (4 is the usual probe)")
+        if self.window < self.profile_samples:
+            raise ConfigError(f"sampler.window={self.window} is smaller than sampler.profile_samples="
+                              f"{self.profile_samples}: the estimate would drop profile samples; set "
+                              f"sampler.window >= {self.profile_samples}")
