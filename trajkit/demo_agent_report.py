@@ -2,12 +2,16 @@
 ``OUT/report.json``, the curves as PNGs under ``OUT/curves/``.
 
 - **pass rates** base -> SFT -> RL on the held-out tasks, split into *held-out instances* (held-out tasks of a
-  family trained on: new parameters and wording) and *held-out families* (families never trained on), each a
+  family trained on: new parameters and wording) and *held-out families* (families never trained on; for the
+  composed generator also its two classes, *unseen compositions* of trained primitives and kinds using a
+  *primitive never trained*), each a
   mean over tasks with its standard error (:func:`trajkit.envs.harbor.evaluate.mean_se`, tasks as the unit, as
   ``trajkit envs eval``); per seed, and the mean over seeds with the standard error over seeds; and each
   evaluation's trial errors (timeouts, sandbox failures: scored 0, so a pass rate of 0 may be the machine's);
-- **curves**: SFT loss, RL training reward (``reward/raw``) and RL held-out pass rate (``eval/reward``; step 0
-  is the SFT policy) against the step, one line per seed (matplotlib's Agg canvas);
+- **curves**: SFT loss, RL training reward (``reward/raw``), RL held-out pass rate (``eval/reward``; step 0
+  is the SFT policy), the share of groups whose rewards agree (``reward/groups_all_same``) and the difficulty
+  sampler's informative pool against the step, one line per seed (matplotlib's Agg canvas);
+- **groups**: ``reward/groups_all_same`` at the first and last RL step and its mean, with the sampler's pools;
 - **traces**: ``trajkit traces stats`` (:func:`trajkit.traces.stats.compute_stats`) of the first and the last RL
   step's saved episodes of each seed;
 - **audits**: ``trajkit audit seeds`` (:func:`trajkit.audit.seeds.seed_checks`) with SFT as the baseline arm and
@@ -23,9 +27,11 @@ from trajkit.atomic import write_atomic
 from trajkit.envs.harbor.evaluate import mean_se
 
 ARMS = ("base", "sft", "rl")
-SPLITS = ("heldout_instances", "heldout_families", "all")
+SPLITS = ("heldout_instances", "heldout_families", "unseen_compositions", "unseen_primitives", "all")
 SPLIT_NAMES = {"heldout_instances": "held-out instances (trained families)",
-               "heldout_families": "held-out families (never trained on)", "all": "all held-out tasks"}
+               "heldout_families": "held-out families (never trained on)",
+               "unseen_compositions": "  of which: unseen compositions of trained primitives",
+               "unseen_primitives": "  of which: kinds using a primitive never trained", "all": "all held-out tasks"}
 
 
 def trained_families(sft_dir: Path) -> set[str]:
@@ -33,11 +39,26 @@ def trained_families(sft_dir: Path) -> set[str]:
     return {json.loads(r)["family"] for r in rows}
 
 
+def composed_class(family: str) -> str | None:
+    """A composed kind's held-out class (``composition`` / ``primitive``, :mod:`trajkit.envs.harbor.families.compose`),
+    None for a training kind or a family that is not composed.
+
+    >>> composed_class("lines-reverse-text"), composed_class("match-replace-json"), composed_class("write-file")
+    ('primitive', 'composition', None)
+    """
+    from trajkit.envs.harbor.families import compose
+
+    return compose.heldout_kind(family) if family in compose.COMPOSE else None
+
+
 def split_rates(evaluation: dict, trained: set[str]) -> dict:
-    """An ``envs eval`` JSON -> ``{split: {pass_rate, stderr, n}}`` (None for a split with no task)."""
+    """An ``envs eval`` JSON -> ``{split: {pass_rate, stderr, n}}`` (None for a split with no task). The held-out
+    families of the composed generator are also split into its two held-out classes."""
     tasks = evaluation["tasks"]
-    chosen = {"heldout_instances": [t for t in tasks if t["family"] in trained],
-              "heldout_families": [t for t in tasks if t["family"] not in trained], "all": tasks}
+    unseen = [t for t in tasks if t["family"] not in trained]
+    chosen = {"heldout_instances": [t for t in tasks if t["family"] in trained], "heldout_families": unseen,
+              "unseen_compositions": [t for t in unseen if composed_class(t["family"]) == "composition"],
+              "unseen_primitives": [t for t in unseen if composed_class(t["family"]) == "primitive"], "all": tasks}
     rates = {k: vars(mean_se([t["pass_rate"] for t in v])) if v else None for k, v in chosen.items()}
     return {**rates, "errors": evaluation["errors"]}
 
@@ -114,6 +135,12 @@ def draw_curves(runs: dict, folder: Path) -> dict:
         "rl_heldout": ("RL held-out pass rate (eval/reward; step 0 = SFT)", "pass rate",
                        {s: [(h["step"], h["eval/reward"]) for h in r["rl"]["history"] if "eval/reward" in h]
                         for s, r in runs.items()}),
+        "rl_groups_all_same": ("RL groups with one reward (no advantage)", "share of groups",
+                               {s: [(h["step"], h["reward/groups_all_same"]) for h in r["rl"]["history"]
+                                    if "reward/groups_all_same" in h] for s, r in runs.items()}),
+        "rl_pool": ("difficulty sampler: informative items (0 < pass rate < 1)", "items",
+                    {s: [(h["step"], h["sampler/informative"]) for h in r["rl"]["history"]
+                         if "sampler/informative" in h] for s, r in runs.items()}),
     }
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
@@ -136,6 +163,20 @@ def draw_curves(runs: dict, folder: Path) -> dict:
     return paths
 
 
+def group_stats(runs: dict) -> dict:
+    """Per seed: ``reward/groups_all_same`` (the share of groups whose rewards agree, so no advantage) at the first
+    and the last RL step and its mean over the steps; the difficulty sampler's pools at the last step (None
+    with the uniform stream)."""
+    out = {}
+    for s, r in runs.items():
+        hist = [h for h in r["rl"]["history"] if "reward/groups_all_same" in h]
+        same = [h["reward/groups_all_same"] for h in hist]
+        pools = {k.split("/", 1)[1]: v for k, v in (hist[-1] if hist else {}).items() if k.startswith("sampler/")}
+        out[str(s)] = {"first": same[0] if same else None, "last": same[-1] if same else None,
+                       "mean": sum(same) / len(same) if same else None, "sampler": pools or None}
+    return out
+
+
 def _rate(r: dict | None) -> str:
     if r is None:
         return "–"
@@ -154,10 +195,18 @@ def markdown(report: dict) -> str:
     for seed, r in rows:
         for split in SPLITS:
             cells = [_rate(r[arm][split] if r[arm] else None) for arm in ARMS]
+            if split.startswith("unseen_") and set(cells) == {"–"}:
+                continue  # no composed held-out kind in this run
             lines.append(f"| {seed} | {SPLIT_NAMES[split]} | " + " | ".join(cells) + " |")
     lines += ["", "Trial errors (agent or verifier timeouts, sandbox failures; each scored 0), per seed, base / SFT / RL: "
               + "; ".join(f"seed {seed} " + " / ".join(str(r[arm]["errors"]) if r[arm] else "–" for arm in ARMS)
                           for seed, r in report["per_seed"].items())]
+    lines += ["", "## GRPO groups with one reward (`reward/groups_all_same`: no advantage, no gradient)", "",
+              "| seed | first step | last step | mean over steps | sampler pools at the end |", "|---|---|---|---|---|"]
+    for seed, g in report.get("groups", {}).items():
+        fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+        pools = ", ".join(f"{k} {v:g}" for k, v in g["sampler"].items()) if g["sampler"] else "uniform stream"
+        lines.append(f"| {seed} | {fmt(g['first'])} | {fmt(g['last'])} | {fmt(g['mean'])} | {pools} |")
     lines += ["", "## Curves", ""] + [f"![{k}](curves/{k}.png)" for k in report["curves"]]
     lines += ["", "## Episodes of the first and last RL step (`trajkit traces stats`)", "",
               "| seed | step | traces | assistant turns | mean turns | mean reward | unscored |",
@@ -188,7 +237,7 @@ def write_report(cfg, configs: dict, runs: dict, seconds: float) -> dict:
                    + (f" --rl {cfg.rl}" if cfg.rl != "grpo_harbor_smollm2" else "")
                    + "".join(f" --set {o}" for o in cfg.overrides),
         "seconds": seconds, "per_seed": per_seed, "mean": mean_rates(per_seed),
-        "curves": draw_curves(runs, out / "curves"),
+        "curves": draw_curves(runs, out / "curves"), "groups": group_stats(runs),
         "traces": {str(s): step_stats(Path(configs[s][1].log.out_dir), configs[s][1].steps) for s in runs},
         "audit": audits(configs, per_seed),
         "folders": {str(s): {"sft": str(Path(configs[s][0].out_dir) / "final"), "rl": r["rl"]["policy"],
