@@ -127,3 +127,29 @@ def test_a_bad_override_is_one_error_naming_the_key(tmp_path, capsys):
         err = capsys.readouterr().err
         assert says in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()  # refused before anything ran
+
+
+def test_the_loop_trains_composed_kinds_with_the_difficulty_sampler_and_reports_both_held_out_classes(
+        needs_sandbox, memorised, tmp_path, capsys):  # noqa: F811
+    """The wiring the loop's packaged run uses: composed kinds (one trained, one unseen composition, one with a
+    never-trained primitive), the difficulty sampler profiling the training tasks before RL; the report splits
+    the held-out classes and logs the sampler's pools and ``groups_all_same``."""
+    out = tmp_path / "loop"
+    pairs = [x for x in _sets(memorised) if x != "--set" and not x.startswith(("sft.families=", "sft.train_n="))]
+    sets = [x for s in pairs for x in ("--set", s)]
+    extra = ["sft.families=match-sort-json,match-replace-json,lines-reverse-text", "sft.train_n=2",
+             "rl.rollout.sampler=difficulty", "rl.sampler.profile_samples=2", "rl.sampler.window=2"]
+    argv = ["demo", "agent", "--seeds", "0", "--out", str(out), *sets, *[x for s in extra for x in ("--set", s)]]
+    assert main(argv) == 0
+    report = json.loads((out / "report.json").read_text())
+    rl = report["per_seed"]["0"]["rl"]
+    assert rl["heldout_instances"]["n"] == 1 and rl["heldout_families"]["n"] == 2
+    assert rl["unseen_compositions"]["n"] == 1 and rl["unseen_primitives"]["n"] == 1
+    train = (out / "seed0" / "sft" / "tasks" / "train" / "tasks.jsonl").read_text()
+    assert "match-replace-json" not in train and "lines-reverse-text" not in train and train.count("\n") == 2
+    groups = report["groups"]["0"]
+    assert groups["sampler"] is not None and groups["sampler"]["profile_trials_total"] == 2 * 2  # 2 items x K=2
+    assert sum(groups["sampler"][k] for k in ("informative", "solved", "unsolved", "unprofiled")) == 2
+    assert groups["mean"] is not None
+    md = (out / "report.md").read_text()
+    assert "unseen compositions" in md and "a primitive never trained" in md and "curves/rl_pool.png" in md
