@@ -25,7 +25,8 @@ from trajkit.envs.sample import Sample
 
 @dataclass
 class Batch:
-    """``input_ids, attention: [B, L]``; ``mask, engine_logp: [B, L-1]``; ``advantages: [B]``."""
+    """``input_ids, attention: [B, L]``; ``mask, engine_logp: [B, L-1]``; ``advantages: [B]``, or per token
+    ``[B, L-1]`` (set by on-policy distillation in the ``logprob`` stage, :mod:`trajkit.rl.distill`)."""
 
     input_ids: torch.Tensor
     attention: torch.Tensor
@@ -37,8 +38,9 @@ class Batch:
     def select(self, rows: torch.Tensor) -> "Batch":
         """Rows ``rows`` only, trimmed to their longest sequence."""
         width = int(self.lengths[rows].max())
+        adv = self.advantages[rows] if self.advantages.dim() == 1 else self.advantages[rows, :width - 1]
         return Batch(self.input_ids[rows, :width], self.attention[rows, :width], self.mask[rows, :width - 1],
-                     self.engine_logp[rows, :width - 1], self.advantages[rows], self.lengths[rows])
+                     self.engine_logp[rows, :width - 1], adv, self.lengths[rows])
 
     def to(self, device) -> "Batch":
         """The same batch with every tensor on ``device`` (``lengths`` stays on the CPU: it sizes slices)."""

@@ -1,8 +1,8 @@
 """Configs of the RL trainer: one dataclass per component, defaults declared once, validated on build.
 
 A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task``, ``rollout``, ``sampler``, ``loss``,
-``shaping``, ``optim``, ``mismatch``, ``log``, ``checkpoint``, ``eval``, ``cluster``) plus ``key=value`` overrides
-with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`ConfigError` naming them.
+``distill``, ``shaping``, ``optim``, ``mismatch``, ``log``, ``checkpoint``, ``eval``, ``cluster``) plus
+``key=value`` overrides with dotted keys (``optim.lr=3e-4``). Unknown keys anywhere raise a :class:`ConfigError` naming them.
 
 >>> cfg = load_config(None, ["steps=3", "rollout.group_size=4"])
 >>> cfg.steps, cfg.rollout.group_size
@@ -262,6 +262,30 @@ class LossConfig(Checked):
 
 
 @dataclass
+class DistillConfig(Checked):
+    """On-policy distillation (:mod:`trajkit.rl.distill`): ``teacher``, a local Hugging Face causal-LM folder
+    sharing the policy's tokenizer (None: off), scores every sampled token in the ``logprob`` stage; each token's
+    advantage becomes ``reward_coef * A_group - coef * (logp_student - logp_teacher)``, trained through the
+    configured token loss's clipped surrogate. ``coef``: the weight of the per-token reverse KL; ``reward_coef``:
+    of the task reward's group advantage (0: pure distillation, the task's rewards are still scored and logged)."""
+
+    teacher: str | None = None
+    coef: float = 1.0
+    reward_coef: float = 0.0
+
+    __section__ = "distill"
+    __ranges__ = {"coef": "(0, inf)", "reward_coef": "[0, inf)"}
+
+    def validate(self) -> None:
+        if self.teacher is None and (self.coef, self.reward_coef) != (1.0, 0.0):
+            key = "coef" if self.coef != 1.0 else "reward_coef"
+            raise ConfigError(f"distill.{key} is a setting of on-policy distillation: set distill.teacher= a local "
+                              f"Hugging Face folder (or drop distill.{key})")
+        if self.teacher is not None and not self.teacher.strip():
+            raise ConfigError("distill.teacher is empty: name a local Hugging Face folder, or leave it unset")
+
+
+@dataclass
 class ShapingConfig(Checked):
     """Length shaping; 0 turns each part off. ``correct_threshold``: raw reward that counts as correct.
     ``control``: ``random`` trains on Bernoulli(0.5) rewards instead of the task's (a spurious-reward control
@@ -411,6 +435,7 @@ class TrainConfig(Checked):
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     loss: LossConfig = field(default_factory=LossConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
     shaping: ShapingConfig = field(default_factory=ShapingConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)

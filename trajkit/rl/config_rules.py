@@ -99,6 +99,28 @@ def sampler_settings(cfg: TrainConfig) -> None:
                           f"set {key}=false (or rollout.sampler=uniform)")
 
 
+def distillation_combinations(cfg: TrainConfig) -> None:
+    """What on-policy distillation (``distill.teacher``, :mod:`trajkit.rl.distill`) does not combine with,
+    each refused naming the key."""
+    if cfg.distill.teacher is None:
+        return
+    from trajkit.rl.losses import LOSSES
+
+    if LOSSES[cfg.loss.name].sequence_ratio:
+        takes = sorted(k for k, v in LOSSES.items() if not v.sequence_ratio)
+        raise ConfigError(f"distill.teacher with loss.name={cfg.loss.name}: the teacher's signal is one advantage "
+                          f"per token, and {cfg.loss.name} has one ratio per sequence; set loss.name to one of "
+                          f"{', '.join(takes)}")
+    if cfg.policy.fsdp:
+        raise ConfigError("distill.teacher with policy.fsdp=true: the sharded learner does not load a teacher; "
+                          "set policy.fsdp=false (or drop distill.teacher)")
+    if cfg.rollout.dynamic_sampling and cfg.distill.reward_coef == 0:
+        raise ConfigError("rollout.dynamic_sampling with distill.teacher and distill.reward_coef=0: it drops groups "
+                          "whose rewards are all equal, but every token carries the teacher's signal; set "
+                          "rollout.dynamic_sampling=false (or mix in the reward with distill.reward_coef > 0)")
+
+
 RULES: tuple[Callable[[TrainConfig], None], ...] = (
     rewards_are_import_paths, overlong_buffer_within_completions, nccl_transfer_is_vllms, lora_combinations,
-    logra_not_in_float16, sharding_settings, async_where_a_producer_runs, sampler_settings)
+    logra_not_in_float16, sharding_settings, async_where_a_producer_runs, sampler_settings,
+    distillation_combinations)

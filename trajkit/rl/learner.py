@@ -5,12 +5,14 @@ the policy in this process (:class:`LocalLearner`, the default) or in a Ray acto
 :mod:`trajkit.cluster`, which holds a :class:`LocalLearner` over its own :class:`PolicySide`). The controller
 sends the collated batch; the learner keeps what the update needs (the recomputed old and reference
 log-probs, the policy's distributions for draft distillation) between the two calls, and sends back only
-metrics.
+metrics. With ``distill.teacher`` the side also holds the frozen teacher, which scores the batch in the
+``logprob`` stage beside the policy (:mod:`trajkit.rl.distill`): wherever the policy runs, its teacher runs.
 
-    side = build_policy_side(cfg, tokenizer)     # policy, optimiser, reference, draft (+ its optimiser)
+    side = build_policy_side(cfg, tokenizer)     # policy, optimiser, reference, teacher, draft (+ optimiser)
     learner = LocalLearner(side)
     learner.push_weights(rollout)                # weight_sync: policy (and draft) -> the rollout backend
     gap = learner.logprobs(batch, step)          # logprob: mismatch/* between engine and policy log-probs
+                                                 # (and the teacher's log-probs -> per-token advantages)
     metrics = learner.update(step)               # policy_update: loss, backward, optimiser step, distillation
 """
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import Any, Protocol
 import torch
 
 from trajkit.rl.batching import Batch, batch_logprobs
+from trajkit.models.logprobs import check_chunkable
 from trajkit.rl.build import build_models, frozen_copy
 from trajkit.rl.config import TrainConfig
+from trajkit.rl.distill import load_teacher, score_with_teacher
 from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.precision import DTYPES, grad_scaler, model_device
 from trajkit.rl.update import distill_draft, distill_eagle, make_optimizer, set_lr, update_policy
@@ -38,13 +42,14 @@ class Learner(Protocol):
 
     def update(self, step: int) -> dict:
         """The update on the batch of the last :meth:`logprobs`; -> the ``loss/*``, ``optim/*``, ``draft/*``
-        metrics."""
+        metrics (and ``distill/*``, ``time/logprob/teacher`` of that :meth:`logprobs` with a teacher)."""
 
 
 @dataclass
 class PolicySide:
     """What the policy worker owns: the policy (float32 master weights), its optimiser, the frozen reference
-    (when ``loss.kl_coef > 0``), the draft and its optimiser (when distilled), the float16 loss scaler."""
+    (when ``loss.kl_coef > 0``), the draft and its optimiser (when distilled), the float16 loss scaler, the
+    frozen teacher of on-policy distillation (when ``distill.teacher`` is set)."""
 
     cfg: TrainConfig
     policy: torch.nn.Module
@@ -53,6 +58,7 @@ class PolicySide:
     draft_optimizer: torch.optim.Optimizer | None = None
     reference: torch.nn.Module | None = None
     grad_scaler: Any = None
+    teacher: torch.nn.Module | None = None
 
 
 def build_policy_side(cfg: TrainConfig, tokenizer, policy=None) -> PolicySide:
@@ -63,7 +69,18 @@ def build_policy_side(cfg: TrainConfig, tokenizer, policy=None) -> PolicySide:
         cfg=cfg, policy=policy, optimizer=make_optimizer(policy, cfg), draft=draft,
         draft_optimizer=make_optimizer(draft, cfg, lr=cfg.draft.distill_lr, name="adamw") if distill else None,
         reference=frozen_copy(policy) if cfg.loss.kl_coef > 0 else None,
-        grad_scaler=grad_scaler(model_device(policy), DTYPES[cfg.policy.dtype]))
+        grad_scaler=grad_scaler(model_device(policy), DTYPES[cfg.policy.dtype]),
+        teacher=_teacher(cfg, tokenizer, policy))
+
+
+def _teacher(cfg: TrainConfig, tokenizer, policy) -> torch.nn.Module | None:
+    """The frozen teacher of ``distill.teacher`` on the policy's device, or None."""
+    if cfg.distill.teacher is None:
+        return None
+    teacher = load_teacher(cfg.distill.teacher, tokenizer, model_device(policy))
+    if cfg.optim.logits_chunk:
+        check_chunkable(teacher)
+    return teacher
 
 
 def distill_due(side, step: int) -> bool:
@@ -77,7 +94,7 @@ class LocalLearner:
 
     def __init__(self, side):
         self.side = side
-        self._last: tuple | None = None  # (batch on the policy's device, old_logp, ref_logp, dists, features)
+        self._last: tuple | None = None  # (batch on the device, old_logp, ref_logp, dists, features, metrics)
 
     def weights(self) -> dict:
         """``{"policy": state dict, "draft": state dict or None}`` (the live tensors, not copies)."""
@@ -101,16 +118,18 @@ class LocalLearner:
         if s.reference is not None:
             ref_logp, _ = batch_logprobs(s.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
                                          dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
-        self._last = (batch, old_logp, ref_logp, dists, feats[0] if feats else None)
+        extra = {}
+        if getattr(s, "teacher", None) is not None:  # the batch's advantages become per token [B, L-1]
+            batch, extra = score_with_teacher(s.teacher, batch, old_logp, cfg)
+        self._last = (batch, old_logp, ref_logp, dists, feats[0] if feats else None, extra)
         return mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
 
     def update(self, step: int) -> dict:
         if self._last is None:
             raise RuntimeError("Learner.update before Learner.logprobs: the update needs this step's log-probs")
         s, cfg = self.side, self.side.cfg
-        batch, old_logp, ref_logp, dists, feats = self._last
+        batch, old_logp, ref_logp, dists, feats, metrics = self._last
         self._last = None
-        metrics = {}
         if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
             metrics["optim/lr_factor"] = set_lr(s.optimizer, cfg, step)
         metrics.update(update_policy(s.policy, s.optimizer, batch, old_logp, ref_logp, cfg, s.grad_scaler))

@@ -24,6 +24,9 @@ DeepSeek-V3.2 report's unbiased estimator) each token's k3 term is multiplied by
 importance ratio, the sequence ratio for ``gspo``, which changes the KL gradient even at ratio 1. Deviation: GSPO's token variant is not here; DAPO's dynamic
 sampling lives in the generation stage (:mod:`trajkit.rl.dynamic`), not in the loss.
 
+The token losses also take per-token advantages ``[B, T]`` (on-policy distillation's reverse KL,
+:mod:`trajkit.rl.distill`) in place of ``A``; GSPO's sequence ratio takes only ``[B]``.
+
 Truncated importance sampling (TIS, Yao et al. 2025, "Your efficient RL framework secretly brings you
 off-policy RL training"): the rollouts were sampled by the *engine* (``q``, its log-probs recorded in
 each sample), while ``old_logp`` is the trainer's recomputation (``pi_old``); a different kernel, dtype
@@ -82,10 +85,13 @@ def seq_sum_constant(x: torch.Tensor, mask: torch.Tensor, norm: LossNorm) -> tor
     return (x * mask).sum() / (norm.max_tokens * norm.num_seqs)
 
 
-def _check(logp, old_logp, advantages, mask) -> None:
+def _check(logp, old_logp, advantages, mask, per_token: bool = False) -> None:
+    """``logp, old_logp, mask: [B, T]``; ``advantages: [B]``, or also ``[B, T]`` when ``per_token``."""
     assert logp.dim() == 2 and logp.shape == old_logp.shape == mask.shape, \
         f"logp/old_logp/mask must be [B, T]: {tuple(logp.shape)} {tuple(old_logp.shape)} {tuple(mask.shape)}"
-    assert advantages.shape == logp.shape[:1], f"advantages must be [B], got {tuple(advantages.shape)}"
+    shapes = (logp.shape[:1], logp.shape) if per_token else (logp.shape[:1],)
+    assert advantages.shape in shapes, \
+        f"advantages must be {' or '.join(str(list(s)) for s in shapes)}, got {tuple(advantages.shape)}"
 
 
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, low: float, high: float):
@@ -104,18 +110,20 @@ def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, low: float,
 
 
 def _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high):
-    """Per-token clipped surrogate ``[B, T]`` (to minimise) and the clip indicator ``[B, T]``."""
+    """Per-token clipped surrogate ``[B, T]`` (to minimise) and the clip indicator ``[B, T]``; ``advantages``
+    ``[B]`` (one per sequence, broadcast over its tokens) or ``[B, T]`` (per token: on-policy distillation)."""
     ratio = torch.exp(logp - old_logp)
-    per_token, active = clipped_surrogate(ratio, advantages.unsqueeze(1), 1.0 - clip_low, 1.0 + clip_high)
+    per_token_adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    per_token, active = clipped_surrogate(ratio, per_token_adv, 1.0 - clip_low, 1.0 + clip_high)
     return per_token, active.float() * mask, ratio
 
 
 def _token_loss(aggregate: Aggregate):
     def loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
              norm: LossNorm, clip_low: float, clip_high: float, weights: torch.Tensor | None = None):
-        """``logp, old_logp, mask: [B, T]``, ``advantages: [B]``, optional detached per-token ``weights:
-        [B, T]`` (TIS) multiplying the surrogate -> (scalar loss, metrics)."""
-        _check(logp, old_logp, advantages, mask)
+        """``logp, old_logp, mask: [B, T]``, ``advantages: [B]`` or per token ``[B, T]``, optional detached
+        per-token ``weights: [B, T]`` (TIS) multiplying the surrogate -> (scalar loss, metrics)."""
+        _check(logp, old_logp, advantages, mask, per_token=True)
         mask = mask.to(logp.dtype)
         per_token, clip_active, ratio = _token_surrogate(logp, old_logp, advantages, mask, clip_low, clip_high)
         if weights is not None:

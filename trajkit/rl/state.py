@@ -60,6 +60,7 @@ class TrainState:
     """A run's live state. ``step`` counts finished steps; the reference is the frozen initial policy
     (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds; ``rewards``
     scores the task's episodes (the task's own reward functions unless the run replaced them);
+    ``teacher`` scores the rollouts for on-policy distillation (when ``distill.teacher`` is set);
     ``grad_scaler`` for float16 policies (:mod:`trajkit.rl.precision`); ``learner`` runs the step's policy
     side (:mod:`trajkit.rl.learner`): a :class:`~trajkit.rl.learner.LocalLearner` over this state's own
     modules unless given. A Ray run's controller (:mod:`trajkit.cluster`) holds no policy (``policy``,
@@ -80,6 +81,7 @@ class TrainState:
     step: int = 0
     grad_scaler: Any = None  # torch.amp.GradScaler for policy.dtype=float16; made from cfg when not given
     learner: Any = None  # a trajkit.rl.learner.Learner; LocalLearner(self) when not given
+    teacher: torch.nn.Module | None = None  # on-policy distillation's frozen teacher (distill.teacher)
 
     def __post_init__(self) -> None:
         if self.grad_scaler is None and self.policy is not None:

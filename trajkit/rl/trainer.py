@@ -92,7 +92,8 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
         stream=make_stream(cfg, task), policy=policy, optimizer=side.optimizer,
         rollout=Rollout(cfg, policy, draft, backend), alarm=make_alarm(cfg), draft=draft,
-        draft_optimizer=side.draft_optimizer, reference=side.reference, grad_scaler=side.grad_scaler)
+        draft_optimizer=side.draft_optimizer, reference=side.reference, grad_scaler=side.grad_scaler,
+        teacher=side.teacher)
     if cfg.rollout.sampler == "difficulty":
         state.stream.profiler = rollout_profiler(state)
     if cfg.checkpoint.resume_from:
