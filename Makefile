@@ -81,10 +81,10 @@ $(VERIFIERS_VENV)/trajkit-offline/ready: $(VERIFIERS_VENV)/.installed trajkit/en
 
 verifiers-venv: $(VERIFIERS_VENV)/.installed $(VERIFIERS_VENV)/trajkit-offline/ready
 
-# The four environments build in parallel (pip is mostly waiting on downloads and unpacking); the slowest
+# The five environments build in parallel (pip is mostly waiting on downloads and unpacking); the slowest
 # tests are listed at the end so that a suite growing past its time goal shows where.
 test:
-	$(MAKE) -j4 $(STAMP) hermes-venv vllm-venv verifiers-venv
+	$(MAKE) -j5 $(STAMP) hermes-venv vllm-venv verifiers-venv tinker-cookbook-venv
 	$(PY) -m pytest -q --durations=25
 
 bench: $(STAMP)
