@@ -13,7 +13,7 @@ PROMPTS = ["The capital of France is", "Write a haiku about the sea.\n", "1, 2, 
 
 @pytest.fixture(scope="session")
 def reference_model(smollm2_folder):
-    from trajkit.models.load import load_model
+    from trajkit.models.load import load_model, load_tokenizer
 
     return load_model(smollm2_folder, dtype=torch.float32).eval()
 
@@ -30,9 +30,10 @@ def prompts(smollm2_folder):
 def trajkit_backend(smollm2_folder):
     from trajkit.backends.trajkit import TrajkitBackend
     from trajkit.engine import Engine
-    from trajkit.models.load import load_model
+    from trajkit.models.load import load_model, load_tokenizer
 
-    return TrajkitBackend(Engine(load_model(smollm2_folder, dtype=torch.float32)))
+    tok = load_tokenizer(smollm2_folder, what="smollm2")
+    return TrajkitBackend(Engine(load_model(smollm2_folder, dtype=torch.float32), decode=tok.decode))
 
 
 @pytest.fixture(params=BACKEND_NAMES)

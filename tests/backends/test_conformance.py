@@ -1,5 +1,5 @@
 """One conformance suite for every generation backend (trajkit's engine, the exact reference, and vLLM in
-its venv), against an independent float32 HF forward: greedy tokens of ragged batches, stop ids, seeds,
+its venv), against an independent float32 HF forward: greedy tokens of ragged batches, stop ids, stop strings, seeds,
 log-probs under the sampling distribution, and a weight update that must give exactly the new weights'
 greedy output. Each backend is held to what it declares (``backend.guarantees``)."""
 import pytest
@@ -34,6 +34,23 @@ def test_stop_id_ends_the_row_on_it(backend, prompts, reference_model):
     out = backend.generate(prompts[:1], SamplingParams(temperature=0.0, max_new_tokens=N, stop_token_ids=[stop]))
     assert out[0].token_ids == free[:j + 1]
     assert out[0].finish_reason == "stop"
+
+
+def test_stop_string_ends_the_row_at_the_token_completing_it(backend, prompts, reference_model, smollm2_folder):
+    """A stop string of two greedy tokens' text: the row ends at the token that completes it (kept), found on
+    the reference's decoded prefixes; nothing past it is sampled."""
+    from trajkit.engine.stoptext import first_completing
+    from trajkit.models.load import load_tokenizer
+
+    tok = load_tokenizer(smollm2_folder, what="smollm2")
+    free = reference_greedy(reference_model, prompts[1], N)
+    text = tok.decode(free[3:5])
+    k = first_completing(free, (text,), tok.decode)
+    assert k is not None and k <= 5
+    out = backend.generate(prompts[1:2], SamplingParams(temperature=0.0, max_new_tokens=N, stop_strings=[text]))
+    assert out[0].token_ids == free[:k]
+    assert out[0].finish_reason == "stop"
+    assert tok.decode(out[0].token_ids).endswith(text)
 
 
 def test_seeds_fix_the_samples(backend, prompts):

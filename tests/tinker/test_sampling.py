@@ -152,7 +152,8 @@ def test_nan_marks_the_unscored_positions():
 
 
 def test_stop_as_the_sdk_defines_it():
-    """None: EOS; []: nothing; ids or strings: those and EOS; a string that is exactly one token is an id too."""
+    """None: EOS; []: nothing; ids or strings: those and EOS (strings stay text, whatever their length: the
+    engine matches them as it samples)."""
     from trajkit.models.tokenizer import byte_tokenizer
     from trajkit.tinker.sampling import Stops, stops
 
@@ -161,7 +162,7 @@ def test_stop_as_the_sdk_defines_it():
     assert stops([5, 7], tok) == Stops((5, 7, 258))
     assert stops("\n\nUser:", tok) == Stops((258,), ("\n\nUser:",))
     assert stops(["<|im_end|>", "ab"], tok) == Stops((258,), ("<|im_end|>", "ab"))
-    assert stops(["a"], tok) == Stops((97, 258), ("a",))
+    assert stops(["a"], tok) == Stops((258,), ("a",))
 
 
 def test_adapter_logprobs_before_any_client_add_the_lora_term():

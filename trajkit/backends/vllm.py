@@ -85,6 +85,9 @@ class VllmBackend:
         shared = isinstance(params, SamplingParams)
         rows = per_row(params, len(prompts))
         self._check_lengths(prompts, rows)
+        if not self.info.get("tokenizer") and any(r.stop_strings for r in rows):
+            raise ConfigError("stop_strings: the vLLM backend's model folder has no tokenizer (tokenizer.json), "
+                              "so vLLM cannot match text; save the tokenizer into the folder or stop on ids")
         wire = [_vllm_fields(p, i if shared else 0) for i, p in enumerate(rows)]
         started = time.perf_counter()
         out = call(self.actor.generate.remote(prompts, wire), "vLLM generate", self.timeout_s)
@@ -239,13 +242,15 @@ def _vllm_fields(p: SamplingParams, index: int) -> dict:
     """vLLM ``SamplingParams`` fields for one row (its seed derived as trajkit's engine derives it)."""
     seed = mix(p.seed, index) if p.seed is not None else None
     return {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "max_tokens": p.max_new_tokens,
-            "stop_token_ids": list(p.stop_token_ids), "seed": seed, "logprobs": p.top_logprobs}
+            "stop_token_ids": list(p.stop_token_ids), "seed": seed, "logprobs": p.top_logprobs,
+            **({"stop": list(p.stop_strings)} if p.stop_strings else {})}
 
 
 def _completion(row: dict, p: SamplingParams) -> Completion:
     """One vLLM row as a ``Completion``; greedy rows get log-prob 0 (a point mass), as trajkit's engine."""
     ids = row["token_ids"]
     logprobs = [0.0] * len(ids) if p.greedy else [float(lp) for lp in row["logprobs"]]
-    reason = "stop" if ids and ids[-1] in p.stop_token_ids else "length"
+    # the worker ignores EOS, so vLLM's "stop" is a stop id or a stop string
+    reason = "stop" if ids and (ids[-1] in p.stop_token_ids or row["finish_reason"] == "stop") else "length"
     top = [[(int(t), float(lp)) for t, lp in entry] for entry in row["top"]] if p.top_logprobs else None
     return Completion(token_ids=ids, logprobs=logprobs, finish_reason=reason, top_logprobs=top)

@@ -8,7 +8,10 @@ prompts as lists of ids, one dict of vLLM sampling fields per row, results as di
 The engine is vLLM's offline ``LLM`` in process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
 ``distributed_executor_backend="uni"``), fed ``TokensPrompt``s with no tokenizer, log-probs in
 ``processed_logprobs`` mode (after temperature: the distribution the token was drawn from; the default
-``raw_logprobs`` is before it), EOS ignored (rows stop on the caller's stop ids only).
+``raw_logprobs`` is before it), EOS ignored (rows stop on the caller's stop ids only). The folder's own
+tokenizer is loaded only when it has one (``tokenizer.json`` / ``tokenizer_config.json``): rows with stop
+strings need it (vLLM matches ``stop`` on its detokenized text, special tokens kept, ends the row at the token
+completing the text and trims any token a speculative step sampled past it); the others stay undetokenized.
 
 Weight updates (CPU path): the new state dict arrives through the Ray object store, is written as one
 safetensors file, and ``collective_rpc("reload_weights", weights_path=...)`` loads it; then the prefix
@@ -82,7 +85,9 @@ class VllmWorker:
         from vllm import LLM
 
         started = time.perf_counter()
-        self.llm = LLM(model=model_dir, skip_tokenizer_init=True, dtype=dtype, seed=seed,
+        self.has_tokenizer = any(os.path.isfile(os.path.join(model_dir, f))
+                                 for f in ("tokenizer.json", "tokenizer_config.json"))
+        self.llm = LLM(model=model_dir, skip_tokenizer_init=not self.has_tokenizer, dtype=dtype, seed=seed,
                        max_model_len=max_model_len, logprobs_mode="processed_logprobs",
                        max_logprobs=max_logprobs, distributed_executor_backend="uni",
                        generation_config="vllm", enable_prefix_caching=True,
@@ -104,7 +109,8 @@ class VllmWorker:
         import vllm
 
         return {"vocab_size": self.vocab_size, "start_seconds": self.start_seconds, "vllm": vllm.__version__,
-                "pid": os.getpid(), "max_model_len": self.llm.llm_engine.model_config.max_model_len}
+                "pid": os.getpid(), "max_model_len": self.llm.llm_engine.model_config.max_model_len,
+                "tokenizer": self.has_tokenizer}
 
     @_plain_errors
     def generate(self, prompts: list[list[int]], rows: list[dict]) -> dict:
@@ -113,7 +119,8 @@ class VllmWorker:
         (None under greedy), ``top[j]``: the top entries [(id, logp)] when asked for."""
         from vllm import SamplingParams, TokensPrompt
 
-        params = [SamplingParams(**r, ignore_eos=True, detokenize=False) for r in rows]
+        params = [SamplingParams(**r, ignore_eos=True, detokenize=bool(r.get("stop")), skip_special_tokens=False,
+                                 include_stop_str_in_output=True) for r in rows]
         started = time.perf_counter()
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False,
                                     lora_request=self.lora)

@@ -62,7 +62,7 @@ def _check_openenv(args) -> int:
         raise ConfigError("--openenv needs --reference pkg.module:policy (a scripted solver: messages -> reply)")
     url = args.openenv if "://" in args.openenv else None
     connect = opener(None if url else args.openenv, url)
-    adapter = import_object(args.adapter, "--adapter") if args.adapter else default_adapter(connect)
+    adapter = import_object(args.adapter, "--adapter") if args.adapter else default_adapter(connect, env=args.openenv)
     row = check.check_env(args.openenv, connect, adapter() if isinstance(adapter, type) else adapter,
                           import_object(args.reference, "--reference"), args.episodes, args.max_turns,
                           args.pass_reward, args.adversarial)

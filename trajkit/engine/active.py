@@ -23,9 +23,10 @@ import torch
 from trajkit.engine.host import to_device
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.rng import RowStreams
+from trajkit.engine.stoptext import Decode, StopText
 from trajkit.engine.types import Completion
 from trajkit.engine.warp import row_params, warp_probs
-from trajkit.errors import ModelError
+from trajkit.errors import ConfigError, ModelError
 
 
 class Follower(Protocol):
@@ -39,11 +40,13 @@ class ActiveBatch:
     """Rows, sampling parameters, streams and budgets of one generate call; see the module docstring.
 
     ``shared``: one ``SamplingParams`` for the whole call (rows are numbered 0..B-1 in the streams) rather
-    than one per row (each row its own request, index 0)."""
+    than one per row (each row its own request, index 0). ``decode``: the tokenizer's, for rows with
+    ``stop_strings`` (:mod:`trajkit.engine.stoptext`)."""
 
     def __init__(self, prompts: list[list[int]], params: list[SamplingParams], shared: bool, device,
-                 followers: Sequence[Follower] = ()):
+                 followers: Sequence[Follower] = (), decode: Decode | None = None):
         assert len(prompts) == len(params)
+        self.decode = decode
         self.params = list(params)
         self.seqs = [list(p) for p in prompts]
         self.generated: list[list[int]] = [[] for _ in prompts]
@@ -51,6 +54,7 @@ class ActiveBatch:
         self.tops: list[list[list[tuple[int, float]]]] = [[] for _ in prompts]  # rows with top_logprobs > 0
         self.budget = [p.max_new_tokens for p in params]
         self.stops = [frozenset(p.stop_token_ids) for p in params]
+        self.texts = [self._stop_text(p) for p in params]
         self.finish: list[str | None] = [None] * len(prompts)
         self.proposed = [0] * len(prompts)
         self.accepted = [0] * len(prompts)
@@ -78,6 +82,7 @@ class ActiveBatch:
         self.tops += [[] for _ in prompts]
         self.budget += [p.max_new_tokens for p in params]
         self.stops += [frozenset(p.stop_token_ids) for p in params]
+        self.texts += [self._stop_text(p) for p in params]
         self.finish += [None] * len(prompts)
         self.proposed += [0] * len(prompts)
         self.accepted += [0] * len(prompts)
@@ -87,6 +92,13 @@ class ActiveBatch:
         self._set_warping([self.params[r] for r in self.rows])
         self.last = None
         return new
+
+    def _stop_text(self, p: SamplingParams) -> StopText | None:
+        if not p.stop_strings:
+            return None
+        if self.decode is None:
+            raise ConfigError("stop_strings need the tokenizer's decode: build the Engine with decode=tokenizer.decode")
+        return StopText(p.stop_strings, self.decode)
 
     def _set_warping(self, active: list[SamplingParams]) -> None:
         """The warping tensors ``[B]`` and flags of the active rows' parameters (batch order)."""
@@ -159,6 +171,9 @@ class ActiveBatch:
             room = self.budget[r] - len(self.generated[r])
             toks, lps = toks[:room], lps[:room]
             stop_at = next((j for j, t in enumerate(toks) if t in self.stops[r]), None)
+            if self.texts[r] is not None:  # a stop string completed before the stop id wins
+                text_at = self.texts[r].first_stop(self.generated[r], toks[:len(toks) if stop_at is None else stop_at])
+                stop_at = text_at if text_at is not None else stop_at
             if stop_at is not None:
                 toks, lps = toks[:stop_at + 1], lps[:stop_at + 1]
                 self.finish[r] = "stop"

@@ -80,8 +80,9 @@ class Engine:
     """Batched generation from a Hugging Face causal LM, optionally with a drafter."""
 
     def __init__(self, model, drafter: Drafter | None = None, num_draft_tokens: int | str | None = None,
-                 config: EngineConfig | None = None):
+                 config: EngineConfig | None = None, decode=None):
         config = config or EngineConfig()
+        self.decode = decode  # the tokenizer's decode: rows with SamplingParams.stop_strings need it
         if num_draft_tokens is not None:
             config = replace(config, num_draft_tokens=num_draft_tokens)
         self.config = config
@@ -114,10 +115,10 @@ class Engine:
         k = self._num_draft_tokens(prompts, rows, shared)
         if k == 0:
             completions, stats = generate_plain(self.model, prompts, rows, shared, self.config.sync_timing,
-                                                self.reuse)
+                                                self.reuse, self.decode)
         else:
             completions, stats = generate_speculative(self.model, self.drafter, k, prompts, rows, shared,
-                                                      self.config.sync_timing, self.reuse)
+                                                      self.config.sync_timing, self.reuse, self.decode)
             self.auto_k.observe(stats, len(prompts))
         return Completions(completions, stats, self.policy_version)
 
@@ -129,14 +130,16 @@ class Engine:
         batch (``auto_k``), and each period's acceptance updates the running alpha."""
         sync = self.config.sync_timing
         if self.drafter is None or not can_admit(self.drafter):
-            return DecodeSession(self.model, sync, check=self.check_request, reuse=self.reuse)
+            return DecodeSession(self.model, sync, check=self.check_request, reuse=self.reuse, decode=self.decode)
         k = self.config.num_draft_tokens
         if k != "auto":
-            return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request, reuse=self.reuse)
+            return SpeculativeSession(self.model, self.drafter, k, sync, check=self.check_request, reuse=self.reuse,
+                                      decode=self.decode)
         # on_idle gets each busy period's stats and the batch size its k was chosen for: auto k folds in
         # the period's alpha and checks its speed against plain decoding at that batch size
         return SpeculativeSession(self.model, self.drafter, lambda prompts, rows: self.auto_k.pick(prompts, rows, False),
-                                  sync, check=self.check_request, on_idle=self.auto_k.observe, reuse=self.reuse)
+                                  sync, check=self.check_request, on_idle=self.auto_k.observe, reuse=self.reuse,
+                                  decode=self.decode)
 
     def set_prefix_cache(self, budget_tokens: int) -> PrefixCache | None:
         """Keep the KV states of up to ``budget_tokens`` computed tokens across calls (0 = off): an exact
@@ -161,6 +164,9 @@ class Engine:
         prompts = self._check_prompts(prompt_ids)
         rows = per_row(params, len(prompts))
         check_stop_vocab(rows, self.vocab_size)
+        if self.decode is None and any(r.stop_strings for r in rows):
+            raise ConfigError("stop_strings need the tokenizer's decode: build the Engine with "
+                              "decode=tokenizer.decode")
         self._check_positions([len(p) + r.max_new_tokens for p, r in zip(prompts, rows)], "prompt + max_new_tokens")
         return prompts, rows
 

@@ -7,7 +7,7 @@ batch or a list with one per row (the gateway batches unrelated requests that wa
 Worked example::
 
     >>> SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=32, stop_token_ids=[257], seed=1)
-    SamplingParams(temperature=0.7, top_k=0, top_p=0.9, max_new_tokens=32, stop_token_ids=(257,), seed=1, top_logprobs=0)
+    SamplingParams(temperature=0.7, top_k=0, top_p=0.9, max_new_tokens=32, stop_token_ids=(257,), seed=1, top_logprobs=0, stop_strings=())
     >>> SamplingParams(top_p=0)
     Traceback (most recent call last):
     ...
@@ -42,6 +42,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
     top_logprobs: int = 0
+    stop_strings: tuple[str, ...] = ()
 
     __field_docs__ = {
         "temperature": f"softmax temperature; 0 (or below {MIN_TEMPERATURE:g}) = greedy",
@@ -51,10 +52,13 @@ class SamplingParams:
         "seed": "base seed; row i uses a stream derived from (seed, i); unset = fresh entropy",
         "top_logprobs": f"also record the {MAX_TOP_LOGPROBS} or fewer most likely tokens of each sampled position "
                         "(Completion.top_logprobs); 0 = off",
+        "stop_strings": "texts that end a row at the token completing one of them (kept, as a stop id is); "
+                        "the engine needs its tokenizer's decode for them (trajkit.engine.stoptext)",
     }
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop_token_ids", _token_tuple(self.stop_token_ids))
+        object.__setattr__(self, "stop_strings", _string_tuple(self.stop_strings))
         _check_number("temperature", self.temperature, low=0.0, hint="use 0 for greedy decoding")
         if self.temperature < MIN_TEMPERATURE:
             object.__setattr__(self, "temperature", 0.0)
@@ -92,6 +96,13 @@ def _token_tuple(ids) -> tuple[int, ...]:
     for t in out:
         if isinstance(t, bool) or not isinstance(t, int) or t < 0:
             raise ConfigError(f"stop_token_ids must be non-negative integers, got {t!r}")
+    return out
+
+
+def _string_tuple(strings) -> tuple[str, ...]:
+    out = (strings,) if isinstance(strings, str) else tuple(strings)
+    if any(not isinstance(s, str) or not s for s in out):
+        raise ConfigError(f"stop_strings must be non-empty strings, got {strings!r}")
     return out
 
 

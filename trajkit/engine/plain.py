@@ -26,11 +26,12 @@ from trajkit.engine.warp import nonfinite_rows, one_position, sample, token_logp
 
 @torch.inference_mode()
 def generate_plain(model, prompts: list[list[int]], params: list[SamplingParams], shared_params: bool,
-                   sync_timing: bool = False, reuse: Reuse = Reuse()) -> tuple[list[Completion], GenerationStats]:
+                   sync_timing: bool = False, reuse: Reuse = Reuse(), decode=None
+                   ) -> tuple[list[Completion], GenerationStats]:
     """Sample completions of ``prompts`` from ``model``; see :class:`trajkit.engine.Engine`."""
     start = time.perf_counter()
     state = KVState(model, sync_timing)
-    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state])
+    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state], decode=decode)
     reuse.attach(batch, lambda: state)
     stats = GenerationStats(rows=len(prompts))
     logits, batch.cached = reuse.prefill(state, prompts, 1, stats)  # [B, 1, V]

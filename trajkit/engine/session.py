@@ -61,12 +61,12 @@ class DecodeSession:
 
     Use through :meth:`trajkit.engine.Engine.session`, which validates prompts and parameters."""
 
-    def __init__(self, model, sync_timing: bool = False, check=None, reuse: Reuse = Reuse()):
+    def __init__(self, model, sync_timing: bool = False, check=None, reuse: Reuse = Reuse(), decode=None):
         self.model, self.sync_timing = model, sync_timing
         self._check, self.reuse = check, reuse
         self.device = next(model.parameters()).device
         self.state = KVState(model, sync_timing)
-        self.batch = ActiveBatch([], [], False, self.device, followers=[self.state])
+        self.batch = ActiveBatch([], [], False, self.device, followers=[self.state], decode=decode)
         reuse.attach(self.batch, lambda: self.state)
         self.last_admit = GenerationStats()  # the reuse counters of the latest admit alone
         self.logits: torch.Tensor | None = None  # [B, 1, V]: the next token's logits of every active row
@@ -149,14 +149,14 @@ class SpeculativeSession:
     Use through :meth:`trajkit.engine.Engine.session`."""
 
     def __init__(self, model, drafter, k, sync_timing: bool = False, check=None, on_idle=None,
-                 reuse: Reuse = Reuse()):
+                 reuse: Reuse = Reuse(), decode=None):
         self.model, self.drafter, self.sync_timing = model, drafter, sync_timing
         self._k, self._check, self._on_idle, self.reuse = k, check, on_idle, reuse
         self.k = k if isinstance(k, int) else 0
         self.device = next(model.parameters()).device
         self.capture = feature_layers(drafter)
         self.state = KVState(model, sync_timing, capture=self.capture)
-        self.batch = ActiveBatch([], [], False, self.device, followers=[self.state, drafter])
+        self.batch = ActiveBatch([], [], False, self.device, followers=[self.state, drafter], decode=decode)
         reuse.attach(self.batch, lambda: self.state)
         self.last_admit = GenerationStats()  # the reuse counters of the latest admit alone
         self.period = GenerationStats()  # the busy period running now (idle admission -> last row done)

@@ -98,12 +98,12 @@ class Verdict:
 @torch.inference_mode()
 def generate_speculative(model, drafter: Drafter, k: int, prompts: list[list[int]],
                          params: list[SamplingParams], shared_params: bool, sync_timing: bool = False,
-                         reuse: Reuse = Reuse()) -> tuple[list[Completion], GenerationStats]:
+                         reuse: Reuse = Reuse(), decode=None) -> tuple[list[Completion], GenerationStats]:
     """Speculative sampling of ``prompts``; outputs are distributed exactly as ``generate_plain``'s."""
     start = time.perf_counter()
     draft_calls0, draft_seconds0 = drafter.calls, drafter.seconds
     state = KVState(model, sync_timing, capture=feature_layers(drafter))
-    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state, drafter])
+    batch = ActiveBatch(prompts, params, shared_params, state.device, followers=[state, drafter], decode=decode)
     reuse.attach(batch, lambda: state)
     stats = GenerationStats(num_draft_tokens=k, rows=len(prompts), position_tried=[0] * k,
                             position_accepted=[0] * k)

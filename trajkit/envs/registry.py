@@ -66,8 +66,10 @@ class TaskConfig(Checked):
     scales every Harbor task's agent time limit (Harbor's ``--timeout-multiplier``: a slow or shared CPU).
     ``openenv`` plays episodes of an OpenEnv environment, ``env`` (``pkg.module:Class``, in process) or ``url``
     (a local server's ``ws://127.0.0.1:PORT``), the observations as user turns (after ``system_prompt``), the
-    replies made actions by ``adapter`` (``pkg.module:obj``; default: the action's one text field), at most
-    ``max_turns`` replies (:mod:`trajkit.envs.openenv.rltask`).
+    replies made actions by ``adapter`` (``pkg.module:obj``; default: the action's one text field, or
+    ``action_field``, with the observation's text field, or ``observation_field``), at most ``max_turns``
+    replies; ``path`` a folder put first on the import path before ``env`` and ``adapter`` are imported
+    (:mod:`trajkit.envs.openenv.rltask`).
     ``verifiers`` runs episodes of the ``verifiers.v1`` taskset ``env`` (its id; ``path`` a folder added to the
     verifiers venv's import path; ``env_config`` a JSON object of the taskset's config fields) with verifiers'
     ``null`` harness and subprocess runtime against the gateway, at most ``max_turns`` model turns
@@ -101,6 +103,8 @@ class TaskConfig(Checked):
     adapter: str | None = None
     system_prompt: str | None = None
     env_config: str | None = None
+    action_field: str | None = None
+    observation_field: str | None = None
 
     __section__ = "task"
     __ranges__ = {"min_len": "[1, inf)", "max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)",
@@ -118,6 +122,13 @@ class TaskConfig(Checked):
         if self.name == "openenv" and (self.env is None) == (self.url is None):
             raise ConfigError("task.name=openenv needs exactly one of task.env=pkg.module:Class (the environment in "
                               "process) or task.url=ws://127.0.0.1:PORT (a local OpenEnv server)")
+        for key in ("action_field", "observation_field"):
+            if getattr(self, key) is not None and self.name != "openenv":
+                raise ConfigError(f"task.{key} is read by task.name=openenv's default adapter only, got "
+                                  f"task.name={self.name}; unset it")
+            if getattr(self, key) is not None and self.adapter is not None:
+                raise ConfigError(f"task.{key} configures the default adapter, but task.adapter={self.adapter} "
+                                  "is given: unset one of them")
         if self.min_len > self.max_len:
             raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
 

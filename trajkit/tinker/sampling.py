@@ -15,10 +15,8 @@ whenever ``stop`` is not ``[]`` ("None keeps implicit EOS stopping; [] disables 
 EOS"). A row ends at the first token whose decoded prefix of the sample contains a stop string, and that
 token is the row's last: the stop text is in the returned tokens, as tinker-cookbook's ``role_colon``
 renderer expects (its ``parse_response`` splits the decoded sample on ``"\n\nUser:"`` and calls a
-sample without it malformed), and as a stop id is. The engine stops on ids only, so a row with stop
-strings is cut after the engine returns it (each row's tokens come from its own stream, so the cut sample
-is the one an early stop would give; the cost is that such a row runs on to EOS or ``max_tokens``), except
-that a string which is exactly one token is also a stop id (:func:`one_token`).
+sample without it malformed), and as a stop id is. The engine stops there as it samples
+(``SamplingParams.stop_strings``, :mod:`trajkit.engine.stoptext`): no token is sampled past the stop.
 
 Prompt log-probs (``compute_logprobs``, ``prompt_logprobs``, ``topk_prompt_logprobs``): one forward of
 the prompt (:meth:`trajkit.tinker.training.TrainingClients.adapter_logprobs`: the training side's float32
@@ -80,33 +78,18 @@ def stops(stop, tokenizer) -> Stops:
     if len(ids) + len(strings) != len(items) or any(not s for s in strings):
         raise InputError(f"stop must be a string, a list of non-empty strings or a list of token ids, got {stop!r}",
                          field="sampling_params.stop")
-    ids += [t for t in (one_token(x, tokenizer) for x in strings) if t is not None]
     return Stops(tuple(dict.fromkeys([*ids, *eos])), tuple(strings))
 
 
-def one_token(text: str, tokenizer) -> int | None:
-    """The id of the one token that is exactly ``text`` (``"<|im_end|>"``), else None. Such a string is a stop
-    id too, so the engine stops there at once; the text cut then finds the same place or an earlier one."""
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    return ids[0] if len(ids) == 1 and tokenizer.decode(ids) == text else None
-
-
-def cut_at_stop(tokens: list[int], strings: tuple[str, ...], decode) -> int | None:
-    """How many of ``tokens`` to keep: up to the first token whose decoded prefix contains one of ``strings``
-    (None: no stop string appears)."""
-    if not strings or not any(s in decode(tokens) for s in strings):
-        return None
-    return next(k for k in range(1, len(tokens) + 1) if any(s in decode(tokens[:k]) for s in strings))
-
-
 def engine_params(params: dict, tokenizer, max_tokens_default: int = 64, top_logprobs: int = 0) -> SamplingParams:
-    """Tinker's ``SamplingParams`` (a dict as the SDK sends it) -> trajkit's (stop strings aside: :func:`stops`)."""
+    """Tinker's ``SamplingParams`` (a dict as the SDK sends it) -> trajkit's (``stop``: :func:`stops`)."""
     top_k = int(params.get("top_k", -1))
+    stop = stops(params.get("stop"), tokenizer)
     try:
         return SamplingParams(temperature=float(params.get("temperature", 1.0)), top_k=max(top_k, 0),
                               top_p=float(params.get("top_p", 1.0)),
                               max_new_tokens=int(params.get("max_tokens") or max_tokens_default),
-                              stop_token_ids=stops(params.get("stop"), tokenizer).ids, seed=params.get("seed"),
+                              stop_token_ids=stop.ids, stop_strings=stop.strings, seed=params.get("seed"),
                               top_logprobs=top_logprobs)
     except ValueError as exc:
         raise InputError(str(exc), field="sampling_params") from None
@@ -125,7 +108,7 @@ class Sampler:
     """Trajkit's engine over ``model`` (a plain HF copy of the base), one adapter merged at a time."""
 
     def __init__(self, model, tokenizer):
-        self.engine = Engine(model.eval())
+        self.engine = Engine(model.eval(), decode=tokenizer.decode)
         self.tokenizer = tokenizer
         self.current: str | None = None  # the key of the merged adapter
 
@@ -141,17 +124,11 @@ class Sampler:
         if n < 1:
             raise InputError(f"num_samples must be >= 1, got {n}", field="num_samples")
         sp = engine_params(params, self.tokenizer, top_logprobs=check_topk(topk, "topk_sample_logprobs"))
-        strings = stops(params.get("stop"), self.tokenizer).strings
         self.engine.check_request([prompt], sp)
         self._use(key, adapter)
-        out = []
-        for c in self.engine.generate([list(prompt)] * n, sp):
-            tokens, lps, tops, reason = c.token_ids, c.logprobs, c.top_logprobs, c.finish_reason
-            cut = cut_at_stop(tokens, strings, self.tokenizer.decode)
-            if cut is not None:
-                tokens, lps, tops, reason = tokens[:cut], lps[:cut], tops and tops[:cut], "stop"
-            out.append(Sequence(tokens, lps, "stop" if reason == "stop" else "length", tops if topk else None))
-        return out
+        return [Sequence(c.token_ids, c.logprobs, "stop" if c.finish_reason == "stop" else "length",
+                         c.top_logprobs if topk else None)
+                for c in self.engine.generate([list(prompt)] * n, sp)]
 
 
 def prompt_scores(logp: torch.Tensor, prompt: list[int], topk: int = 0, last_n: int | None = None) -> PromptScores:

@@ -16,8 +16,14 @@ stepped, until ``done`` or ``task.max_turns`` replies. So:
 
 ``metadata["columns"]["harness_output"]`` of each sample holds the episode record as JSON (seed, reward,
 rewards, done, turns, error).
+
+``task.path=DIR`` puts a folder first on this process's import path before ``task.env`` and ``task.adapter``
+are imported (an environment package beside the run, as ``task.path`` does for verifiers' venv).
 """
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import httpx
 
@@ -51,9 +57,11 @@ class OpenEnvTask:
     name = "openenv"
 
     def __init__(self, tokenizer, env: str | None = None, url: str | None = None, seed: int = 0, max_turns: int = 3,
-                 adapter=None, system: str | None = None, gateway=None):
+                 adapter=None, system: str | None = None, gateway=None, action_field: str | None = None,
+                 observation_field: str | None = None):
         self.connect = opener(env, url)
-        self.adapter = adapter if adapter is not None else default_adapter(self.connect)
+        self.adapter = adapter if adapter is not None else default_adapter(
+            self.connect, action_field, observation_field, env or url)
         self.tokenizer, self.seed, self.max_turns, self.system = tokenizer, seed, max_turns, system
         self.env = GatewayEnv(tokenizer, self.episode, config=gateway, raise_when_all_fail=False, name=self.name)
         self.reward_funcs = [record_reward]
@@ -90,18 +98,20 @@ class OpenEnvTask:
         return ep.to_json()
 
 
-def default_adapter(connect):
-    """:class:`~trajkit.envs.openenv.episode.TextAdapter` on the action's one string field (read from the
-    environment in process, or from the server's ``/schema``)."""
+def default_adapter(connect, action_field: str | None = None, observation_field: str | None = None,
+                    env: str = "the environment"):
+    """:class:`~trajkit.envs.openenv.episode.TextAdapter` on the action's one string field or ``action_field``
+    (checked against the action's schema: read from the environment in process, or from the server's
+    ``/schema``)."""
     conn = connect()
     try:
         schema = _action_schema(conn)
     finally:
         conn.close()
     try:
-        return adapter_for(schema)
+        return adapter_for(schema, action_field, observation_field, env)
     except ValueError as exc:
-        raise ConfigError(f"task.adapter: {exc}") from None
+        raise ConfigError(str(exc)) from None
 
 
 def _action_schema(conn) -> dict:
@@ -114,9 +124,23 @@ def _action_schema(conn) -> dict:
     return r.json()["action"]
 
 
+def add_import_path(path: str | None) -> None:
+    """``task.path``: the folder goes first on ``sys.path`` (once)."""
+    if path is None:
+        return
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"task.path={path}: not a folder (for task.name=openenv it is added to the import path "
+                          "before task.env and task.adapter are imported)")
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+
 def make_task(cfg, seed: int, tokenizer) -> OpenEnvTask:
     """The ``openenv`` entry of :data:`trajkit.envs.registry.TASKS`."""
+    add_import_path(cfg.path)
     adapter = import_object(cfg.adapter, "task.adapter") if cfg.adapter else None
     if isinstance(adapter, type):
         adapter = adapter()
-    return OpenEnvTask(tokenizer, cfg.env, cfg.url, seed, cfg.max_turns, adapter, cfg.system_prompt)
+    return OpenEnvTask(tokenizer, cfg.env, cfg.url, seed, cfg.max_turns, adapter, cfg.system_prompt,
+                       action_field=cfg.action_field, observation_field=cfg.observation_field)
