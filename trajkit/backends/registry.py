@@ -12,8 +12,9 @@ Dispatching on the name: building goes through the entry, and what a caller uses
 protocol it reads from ``backend.capabilities`` (:class:`~trajkit.backends.base.Capabilities`), never from
 the name. What does compare the name: the RL config's rules of what vLLM 0.32 cannot do in training
 (:mod:`trajkit.rl.config_rules`: NCCL weight transfer only with ``vllm``; no LoRA on the output layer and no
-drafter on ``vllm``), refused before anything is built; and a given backend is checked to be the one
-``rollout.backend`` names (:class:`trajkit.rl.rollout.Rollout`).
+drafter on ``vllm``), refused before anything is built; a given backend is checked to be the one ``rollout.backend`` names, and
+only ``rollout.backend=trajkit`` gets an inference copy of the draft for its in-process drafter
+(:class:`trajkit.rl.rollout.Rollout`); ``--api tinker`` refuses another backend than trajkit's engine.
 """
 from __future__ import annotations
 
