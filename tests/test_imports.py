@@ -3,8 +3,9 @@
 Layers (a package may import only those listed for it, besides the shared base modules ``trajkit.errors``,
 ``trajkit.config``, ``trajkit._lazy``, ``trajkit.progress`` and ``trajkit.atomic``): ``models`` at the bottom,
 ``traces`` on models (the SFT export loads tokenizers through the one loader), ``synth`` on traces, ``engine`` on
-models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models and synth, ``gateway`` on
-engine, models and traces, ``backends`` (the generation-backend seam) on engine and models, ``envs`` (every
+models, ``optim`` on models, ``recipes`` (building and caching models) on engine, models and synth, ``gateway`` (a
+server over any backend) on backends, engine, models and traces, ``backends`` (the generation-backend seam) on
+engine and models, ``envs`` (every
 environment: single-turn tasks, datasets, rewards, the tool and agent envs, the registry, Harbor) on gateway,
 backends, engine, models, traces and recipes (its cache folder) — never on the trainer; ``rl`` (the trainer) on envs
 and the layers below it, and optim; ``cluster`` (Ray) and ``tinker`` (the Tinker-compatible training server) on rl
@@ -33,7 +34,7 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
     "trajkit.engine": ("trajkit.models",),
     "trajkit.optim": ("trajkit.models",),
     "trajkit.recipes": ("trajkit.engine", "trajkit.models", "trajkit.synth", "trajkit.traces"),
-    "trajkit.gateway": ("trajkit.engine", "trajkit.models", "trajkit.traces"),
+    "trajkit.gateway": ("trajkit.backends", "trajkit.engine", "trajkit.models", "trajkit.traces"),
     "trajkit.backends": ("trajkit.engine", "trajkit.models"),
     # every environment, below the trainer: it gets a generation client and locks as arguments, never the trainer
     "trajkit.envs": ("trajkit.gateway", "trajkit.backends", "trajkit.engine", "trajkit.models", "trajkit.traces",

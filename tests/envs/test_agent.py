@@ -2,6 +2,7 @@
 trainer's engine. Checked against the gateway's own records: the samples' trained tokens are exactly the
 sampled ids, their log-probs the engine's (and, sampled at the trainer's temperature whatever the harness
 asked, equal to the policy's recomputed ones), and the policy version advances with every step."""
+import dataclasses
 import json
 import sys
 import threading
@@ -172,14 +173,16 @@ def test_bad_agent_settings_name_what_to_set(tiny, tmp_path):
 
 
 class NoSessions:
-    """A backend without step-wise sessions (as vLLM's): the trajkit engine's backend with ``session`` hidden
-    and its own prefix cache not offered."""
+    """A backend without step-wise sessions (as vLLM's): the trajkit engine's backend with ``session`` and its
+    own prefix cache not declared, reusing prefixes not at all."""
 
     def __init__(self, backend):
         self.inner, self.name = backend, "no-sessions"
+        self.capabilities = dataclasses.replace(backend.capabilities, sessions=False, prefix_cache=False)
+        self.guarantees = dataclasses.replace(backend.guarantees, prefix_reuse="none")
 
     def __getattr__(self, name):
-        if name in ("session", "set_prefix_cache", "guarantees"):
+        if name in ("session", "set_prefix_cache", "prefix_cache"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -219,6 +222,10 @@ def test_the_gateway_serves_a_backend_without_sessions_with_the_same_samples(tin
 class DeadSessions(NoSessions):
     """A backend on which the gateway's scheduler thread dies as it opens its batch: the error the vLLM path
     once raised there (an AttributeError on None, the rollout's missing engine), outside any engine call."""
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        self.capabilities = dataclasses.replace(self.capabilities, sessions=True)
 
     def __getattr__(self, name):
         if name == "session":
@@ -324,10 +331,13 @@ def test_a_served_backend_counts_each_engine_call_in_the_rounds_it_serves():
     from types import SimpleNamespace
 
     from trajkit.engine.types import Completion, Completions, GenerationStats
+    from trajkit.backends.base import Capabilities, Guarantees
     from trajkit.envs.client import ServedBackend
 
     class Fake:  # a backend whose call of n rows counts n new tokens
-        policy_version = 3
+        policy_version, name, num_params, engine, vocab_size = 3, "fake", 0, None, 8
+        guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=0.0)
+        capabilities, context_window, generation_config = Capabilities(sessions=True), None, None
 
         def generate(self, prompt_ids, params=None):
             return Completions([Completion([1], [0.0], "length") for _ in prompt_ids],

@@ -24,9 +24,9 @@ import random
 import re
 import string
 import subprocess
-import types
 from pathlib import Path
 
+from trajkit.backends.base import Capabilities, Guarantees
 from trajkit.engine.types import Completion
 from trajkit.gateway import Gateway, GatewayConfig, running
 from trajkit.recipes.cache import cache_dir
@@ -57,14 +57,17 @@ def run_agent(url: str, session: str, model: str, task: str, cwd: Path, timeout:
 
 
 class ReplayEngine:
-    """An engine stand-in that answers call ``i`` of the server with ``replies[i]`` (then the last again)."""
+    """A backend stand-in that answers call ``i`` of the server with ``replies[i]`` (then the last again); it
+    declares no optional part (whole generate calls, no prefix cache)."""
 
-    policy_version = 0
+    name, policy_version, num_params, engine = "replay", 0, 0, None
+    guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=0.0)
+    capabilities = Capabilities()
+    context_window, generation_config = 1 << 16, None
 
     def __init__(self, tokenizer, replies: list[str]):
         self.tokenizer, self.replies, self.calls = tokenizer, replies, 0
         self.vocab_size = len(tokenizer)
-        self.model = types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=1 << 16))
 
     def generate(self, prompts, params):
         out = []

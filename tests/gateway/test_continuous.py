@@ -10,6 +10,7 @@ import pytest
 
 import torch
 
+from trajkit.backends.base import Capabilities
 from trajkit.engine import Engine, SamplingParams
 from trajkit.engine.drafters import DraftModel
 from trajkit.gateway.live import LiveText, rest
@@ -157,9 +158,10 @@ def test_live_text_sends_only_what_the_final_content_starts_with():
 
 
 class _BrokenSessions:
-    """An engine whose scheduler thread dies opening its batch (not an engine call's error: the thread's)."""
+    """A backend whose scheduler thread dies opening its batch (not a backend call's error: the thread's)."""
 
     policy_version = 0
+    capabilities = Capabilities(sessions=True)
 
     def session(self):
         raise KeyError("no session here")

@@ -120,7 +120,7 @@ def _client_copy(message: dict) -> dict:
 
 
 def _two_calls(gw: Gateway, text: str, sid: str):
-    gw.engine.replies, gw.engine.calls = [text, "done"], 0
+    gw.backend.replies, gw.backend.calls = [text, "done"], 0
     user = [{"role": "user", "content": "go"}]
     first = asyncio.run(gw.chat({"model": "tiny", "messages": user, "return_token_ids": True}, sid))
     msg = first["choices"][0]["message"]

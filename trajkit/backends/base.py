@@ -12,14 +12,22 @@ where rows end.
 Each backend declares what it guarantees (:class:`Guarantees`); the conformance suite
 (tests/backends/) holds it to exactly that. An approximate backend (vLLM: another kernel stack, batch-
 dependent numerics) is kept honest in training by ``mismatch/*`` and ``loss.tis``.
+
+Each backend also declares which optional parts it has (:class:`Capabilities`), and the facts a server over
+it needs (``context_window``, ``generation_config``, ``engine``). Callers read the declaration
+(``backend.capabilities.sessions``) and call a guarded method only where it is declared; none probes for a
+method with ``getattr``/``hasattr`` (``tests/backends/test_capabilities.py`` scans the package for such
+probes outside this seam). A wrapper (a counting client's view, a test's stand-in) declares what it has,
+usually its inner backend's capabilities with some switched off (:func:`dataclasses.replace`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from trajkit.engine.params import SamplingParams
 from trajkit.engine.types import Completions
+from trajkit.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -30,26 +38,67 @@ class Guarantees:
     ``logprob_atol`` (float rounding only) on the tokens it sampled. ``deterministic``: the same weights,
     prompts and seeded params give the same tokens, whatever else shares the batch. ``logprob_atol``: the
     largest |backend logp - fp32 forward logp| the conformance suite accepts on any token.
-    ``sessions``: the backend has ``session()``, a step-wise batch that rows join and leave between decode
-    steps (the gateway's continuous batching of its sessions' requests, :mod:`trajkit.gateway.scheduler`).
-    Without it the gateway batches whole ``generate`` calls instead (a request that arrives during a call
-    waits for it) and says so (``Gateway.degraded``). ``prefix_reuse``: how repeated prompt prefixes are
-    served: ``exact`` (trajkit's prefix cache: the same KV states, the same tokens), ``backend`` (the
-    backend's own cache, e.g. vLLM's automatic prefix caching) or ``none``."""
+    ``prefix_reuse``: how repeated prompt prefixes are served: ``exact`` (trajkit's prefix cache: the same
+    KV states, the same tokens), ``backend`` (the backend's own cache, e.g. vLLM's automatic prefix caching)
+    or ``none``."""
 
     exact_logprobs: bool
     deterministic: bool
     logprob_atol: float
-    sessions: bool = False
     prefix_reuse: str = "none"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional parts of a backend, each a flag that guards the methods it names; a caller reads the flag
+    and calls the methods only where it is set.
+
+    ``sessions``: ``session()``, a step-wise batch that rows join and leave between decode steps (the
+    gateway's continuous batching, :mod:`trajkit.gateway.scheduler`); without it the gateway batches whole
+    ``generate`` calls (a request that arrives during a call waits for it) and says so (``Gateway.degraded``).
+    ``prefix_cache``: trajkit's exact prefix cache, ``set_prefix_cache(budget_tokens)`` (-> the cache or None)
+    and the ``prefix_cache`` attribute (the gateway's ``/metrics``). ``adapters``: ``update_adapter(adapter)``,
+    an adapter-only weight sync (a LoRA policy). ``draft``: ``update_draft(state_dict)``, a trained draft's
+    weights into the backend's own drafter (vLLM's ``draft_model``). ``token_logprobs``:
+    ``token_logprobs(prompt_ids, completion_ids, params)``, scoring given tokens. ``episodes``:
+    ``episodes(rows, params, round_no, timeout_s)`` and ``set_task(task)``: the backend runs an environment
+    that serves generation where it generates (Ray rollout workers, :mod:`trajkit.cluster.split`).
+    ``serves``: ``serves(tags)``, told whose rows the next call computes (a counting view,
+    :class:`trajkit.envs.client.ServedBackend`). ``actor``: the model runs in a Ray actor, ``actor`` (its
+    handle) and ``weights_arrived()`` (a sync that reached it by vLLM's own transfer, NCCL).
+
+    >>> Capabilities(sessions=True).sessions, Capabilities().adapters
+    (True, False)
+    """
+
+    sessions: bool = False
+    prefix_cache: bool = False
+    adapters: bool = False
+    draft: bool = False
+    token_logprobs: bool = False
+    episodes: bool = False
+    serves: bool = False
+    actor: bool = False
+
+
+# each capability -> the members it guards (what a caller may use only where the flag is set)
+GUARDED: dict[str, tuple[str, ...]] = {
+    "sessions": ("session",), "prefix_cache": ("set_prefix_cache", "prefix_cache"), "adapters": ("update_adapter",),
+    "draft": ("update_draft",), "token_logprobs": ("token_logprobs",), "episodes": ("episodes", "set_task"),
+    "serves": ("serves",), "actor": ("actor", "weights_arrived"),
+}
 
 
 @runtime_checkable
 class Backend(Protocol):
     name: str
     guarantees: Guarantees
+    capabilities: Capabilities
     vocab_size: int
     num_params: int  # the model's parameter count (the trainer's prefill-FLOPs metric)
+    context_window: int | None  # prompt + completion tokens the model takes (None: not known)
+    generation_config: Any  # the model's HF GenerationConfig (its EOS ids: the gateway's stop plan), or None
+    engine: Any  # trajkit's in-process Engine when the backend is one, else None
 
     @property
     def policy_version(self) -> int:
@@ -67,3 +116,8 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release the backend's workers (a no-op for in-process backends)."""
+
+
+def is_backend(obj) -> bool:
+    """Whether ``obj`` declares itself a backend (it carries :class:`Capabilities`)."""
+    return isinstance(getattr(obj, "capabilities", None), Capabilities)

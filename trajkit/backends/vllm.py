@@ -25,7 +25,7 @@ import time
 from typing import Sequence
 
 from trajkit.backends.actors import call, ensure_ray, require_ray, start_actor
-from trajkit.backends.base import Guarantees
+from trajkit.backends.base import Capabilities, Guarantees
 from trajkit.engine.params import MAX_TOP_LOGPROBS, SamplingParams, per_row
 from trajkit.engine.rng import mix
 from trajkit.engine.types import Completion, Completions, GenerationStats
@@ -42,6 +42,8 @@ class VllmBackend:
 
     name = "vllm"
     guarantees = Guarantees(exact_logprobs=False, deterministic=True, logprob_atol=LOGPROB_ATOL, prefix_reuse="backend")
+    capabilities = Capabilities(adapters=True, draft=True, actor=True)
+    engine = None  # not trajkit's engine: the gateway batches whole calls, reuses prefixes with vLLM's cache
 
     def __init__(self, model_dir: str, *, python: str, max_model_len: int = 2048, seed: int = 0,
                  speculative_config: dict | None = None, dtype: str = "float32", enforce_eager: bool = True,
@@ -61,6 +63,7 @@ class VllmBackend:
         self.info = call(self.actor.info.remote(), "vLLM backend start", timeout_s)
         self.vocab_size = int(self.info["vocab_size"])
         self.max_model_len = int(self.info["max_model_len"])
+        self.context_window = self.max_model_len
         self.num_params = folder_num_params(model_dir)
         self.speculative = speculative_config is not None
         if self.speculative:  # vLLM 0.32's log-probs of speculated tokens are wrong (trajkit.rl.backend)
@@ -168,6 +171,33 @@ class VllmBackend:
             stats.proposed = spec["proposed"] - self._spec["proposed"]
             stats.accepted = spec["accepted"] - self._spec["accepted"]
             self._spec = dict(spec)
+
+
+def from_spec(spec, target=None, draft=None) -> VllmBackend:
+    """The ``vllm`` entry of :data:`~trajkit.backends.registry.BACKENDS`: a
+    :class:`~trajkit.backends.build.BackendSpec` -> vLLM over the folder ``spec.model`` (a loaded ``target``
+    without one, a random or warm-started policy, is saved to a temporary folder first), its drafter as
+    :func:`speculative_config`, the spec's vLLM options."""
+    import tempfile
+
+    from trajkit.backends.trajkit import drafter_kind
+
+    if spec.python is None:
+        raise ConfigError("the vllm backend needs its venv's python (rollout.vllm_python, $TRAJKIT_VLLM_PYTHON or "
+                          "`make vllm-venv`)")
+    if spec.rope_scaling is not None and spec.rope_scaling.type != "none":
+        raise ConfigError("--rope-type with --backend vllm: vLLM serves the folder's own window; drop --rope-type "
+                          "or use --backend trajkit")
+    folder = spec.model
+    if folder is None:
+        if target is None:
+            raise ConfigError("the vllm backend needs a model folder: --model DIR")
+        folder = tempfile.mkdtemp(prefix="trajkit-vllm-policy-")
+        target.save_pretrained(folder)
+    config = speculative_config(drafter_kind(spec, draft), spec.k, spec.draft)
+    return VllmBackend(folder, python=spec.python, max_model_len=spec.max_model_len, seed=spec.seed,
+                       speculative_config=config, num_cpus=spec.num_cpus, lora_rank=spec.lora_rank,
+                       weight_transfer=spec.weight_transfer)
 
 
 def lora_slot(rank: int) -> int:

@@ -40,22 +40,22 @@ def add_arguments(parser) -> None:
 
 
 def _gateway(args, max_batch: int, continuous: bool):
-    from trajkit.engine import Engine
+    """The gateway of one arm over the backend the one builder makes of ``--model``/``--drafter``/``--k``
+    (a tiny random byte model without ``--model``)."""
+    from trajkit.backends.build import BackendSpec, build_backend
     from trajkit.gateway import Gateway, GatewayConfig, load_gateway
-
-    from trajkit.engine.drafters import NgramDrafter
 
     config = GatewayConfig(model_name="bench", max_batch=max_batch, default_max_tokens=args.max_tokens,
                            continuous=continuous)
-    spec = {"drafter": NgramDrafter(3, 1), "num_draft_tokens": args.k} if args.drafter == "ngram" else {}
+    spec = BackendSpec(model=args.model, drafter=args.drafter, k=args.k)
     if args.model:
-        return load_gateway(args.model, config, **({"drafter": "ngram", "num_draft_tokens": args.k} if spec else {}))
+        return load_gateway(args.model, config, spec=spec)
     from trajkit.models.spec import TinySpec, build_model
     from trajkit.models.tokenizer import byte_tokenizer
 
     model = build_model(TinySpec(vocab_size=259, hidden_size=64, num_layers=2, max_positions=4096), seed=0,
                         init_scale=5.0)
-    return Gateway(Engine(model, **spec), byte_tokenizer(), config)
+    return Gateway(build_backend(spec, target=model), byte_tokenizer(), config)
 
 
 def _arm(args, max_batch: int, continuous: bool = True) -> dict:

@@ -124,17 +124,16 @@ def vllm_methods(folder: str, k: int, temperature: float) -> tuple[list[Method],
     own actor (:mod:`trajkit.backends.vllm`; the vLLM venv) -> (methods, backends to close). Each call
     crosses Ray; its seconds are timed around the call, as ours are. vLLM's EAGLE is not among them: it reads
     EAGLE/EAGLE-3 checkpoints of its own format, not trajkit's head."""
-    from trajkit.backends.registry import make_backend
-    from trajkit.backends.vllm import speculative_config
+    from trajkit.backends.build import BackendSpec, build_backend
     from trajkit.recipes.cache import vllm_python
 
     methods, backends = [], []
-    for label, family, spec in (("vLLM plain", "vllm-plain", None),
-                                (f"vLLM n-gram k={k}", "vllm-ngram", speculative_config("ngram", k))):
-        backend = make_backend("vllm", model_dir=folder, python=vllm_python(), max_model_len=1024,
-                               speculative_config=spec)
+    for label, family, drafter in (("vLLM plain", "vllm-plain", "none"), (f"vLLM n-gram k={k}", "vllm-ngram", "ngram")):
+        backend = build_backend(BackendSpec(backend="vllm", model=folder, drafter=drafter, k=k, python=vllm_python(),
+                                            max_model_len=1024))
         backends.append(backend)
-        methods.append(Method(label, family, k if spec else 0, _vllm(backend, temperature), batch_sizes=(1,)))
+        methods.append(Method(label, family, k if drafter != "none" else 0, _vllm(backend, temperature),
+                              batch_sizes=(1,)))
     return methods, backends
 
 

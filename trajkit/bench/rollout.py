@@ -48,7 +48,8 @@ def _prompts(folder: str, batch: int) -> list[list[int]]:
 
 
 class _RayArm:
-    """``RAY_WORKERS`` rollout workers of one backend kind as a backend (closed with their placement)."""
+    """``RAY_WORKERS`` rollout workers of one backend kind as a backend (closed with their placement); its
+    ``rollouts`` (:class:`~trajkit.cluster.split.RayRollouts`) run an agent task's episodes."""
 
     def __init__(self, kind: str, folder: str, threads: int):
         from trajkit.backends.actors import ensure_ray
@@ -63,6 +64,7 @@ class _RayArm:
         self.placement = place("colocated", RAY_WORKERS, cfg.cluster.worker_cpus, 0.0, cfg.cluster.timeout_s)
         self.rollouts = start_rollouts(cfg, self.placement, first_bundle=1)
         self.generate = self.rollouts.generate
+        self.capabilities = self.rollouts.capabilities
 
     def close(self) -> None:
         import ray
@@ -77,21 +79,15 @@ RAY_CPUS = 8  # logical CPUs of the benchmark's local Ray: accounting only, the 
 
 
 def _backend(arm: str, folder: str, threads: int = 0):
-    from trajkit.backends.registry import make_backend
+    """The arm's backend: ``NAME-ray2`` its Ray workers, else the one builder's ``NAME`` over ``folder``
+    (trajkit's loader reads it in float32; vLLM's context 1024)."""
+    from trajkit.backends.build import BackendSpec, build_backend
 
     if arm.endswith("-ray2"):
         return _RayArm(arm.removesuffix("-ray2"), folder, threads)
-
-    if arm == "trajkit":
-        import torch
-
-        from trajkit.engine import Engine
-        from trajkit.models.load import load_model
-
-        return make_backend("trajkit", engine=Engine(load_model(folder, dtype=torch.float32)))
     from trajkit.recipes.cache import vllm_python
 
-    return make_backend("vllm", model_dir=folder, python=vllm_python(), max_model_len=1024)
+    return build_backend(BackendSpec(backend=arm, model=folder, python=vllm_python(), max_model_len=1024))
 
 
 def _measure(arm: str, folder: str, prompts, args) -> dict:

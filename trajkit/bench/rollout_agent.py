@@ -37,14 +37,15 @@ def measure_episodes(arm: str, folder: str, args, make_backend) -> dict:
     started = time.perf_counter()
     backend = make_backend(arm, folder, args.threads)
     start_s = time.perf_counter() - started
-    served = getattr(backend, "rollouts", backend)  # a Ray arm: its workers as one backend
+    ray_arm = backend.capabilities.episodes  # a Ray arm: its workers as one backend, each running its trials
+    served = backend.rollouts if ray_arm else backend
     tokenizer = load_tokenizer(folder, what="smollm2")
     task = HarborRLTask(args.task_path or _shipped(), tokenizer, seed=0, max_turns=args.max_turns)
     prompts = [task.prompt(i) for i in range(args.episodes)]
     params = SamplingParams(temperature=0.7, max_new_tokens=args.tokens, seed=0)
     try:
         t0 = time.perf_counter()
-        if hasattr(served, "episodes"):  # a Ray arm: each worker runs its trials, gateway over its engine
+        if ray_arm:  # each worker runs its trials, a gateway over its engine
             served.set_task(task)
             samples, _, _ = served.episodes(prompts, params, task.env.next_round(), task.env.timeout_s)
             seconds = time.perf_counter() - t0

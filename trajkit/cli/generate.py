@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from trajkit.cli.commands import COMMANDS
 from trajkit.config import add_arguments, from_args
@@ -36,33 +37,31 @@ def cmd_generate(args) -> int:
         print(pair.path)
         return 0
     target, own_draft, tok = _load_models(args)
-    engine = _engine(args, target, own_draft)
+    backend = _backend(args, target, own_draft)
     prompts = _prompts(args, tok)
     from trajkit.engine import SamplingParams
 
     stop = args.stop_id if args.stop_id is not None else ([tok.eos_token_id] if tok and tok.eos_token_id
                                                           is not None else [])
     params = from_args(SamplingParams, args, stop_token_ids=stop)
-    out = engine.generate([p for p in prompts for _ in range(args.n)], params)
+    try:
+        out = backend.generate([p for p in prompts for _ in range(args.n)], params)
+    finally:
+        backend.close()
     _print(out, args, tok)
     return 0
 
 
 def _load_models(args):
-    """-> (target, the tiny pair's own draft or None, tokenizer or None)."""
+    """-> (target or None, the tiny pair's own draft or None, tokenizer or None); with ``--model`` the
+    backend builder loads the target (or vLLM does)."""
     if args.model is None:
         from trajkit.recipes.tiny_pair import TinyPairConfig, load_tiny_pair
 
         pair = load_tiny_pair(TinyPairConfig(seed=args.tiny_seed), cache=args.cache_dir,
                               log=lambda m: print(m, file=sys.stderr))
         return pair.target, pair.draft, _tokenizer(pair.path / "target")
-    return _model(args.model), None, _tokenizer(args.model)
-
-
-def _model(folder: str):
-    from trajkit.models.load import load_model
-
-    return load_model(folder, what="--model")
+    return None, None, _tokenizer(args.model)
 
 
 def _tokenizer(folder):
@@ -71,27 +70,19 @@ def _tokenizer(folder):
     return load_tokenizer(folder, required=False)
 
 
-def _engine(args, target, own_draft):
-    """The engine for ``--drafter``/``--draft``: the kind's own loader reads ``--draft`` (a model, window or
-    EAGLE head folder, told apart by its files when ``--drafter`` is not given)."""
-    from trajkit.engine import Engine
-    from trajkit.engine.drafters.names import chosen_kind
-    from trajkit.engine.drafters.registry import draft_kind
+def _backend(args, target=None, own_draft=None):
+    """The backend of ``--backend``/``--model``/``--drafter``/``--draft``/``--k`` from the one builder
+    (:func:`trajkit.backends.build.build_backend`): the kind's own loader reads ``--draft``; the tiny pair's
+    own draft serves a ``model`` drafter; ``--drafter eagle`` without ``--draft`` on the prepared SmolLM2 is
+    its cached head."""
+    from trajkit.backends.build import build_backend, spec_from_args
+    from trajkit.recipes.cache import vllm_python
 
-    k = args.k if args.k == "auto" else _int(args.k, "--k")
-    kind = draft_kind(chosen_kind(args.drafter, args.draft, "model" if own_draft is not None else "none"))
-    if kind is None:
-        return Engine(target)
-    net = None
-    if kind.trainable:
-        folder = args.draft or (_prepared_head(args) if kind.name == "eagle" else None)
-        if folder is not None:
-            net = kind.load(folder, target=target)
-        elif kind.name == "model" and own_draft is not None:
-            net = own_draft
-        else:
-            raise ConfigError(f"--drafter {kind.name} needs --draft DIR (or the tiny pair, without --model)")
-    return Engine(target, drafter=kind.drafter(net), num_draft_tokens=k)
+    spec = spec_from_args(args, python=vllm_python())
+    if args.drafter == "eagle" and not args.draft:
+        spec = replace(spec, draft=_prepared_head(args))
+    draft = own_draft if spec.drafter in (None, "model") else None  # the tiny pair's draft is a draft model
+    return build_backend(spec, target=target, draft=draft)
 
 
 def _prepared_head(args) -> str:
@@ -151,22 +142,19 @@ def _print(out, args, tok) -> None:
 
 
 def register(sub) -> None:
+    from trajkit.backends.build import add_arguments as add_backend_arguments
     from trajkit.engine import SamplingParams
 
     p = sub.add_parser("generate", help=COMMANDS["generate"],
-                       description="Generate with trajkit's engine from a local model folder or the "
-                                   "shipped tiny pair.",
+                       description="Generate with trajkit's engine (or vLLM: --backend vllm) from a local "
+                                   "model folder or the shipped tiny pair.",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="local Hugging Face causal LM folder (default: the shipped tiny target)")
-    p.add_argument("--draft", help="draft folder: a draft model sharing the tokenizer, a window drafter or an "
-                                   "EAGLE head (eagle.pt + eagle.json, trained on --model); its files tell the "
-                                   "kind (default: the tiny pair's draft; with --drafter eagle and the prepared "
-                                   "SmolLM2 model, its cached head)")
-    from trajkit.engine.drafters.names import KIND_NAMES
-
-    p.add_argument("--drafter", choices=list(KIND_NAMES), help="drafter kind (default: model if a draft is "
-                                                              "available, else none)")
-    p.add_argument("--k", default="3", help="draft tokens per round, or 'auto' (default: 3)")
+    add_backend_arguments(p, draft_help="draft folder: a draft model sharing the tokenizer, a window drafter or an "
+                                        "EAGLE head (eagle.pt + eagle.json, trained on --model); its files tell "
+                                        "the kind (default: the tiny pair's draft; with --drafter eagle and the "
+                                        "prepared SmolLM2 model, its cached head)",
+                          drafter_help="drafter kind (default: model if a draft is available, else none)")
     p.add_argument("--prompt", action="append", help="prompt text (repeatable)")
     p.add_argument("--prompt-ids", action="append", help="prompt token ids, comma-separated (repeatable)")
     p.add_argument("--n", type=int, default=1, help="samples per prompt (default: 1)")

@@ -24,21 +24,14 @@ then: tinker.ServiceClient(base_url="http://127.0.0.1:8000", api_key="tml-local"
 def cmd_serve(args) -> int:
     if args.api == "tinker":
         return _serve_tinker(args)
-    from trajkit.gateway.config import GatewayConfig
-    from trajkit.gateway.server import load_gateway, serve
-    from trajkit.models.rope import RopeScaling
+    from trajkit.gateway.server import serve
 
-    k = args.k if args.k == "auto" else int(args.k)
     log = None
     if args.save_dir:
         from trajkit.gateway.persist import SessionLog
 
         log = SessionLog(args.save_dir)  # refuses a directory holding an earlier run's records, before loading
-    if args.backend == "vllm":
-        gateway = _vllm_gateway(args, from_args(GatewayConfig, args), k)
-    else:
-        gateway = load_gateway(args.model, from_args(GatewayConfig, args), args.draft, args.drafter, k,
-                               rope_scaling=from_args(RopeScaling, args, prefix="rope_"))
+    gateway = _gateway(args)
     if log is not None:
         gateway.on_record.append(log.append)
     if args.api_key:
@@ -59,6 +52,18 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def _gateway(args):
+    """The gateway of ``trajkit serve``'s flags over the backend the one builder makes of them."""
+    from trajkit.backends.build import spec_from_args
+    from trajkit.gateway.config import GatewayConfig
+    from trajkit.gateway.server import load_gateway
+    from trajkit.models.rope import RopeScaling
+    from trajkit.recipes.cache import vllm_python
+
+    spec = spec_from_args(args, rope_scaling=from_args(RopeScaling, args, prefix="rope_"), python=vllm_python())
+    return load_gateway(args.model, from_args(GatewayConfig, args), spec=spec)
+
+
 def _serve_tinker(args) -> int:
     from trajkit.errors import ConfigError
     from trajkit.tinker.server import load_service, serve
@@ -76,21 +81,8 @@ def _serve_tinker(args) -> int:
     return 0
 
 
-def _vllm_gateway(args, config, k):
-    """The gateway over the vLLM backend (token ids straight to vLLM; nothing re-tokenized)."""
-    from trajkit.backends.vllm import VllmBackend, speculative_config
-    from trajkit.gateway.service import Gateway
-    from trajkit.models.load import load_tokenizer
-    from trajkit.recipes.cache import vllm_python
-
-    from trajkit.engine.drafters.names import chosen_kind
-
-    spec = speculative_config(chosen_kind(args.drafter, args.draft), k, args.draft)
-    backend = VllmBackend(args.model, python=vllm_python(), speculative_config=spec)
-    return Gateway(backend, load_tokenizer(args.model, what="--model"), config)
-
-
 def register(sub) -> None:
+    from trajkit.backends.build import add_arguments as add_backend_arguments
     from trajkit.gateway.config import GatewayConfig
     from trajkit.models.rope import RopeScaling
 
@@ -101,12 +93,7 @@ def register(sub) -> None:
     p.add_argument("--model", required=True, help="local Hugging Face model folder (tokenizer beside it)")
     p.add_argument("--checkpoint-dir", default="runs/tinker",
                    help="--api tinker: where tinker:// checkpoints are kept (default: runs/tinker)")
-    p.add_argument("--draft", default=None, help="draft model folder for speculative decoding")
-    p.add_argument("--drafter", default=None, help="draft kind (model, ngram, window, eagle); ngram needs no --draft; eagle: --draft is the head's folder "
-                   "(default: the kind --draft's files tell: eagle.json, window.json, else a draft model)")
-    p.add_argument("--k", default="3", help="draft tokens per round, or auto (default: 3)")
-    p.add_argument("--backend", choices=("trajkit", "vllm"), default="trajkit",
-                   help="who generates: trajkit's engine (default) or vLLM in its venv (make vllm-venv)")
+    add_backend_arguments(p)  # --backend, --draft, --drafter, --k: the one backend builder's flags
     p.add_argument("--api-key", default=None,
                    help="require Authorization: Bearer KEY on every route but /health (the session is then "
                         "x-session-id); default: open to every caller that reaches the port")

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from typing import Sequence
 
+from trajkit.backends.base import Capabilities
 from trajkit.cluster.errors import ClusterError, gather
 from trajkit.engine.params import SamplingParams, per_row
 from trajkit.engine.rng import row_seed
@@ -62,10 +63,13 @@ class RayRollouts:
         self.guarantees = first["guarantees"]
         self.vocab_size = first["vocab_size"]
         self.num_params = first["num_params"]
+        # its own part: the episodes of an environment that serves generation run on the workers (episodes())
+        self.capabilities = Capabilities(episodes=True)
+        self.engine = None  # the engines are the workers'
         # a gateway serving the workers as one backend reads the window and the stop ids here (a user's own;
         # the agent and Harbor tasks run a gateway on each worker instead: episodes())
-        self.max_model_len = first.get("max_model_len")
-        self.generation_config = first.get("generation_config")
+        self.context_window = first["context_window"]
+        self.generation_config = first["generation_config"]
         self._version = 0
         self._calls, self._tokens, self._seconds = 0, 0, 0.0
         self.task_name, self.task_pids = None, []  # set_task: the agent-style task the workers run

@@ -124,13 +124,10 @@ class RolloutWorker:
         self.task = None  # an agent-style task whose episodes run here (set_task)
 
     def info(self) -> dict:
-        b = self.rollout.backend
-        model = getattr(b, "model", None)  # what a gateway over the workers needs: the window, the stop ids
-        window = model.config.max_position_embeddings if model is not None else getattr(b, "max_model_len", None)
-        generation = getattr(model if model is not None else b, "generation_config", None)
+        b = self.rollout.backend  # with what a gateway over the workers needs: the window, the stop ids
         return {"pid": os.getpid(), "index": self.index, "backend": b.name, "guarantees": b.guarantees,
-                "vocab_size": b.vocab_size, "num_params": getattr(b, "num_params", None),
-                "max_model_len": window, "generation_config": generation}
+                "vocab_size": b.vocab_size, "num_params": b.num_params, "context_window": b.context_window,
+                "generation_config": b.generation_config}
 
     def load(self, weights: dict) -> int:
         """``weights``: :meth:`PolicyWorker.weights` (Ray resolves the ref it was passed as); -> the version."""
@@ -138,7 +135,8 @@ class RolloutWorker:
 
     def vllm_actor(self):
         """The vLLM engine's actor handle (for NCCL weight transfer), None for another backend."""
-        return getattr(self.rollout.backend, "actor", None)
+        b = self.rollout.backend
+        return b.actor if b.capabilities.actor else None
 
     def arrived(self) -> int:
         return self.rollout.backend.weights_arrived()

@@ -158,10 +158,10 @@ def record_reward(completions, harness_output, **kwargs) -> list[float | None]:
     return out
 
 
-def episode_gateway(engine, tokenizer, config: GatewayConfig, lock=None) -> Gateway:
+def episode_gateway(backend, tokenizer, config: GatewayConfig, lock=None) -> Gateway:
     """The gateway harness runs are served on: locked (:mod:`trajkit.gateway.access`), so a run reaches only
     its own session (``envs check --adversarial``'s ``other-sessions`` probe attacks this same gateway)."""
-    return Gateway(engine, tokenizer, config, lock=lock, locked=True)
+    return Gateway(backend, tokenizer, config, lock=lock, locked=True)
 
 
 class EnvironmentDied(RuntimeError):
@@ -208,7 +208,7 @@ class GatewayEnv:
                                f"{sorted(self._rounds)} run on this environment's gateway; run one backend's "
                                "rounds at a time (a gateway serves one backend and its lock)")
         self._stop()
-        self._served = client.engine()
+        self._served = client.served()
         self.gateway = episode_gateway(self._served, self.tokenizer, self.config, client.lock)
         self.base_url = self._stack.enter_context(running(self.gateway))
         self._serving_key = key

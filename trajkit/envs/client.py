@@ -19,7 +19,7 @@ outside programs (the agent env's gateway, :mod:`trajkit.envs.agent`) needs and 
 Nothing else of the trainer is visible: no rollout, no config.
 
 >>> from trajkit.engine.types import Completion, Completions, GenerationStats
->>> class Echo:  # a stand-in backend: returns the prompt's last id
+>>> class Echo:  # a stand-in for a backend (trajkit.backends.base.Backend): returns the prompt's last id
 ...     policy_version = 0
 ...     def generate(self, prompt_ids, params=None):
 ...         return Completions([Completion([p[-1]], [0.0], "length") for p in prompt_ids], GenerationStats())
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trajkit.backends.base import Capabilities, is_backend
 from trajkit.errors import ConfigError
 
 
@@ -61,25 +62,24 @@ class GenerationClient:
     def count(self, out) -> None:
         """Count one backend call's output (its stats and version) as this client's."""
         self.record(out.stats)
-        self.versions.append(getattr(out, "policy_version", -1))
+        self.versions.append(out.policy_version)
 
     @property
     def sessions(self) -> bool:
-        """Whether the backend batches step-wise (``session()``; :class:`trajkit.backends.base.Guarantees`)."""
-        guarantees = getattr(self.backend, "guarantees", None)
-        declared = getattr(guarantees, "sessions", None)
-        has = callable(getattr(self.backend, "session", None))
-        return has if declared is None else bool(declared) and has
+        """Whether the backend batches step-wise (``session()``; :class:`trajkit.backends.base.Capabilities`)."""
+        return self.backend.capabilities.sessions
 
-    def engine(self) -> "ServedBackend":
+    def served(self) -> "ServedBackend":
         """The backend as a gateway's scheduler sees it (its calls counted in ``record``)."""
         return ServedBackend(self)
 
 
 class ServedBackend:
     """A :class:`GenerationClient`'s backend for :class:`trajkit.gateway.Gateway`: ``generate`` holds the
-    client's lock; ``session()`` exists only where the backend has sessions (else the gateway batches whole
-    calls); everything else (``policy_version``, ``vocab_size``, the prefix cache, ...) is the backend's.
+    client's lock; it declares what a gateway uses of the backend's capabilities (sessions, the prefix cache)
+    plus ``serves``, so ``session()`` is there only where the backend has sessions (else the gateway batches
+    whole calls); weight syncs other than ``update_weights`` stay the trainer's; the facts (``policy_version``, ``vocab_size``, the window, the prefix
+    cache, ...) are the backend's.
 
     Counting: every engine call is counted (its stats recorded, a whole call's version appended) in the
     clients of the tags it serves (:meth:`route`; the scheduler tells :meth:`serves` whose rows it computes,
@@ -92,6 +92,12 @@ class ServedBackend:
 
     def __init__(self, client: GenerationClient):
         self._client = client
+        b = client.backend
+        self.name, self.guarantees, self.engine = b.name, b.guarantees, b.engine
+        self.capabilities = Capabilities(sessions=b.capabilities.sessions, prefix_cache=b.capabilities.prefix_cache,
+                                         serves=True)
+        self.vocab_size, self.num_params = b.vocab_size, b.num_params
+        self.context_window, self.generation_config = b.context_window, b.generation_config
         self._routes: dict[object, GenerationClient] = {}
         self._mutex = threading.Lock()  # routes change on the rounds' threads; the scheduler's reads them
         self._tags: list = []  # whose rows the next whole call computes
@@ -130,13 +136,30 @@ class ServedBackend:
             c.count(out)
         return out
 
-    def __getattr__(self, name: str):
-        backend = self._client.backend
-        if name == "session":
-            if not self._client.sessions:
-                raise AttributeError(f"backend {getattr(backend, 'name', type(backend).__name__)!r} has no sessions")
-            return self._session
-        return getattr(backend, name)
+    @property
+    def policy_version(self) -> int:
+        return self._client.backend.policy_version
+
+    @property
+    def prefix_cache(self):
+        return self._client.backend.prefix_cache
+
+    def set_prefix_cache(self, budget_tokens: int):
+        return self._client.backend.set_prefix_cache(budget_tokens)
+
+    def update_weights(self, state_dict: dict) -> int:
+        return self._client.backend.update_weights(state_dict)
+
+    def stats(self) -> dict:
+        return self._client.backend.stats()
+
+    def close(self) -> None:
+        """Nothing: the backend is the client's owner's to close."""
+
+    def session(self):
+        if not self.capabilities.sessions:
+            raise ConfigError(f"backend {self.name!r} has no step-wise sessions (Capabilities.sessions)")
+        return self._session()
 
     def _session(self):
         session = self._client.backend.session()
@@ -149,7 +172,7 @@ def as_client(generate) -> GenerationClient:
     generation needs a backend, not a bare function, and says so."""
     if isinstance(generate, GenerationClient):
         return generate
-    if callable(getattr(generate, "generate", None)) and hasattr(generate, "policy_version"):
+    if is_backend(generate):
         return GenerationClient(generate)
     raise ConfigError("this environment serves generation to outside programs and needs a backend: pass a "
                       "trajkit.envs.client.GenerationClient(backend, lock, record) (trajkit.rl.Rollout.client "

@@ -93,7 +93,7 @@ def create_app(gateway: Gateway) -> FastAPI:
         if not access.admin(request.headers):
             return {"status": "ok"}
         return {"status": "ok", "sessions": len(gateway.sessions.ids()), "engine_calls": gateway.scheduler.calls,
-                "policy_version": gateway.engine.policy_version}
+                "policy_version": gateway.backend.policy_version}
 
     @app.get("/metrics")
     async def metrics():

@@ -30,7 +30,8 @@ _GAUGES = (("cached_tokens", "tokens", "tokens held now"), ("cached_bytes", "byt
 
 def prometheus_text(gateway) -> str:
     """The exposition text of ``gateway`` (:class:`~trajkit.gateway.service.Gateway`)."""
-    cache = getattr(gateway.engine, "prefix_cache", None)
+    backend = gateway.backend
+    cache = backend.prefix_cache if backend.capabilities.prefix_cache else None
     snap = cache.snapshot() if cache is not None else {}
     lines: list[str] = []
 
@@ -39,7 +40,7 @@ def prometheus_text(gateway) -> str:
 
     for key, help_ in _COUNTERS:
         metric(f"trajkit_prefix_cache_{key}_total", "counter", help_, snap.get(key, 0))
-    params = getattr(gateway.engine, "num_params", 0)
+    params = backend.num_params or 0
     metric("trajkit_prefix_cache_flops_saved_total", "counter", "prefill FLOPs not spent (~2 x params x hit tokens)",
            2 * params * snap.get("hit_tokens", 0))
     for key, name, help_ in _GAUGES:
@@ -47,7 +48,7 @@ def prometheus_text(gateway) -> str:
     metric("trajkit_engine_calls_total", "counter", "engine admissions (continuous) or generate calls",
            gateway.scheduler.calls)
     metric("trajkit_policy_version", "gauge", "version of the weights serving now",
-           getattr(gateway.engine, "policy_version", 0))
+           backend.policy_version)
     return "\n".join(lines) + "\n"
 
 

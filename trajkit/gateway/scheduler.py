@@ -19,15 +19,16 @@ If the scheduler thread dies (an error outside a single engine call: the engine 
 bug), every queued, held and running job fails with :class:`SchedulerDied` holding the thread's traceback,
 and so does every later :meth:`Scheduler.submit`: a waiting request gets an error at once instead of hanging.
 
-Weight updates: the scheduler holds the engine lock from the moment an idle batch admits rows until the
+Weight updates: the scheduler holds the backend lock from the moment an idle batch admits rows until the
 batch is empty again, so a weight load (:meth:`Scheduler.update_weights`, or a trainer holding the same
 lock) happens only when no row is in flight, and each record's ``policy_version`` is the version of the
 weights that sampled all of its tokens. ``update_weights`` also stops admission while it waits, so the
 running rows drain and a steady stream of requests cannot starve it.
 
 Owners: a job may carry a ``tag`` (who it is for: an RL round's number, :mod:`trajkit.envs.agent`).
-:meth:`Scheduler.drain` can wait for one tag's jobs only, and an engine that defines ``serves(tags)`` is told,
-on the scheduler thread, whose rows each engine call computes: before a whole ``generate`` call, and after
+:meth:`Scheduler.drain` can wait for one tag's jobs only, and a backend that declares ``serves``
+(:class:`trajkit.backends.base.Capabilities`) is told ``serves(tags)``, on the scheduler thread, whose rows each
+backend call computes: before a whole ``generate`` call, and after
 each admission into a step-wise session (so it can count the call's work for the rounds it serves).
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from trajkit.backends.registry import as_backend
 from trajkit.engine import SamplingParams
 from trajkit.engine.types import Completion
 
@@ -78,17 +80,18 @@ class JobResult:
 
 
 class Scheduler:
-    """Owns ``engine``; :meth:`submit` from any thread, results through ``concurrent.futures.Future``."""
+    """Owns ``backend`` (a bare trajkit ``Engine`` is wrapped, :func:`trajkit.backends.registry.as_backend`);
+    :meth:`submit` from any thread, results through ``concurrent.futures.Future``."""
 
-    def __init__(self, engine, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None, continuous: bool = True):
-        self.engine, self.max_batch, self.batch_wait_s = engine, max_batch, batch_wait_s
+    def __init__(self, backend, max_batch: int = 64, batch_wait_s: float = 0.005, lock=None, continuous: bool = True):
+        self.backend, self.max_batch, self.batch_wait_s = as_backend(backend), max_batch, batch_wait_s
         # held for every engine call and every weight update; an RL trainer passes the lock its own weight
         # sync holds, so a sync waits for the running call (trajkit.envs.agent)
         self.lock = lock if lock is not None else threading.Lock()
         self._queue: queue.Queue[Job | None] = queue.Queue()
-        # continuous batching needs the engine's step-wise session (plain or speculative); an engine
-        # stand-in with only ``generate`` gets whole generate calls
-        self.continuous = continuous and callable(getattr(engine, "session", None))
+        # continuous batching needs the backend's step-wise session (plain or speculative); a backend
+        # without one (vLLM's) gets whole generate calls
+        self.continuous = continuous and self.backend.capabilities.sessions
         self.steps = 0  # decode steps of the continuous batch
         self._updates_waiting = 0  # weight updates waiting for the lock: admit nothing meanwhile
         self._session = None
@@ -155,7 +158,7 @@ class Scheduler:
             self._updates_waiting += 1
         try:
             with self.lock:
-                return self.engine.update_weights(state_dict)
+                return self.backend.update_weights(state_dict)
         finally:
             with self._idle:
                 self._updates_waiting -= 1
@@ -181,10 +184,9 @@ class Scheduler:
             self._idle.notify_all()
 
     def _serving(self, jobs: list[Job]) -> None:
-        """Tell an engine that wants to know whose rows it computes (module docstring: owners)."""
-        serves = getattr(self.engine, "serves", None)
-        if serves is not None:
-            serves([j.tag for j in jobs])
+        """Tell a backend that wants to know whose rows it computes (module docstring: owners)."""
+        if self.backend.capabilities.serves:
+            self.backend.serves([j.tag for j in jobs])
 
     def close(self) -> None:
         self._queue.put(None)
@@ -223,10 +225,10 @@ class Scheduler:
         params = [p for j in jobs for p in j.params]
         with self.lock:
             start = time.perf_counter()
-            version = self.engine.policy_version
+            version = self.backend.policy_version
             self._serving(jobs)
             try:
-                out = self.engine.generate(prompts, params)
+                out = self.backend.generate(prompts, params)
             except Exception as exc:  # noqa: BLE001 - handed to the waiting request, never kills the loop
                 if len(jobs) == 1:
                     jobs[0].future.set_exception(exc)
@@ -258,7 +260,7 @@ class Scheduler:
             with self._idle:  # a waiting weight update goes first (threading.Lock is not fair)
                 self._idle.wait_for(lambda: not self._updates_waiting)
             with self.lock:  # held while any row is in flight (module docstring)
-                self._session = self.engine.session()
+                self._session = self.backend.session()
                 closed = self._busy(closed)
 
     def _busy(self, closed: bool) -> bool:
@@ -350,7 +352,7 @@ class Scheduler:
         job.done[k] = update.done
         if len(job.done) == len(job.params):
             now = time.perf_counter()
-            result = JobResult([job.done[i] for i in range(len(job.params))], self.engine.policy_version,
+            result = JobResult([job.done[i] for i in range(len(job.params))], self.backend.policy_version,
                                job.admitted - job.submitted, now - job.admitted, job.batch_rows,
                                job.first_token - job.submitted)
             self._finish(job, result=result)

@@ -1,6 +1,6 @@
 """Running the gateway: ``serve`` (blocking, what ``trajkit serve`` calls), ``running`` (a server on a
 loopback port in a background thread, for tests, benchmarks and the RL agent task) and ``load_gateway``
-(model folder -> engine -> gateway)."""
+(model folder -> backend -> gateway)."""
 from __future__ import annotations
 
 import signal
@@ -16,24 +16,19 @@ from trajkit.gateway.service import Gateway
 
 
 def load_gateway(model: str, config: GatewayConfig, draft: str | None = None, drafter: str | None = None,
-                 num_draft_tokens: int | str = 3, rope_scaling=None) -> Gateway:
-    """A gateway over the local model folder ``model`` (its tokenizer beside it), plain or speculative.
+                 num_draft_tokens: int | str = 3, rope_scaling=None, spec=None) -> Gateway:
+    """A gateway over the local model folder ``model`` (its tokenizer beside it), plain or speculative, built
+    by the one backend builder (:func:`trajkit.backends.build.build_backend`; ``spec``: a whole
+    :class:`~trajkit.backends.build.BackendSpec` instead of the keyword arguments, e.g. ``backend="vllm"``).
     ``rope_scaling`` (:class:`trajkit.models.rope.RopeScaling`, YaRN) extends the model's window, which the
     engine and the gateway then enforce and ``/v1/models`` reports as ``max_model_len``."""
-    from trajkit.engine import Engine
-    from trajkit.engine.drafters.names import chosen_kind
-    from trajkit.engine.drafters.registry import draft_kind
-    from trajkit.models.load import load_model, load_tokenizer
+    from trajkit.backends.build import BackendSpec, build_backend
+    from trajkit.models.load import load_tokenizer
 
-    target = load_model(model, what="--model", rope_scaling=rope_scaling)
+    if spec is None:
+        spec = BackendSpec(model=model, draft=draft, drafter=drafter, k=num_draft_tokens, rope_scaling=rope_scaling)
     tokenizer = load_tokenizer(model, what="--model")
-    kind = draft_kind(chosen_kind(drafter, draft))  # a head/window folder tells its kind
-    if kind is None:
-        return Gateway(Engine(target), tokenizer, config)
-    if kind.trainable and not draft:
-        raise ConfigError(f"--drafter {kind.name} needs --draft DIR")
-    net = kind.load(draft, target=target) if draft else None  # the kind's own loader (shortlist draft, EAGLE head)
-    return Gateway(Engine(target, drafter=kind.drafter(net), num_draft_tokens=num_draft_tokens), tokenizer, config)
+    return Gateway(build_backend(spec), tokenizer, config)
 
 
 def _uvicorn(gateway: Gateway, log_level: str):

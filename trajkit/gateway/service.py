@@ -1,4 +1,4 @@
-"""``Gateway``: the engine, the tokenizer and the sessions behind the HTTP routes (no HTTP in here).
+"""``Gateway``: the backend, the tokenizer and the sessions behind the HTTP routes (no HTTP in here).
 
 One request's path: validate (:mod:`~trajkit.gateway.requests`) -> render and tokenise the prompt once on
 the server (:mod:`~trajkit.gateway.render`) -> check the context -> the scheduler's next engine call
@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from trajkit.backends.registry import as_backend
 from trajkit.engine import SamplingParams
 from trajkit.engine.prefix import tokenizer_fingerprint
 from trajkit.engine.rng import mix
@@ -61,13 +62,15 @@ class Prepared:
 
 
 class Gateway:
-    """Serves one engine under the names in ``config.model_name`` (comma-separated). ``lock``: held for every
-    engine call (default: the scheduler's own); whoever else loads weights into the engine takes it too.
-    ``locked``: a request reaches only the session its API key is bound to, and the routes that read across
-    sessions need ``access.admin_token`` (:mod:`~trajkit.gateway.access`); default open."""
+    """Serves one backend (:class:`trajkit.backends.base.Backend`; a bare trajkit ``Engine`` is wrapped,
+    :func:`~trajkit.backends.registry.as_backend`) under the names in ``config.model_name`` (comma-separated).
+    ``lock``: held for every backend call (default: the scheduler's own); whoever else loads weights into the
+    backend takes it too. ``locked``: a request reaches only the session its API key is bound to, and the
+    routes that read across sessions need ``access.admin_token`` (:mod:`~trajkit.gateway.access`); default
+    open. What the gateway uses of the backend beyond ``generate`` it reads from ``backend.capabilities``."""
 
-    def __init__(self, engine, tokenizer, config: GatewayConfig | None = None, lock=None, locked: bool = False):
-        self.engine, self.tokenizer = engine, tokenizer
+    def __init__(self, backend, tokenizer, config: GatewayConfig | None = None, lock=None, locked: bool = False):
+        self.backend, self.tokenizer = as_backend(backend), tokenizer
         self.config = config or GatewayConfig()
         self.models = [m.strip() for m in self.config.model_name.split(",") if m.strip()]
         self.renderer = ChatRenderer.for_tokenizer(tokenizer)
@@ -75,24 +78,28 @@ class Gateway:
                                                        self.renderer.rendering.mode)
         self.sessions = SessionStore()
         self.access = Access(self.sessions, locked)
-        self.scheduler = Scheduler(engine, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
+        self.scheduler = Scheduler(self.backend, self.config.max_batch, self.config.batch_wait_ms / 1000, lock,
                                    continuous=self.config.continuous)
-        limit, generation_config = _model_facts(engine)
+        limit = self.backend.context_window
         self.max_context = self.config.max_context or (limit if isinstance(limit, int) else 1 << 30)
-        self.stops = stop_plan(tokenizer, generation_config)
+        self.stops = stop_plan(tokenizer, self.backend.generation_config)
         self.stop_ids = self.stops.ids
         if self.stops.warning:
             log.warning("trajkit gateway: %s", self.stops.warning)
         self.started = time.time()
-        set_cache = getattr(engine, "set_prefix_cache", None)  # an engine stand-in may have none
-        if callable(set_cache):
-            cache = set_cache(self.config.prefix_cache_tokens if self.config.prefix_cache else 0)
+        if self.backend.capabilities.prefix_cache:
+            cache = self.backend.set_prefix_cache(self.config.prefix_cache_tokens if self.config.prefix_cache else 0)
             if cache is not None:  # ids from another tokenizer or template never meet these states
                 cache.bind(tokenizer=tokenizer_fingerprint(tokenizer))
         self.on_record: list[Callable[[str, CallRecord], None]] = []  # told (session id, record) per finished call
-        self.degraded = _degraded(engine, self.config, self.scheduler)
+        self.degraded = _degraded(self.backend, self.config, self.scheduler)
         for note in self.degraded:
             log.warning("trajkit gateway: %s", note)
+
+    @property
+    def engine(self):
+        """trajkit's in-process engine when the backend is one (``backend.engine``), else None."""
+        return self.backend.engine
 
     # --- request handling ---------------------------------------------------------------------------
     async def chat(self, body: Any, sid: str, live: Live | None = None) -> dict[str, Any]:
@@ -145,9 +152,9 @@ class Gateway:
         return out
 
     def _check_vocab(self, ids: list[int], param: str) -> None:
-        bad = next((t for t in ids if t >= self.engine.vocab_size), None)
+        bad = next((t for t in ids if t >= self.backend.vocab_size), None)
         if bad is not None:
-            raise ApiError(f"token id {bad} is outside the vocabulary (size {self.engine.vocab_size})", param=param)
+            raise ApiError(f"token id {bad} is outside the vocabulary (size {self.backend.vocab_size})", param=param)
 
     def _finished(self, session: Session, record: CallRecord) -> None:
         """The call is complete (its message built): tell the listeners (``--save-dir``'s log) before replying."""
@@ -222,7 +229,7 @@ class Gateway:
                   "total_s": time.perf_counter() - prep.received, "batch_rows": result.batch_rows}
         hit = result.completions[0].cached_tokens if result.completions else 0
         prefix = {"query_tokens": len(prep.prompt_ids), "hit_tokens": hit, "new_tokens": len(prep.prompt_ids) - hit,
-                  "flops_saved": 2 * getattr(self.engine, "num_params", 0) * hit}
+                  "flops_saved": 2 * (self.backend.num_params or 0) * hit}
         record = CallRecord(-1, endpoint, model, prep.prompt_ids, choices, result.policy_version, timing,
                             messages, tools, forced_text=prep.forced, prefix_cache=prefix)
         prep.session.add(record)
@@ -349,29 +356,18 @@ class Gateway:
         self.scheduler.close()
 
 
-def _degraded(engine, config: GatewayConfig, scheduler: Scheduler) -> list[str]:
+def _degraded(backend, config: GatewayConfig, scheduler: Scheduler) -> list[str]:
     """What this backend cannot do that the config asks for, said once (``Gateway.degraded``, the log)."""
-    name = getattr(engine, "name", type(engine).__name__)
     notes = []
     if config.continuous and not scheduler.continuous:
-        notes.append(f"continuous batching off: backend {name!r} has no step-wise sessions "
-                     "(Guarantees.sessions); requests are batched into whole generate calls, and one that arrives "
-                     "during a call waits for it")
-    guarantees = getattr(engine, "guarantees", None)
-    if config.prefix_cache and not callable(getattr(engine, "set_prefix_cache", None)):
-        reuse = getattr(guarantees, "prefix_reuse", "none")
-        notes.append(f"trajkit's exact prefix cache off: backend {name!r} reuses prefixes "
+        notes.append(f"continuous batching off: backend {backend.name!r} has no step-wise sessions "
+                     "(Capabilities.sessions); requests are batched into whole generate calls, and one that "
+                     "arrives during a call waits for it")
+    if config.prefix_cache and not backend.capabilities.prefix_cache:
+        reuse = backend.guarantees.prefix_reuse
+        notes.append(f"trajkit's exact prefix cache off: backend {backend.name!r} reuses prefixes "
                      + ("with its own cache (cached_tokens not reported)" if reuse == "backend" else "not at all"))
     return notes
-
-
-def _model_facts(engine) -> tuple[int | None, object]:
-    """(context limit, HF generation config) of an in-process engine's model, or of a backend without one
-    (vLLM's: ``max_model_len`` and ``generation_config``)."""
-    model = getattr(engine, "model", None)
-    if model is not None:
-        return getattr(model.config, "max_position_embeddings", None), getattr(model, "generation_config", None)
-    return getattr(engine, "max_model_len", None), getattr(engine, "generation_config", None)
 
 
 def _has_stop(text: str, stop: list[str]) -> bool:

@@ -10,9 +10,7 @@ into vLLM's drafter on every sync (``Rollout.load`` -> ``VllmBackend.update_draf
 """
 from __future__ import annotations
 
-import tempfile
-
-from trajkit.backends.registry import make_backend
+from trajkit.backends.build import BackendSpec, build_backend as build
 from trajkit.errors import ConfigError
 from trajkit.rl.build import policy_folder
 from trajkit.rl.config import TrainConfig
@@ -38,23 +36,21 @@ def vllm_speculative_config(cfg: TrainConfig, draft_folder: str | None) -> dict 
                       "draft.kind=none on vLLM, or speculate with rollout.backend=trajkit (exact log-probs)")
 
 
-def build_backend(cfg: TrainConfig, infer, drafter=None):
-    """``rollout.backend`` over ``infer`` (the engine's inference copy of the policy) and ``drafter``."""
-    if cfg.rollout.backend == "trajkit":
-        from trajkit.engine import Engine
-
-        k = cfg.draft.num_draft_tokens if drafter is not None else None
-        return make_backend("trajkit", engine=Engine(infer, drafter=drafter, num_draft_tokens=k))
+def backend_spec(cfg: TrainConfig) -> BackendSpec:
+    """``rollout.backend`` and ``draft.*`` as the one :class:`~trajkit.backends.build.BackendSpec` (the vLLM
+    options are read by the vLLM entry only; a drafter on vLLM is refused by the config's rules first,
+    :mod:`trajkit.rl.config_rules`)."""
     from trajkit.recipes.cache import vllm_python
 
-    folder = policy_folder(cfg.policy)
-    if folder is None:  # a random or warm-started policy: vLLM loads it from a folder
-        folder = tempfile.mkdtemp(prefix="trajkit-vllm-policy-")
-        infer.save_pretrained(folder)
-    spec = vllm_speculative_config(cfg, policy_folder(cfg.draft.model))
     # under a Ray run the rollout worker's placement bundle already holds the CPUs its vLLM actor uses
-    num_cpus = 0 if cfg.cluster.ray else 1
-    return make_backend("vllm", model_dir=folder, python=cfg.rollout.vllm_python or vllm_python(),
-                        max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed, speculative_config=spec,
-                        num_cpus=num_cpus, lora_rank=cfg.policy.lora.rank or None,
-                        weight_transfer="nccl" if cfg.cluster.weight_transfer == "nccl" else None)
+    return BackendSpec(backend=cfg.rollout.backend, model=policy_folder(cfg.policy), drafter=cfg.draft.kind,
+                       k=cfg.draft.num_draft_tokens, python=cfg.rollout.vllm_python or vllm_python(),
+                       max_model_len=cfg.rollout.vllm_max_model_len, seed=cfg.seed,
+                       num_cpus=0 if cfg.cluster.ray else 1, lora_rank=cfg.policy.lora.rank or None,
+                       weight_transfer="nccl" if cfg.cluster.weight_transfer == "nccl" else None)
+
+
+def build_backend(cfg: TrainConfig, infer, draft=None):
+    """``rollout.backend`` over ``infer`` (the engine's inference copy of the policy) and ``draft`` (the
+    drafter's inference copy of the draft, of kind ``draft.kind``), through the one builder."""
+    return build(backend_spec(cfg), target=infer, draft=draft)

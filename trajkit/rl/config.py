@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
+from trajkit.backends.registry import BackendName
 from trajkit.config import Checked, config_path, from_dict, load_tree, packaged_configs  # noqa: F401 (re-exported)
 from trajkit.config import describe as describe_config
 from trajkit.envs.registry import TaskConfig
@@ -183,7 +184,7 @@ class RolloutConfig(Checked):
     max_new_tokens: int = 24
     dynamic_sampling: bool = False
     max_refill_rounds: int = 4
-    backend: Literal["trajkit", "vllm"] = "trajkit"
+    backend: BackendName = "trajkit"
     vllm_python: str | None = None
     vllm_max_model_len: int = 2048
     mode: Literal["sync", "async"] = "sync"

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import torch
 
 from trajkit.engine import Engine, GenerationStats, SamplingParams
-from trajkit.engine.drafters.registry import draft_kind
 from trajkit.errors import ConfigError
 from trajkit.rl.backend import build_backend
 from trajkit.rl.build import frozen_copy
@@ -67,11 +66,9 @@ class Rollout:
         if self.draft_infer is not None and callable(getattr(self.draft_infer, "bind", None)):
             # an EAGLE head drafts from the engine's copy: its shared parts follow every weight sync
             self.draft_infer.bind(infer).to(DTYPES[cfg.policy.dtype])
-        kind = draft_kind(cfg.draft.kind)
-        drafter = kind.drafter(self.draft_infer) if kind is not None and trajkit else None
         self.owns_backend = backend is None  # a given backend is the caller's to close
-        self.backend = backend if backend is not None else build_backend(cfg, infer, drafter)
-        self.engine: Engine | None = getattr(self.backend, "engine", None)
+        self.backend = backend if backend is not None else build_backend(cfg, infer, self.draft_infer)
+        self.engine: Engine | None = self.backend.engine
         self.lock = threading.RLock()  # held by sync, by every client call and a gateway's (module docstring)
         # what every environment generates with (module docstring); the same object every round
         self.client = CountingClient(self.backend, self.lock)
@@ -94,6 +91,9 @@ class Rollout:
         """The ``weight_sync`` stage: policy -> engine copy (a LoRA policy's adapters only, merged there:
         :mod:`trajkit.rl.lora`); trained draft -> drafter copy."""
         if is_lora(policy):
+            if not self.backend.capabilities.adapters:
+                raise ConfigError(f"policy.lora: backend {self.backend.name!r} takes no adapter-only sync "
+                                  "(Capabilities.adapters); train the full policy, or use rollout.backend=trajkit")
             with self.lock:
                 self.backend.update_adapter(adapter_of(policy))
             if draft is not None and self.draft_infer is not None:
@@ -159,12 +159,11 @@ class Rollout:
         runs: on a backend of Ray rollout workers, each worker runs its slice of the rows over its own backend
         (:meth:`trajkit.cluster.split.RayRollouts.episodes`), and their calls' counters and versions are
         added to ``client``'s; every other environment runs here, calling the backend through ``client``."""
-        remote = getattr(self.backend, "episodes", None)
-        if remote is None or not getattr(task.env, "serves_generation", False):
+        if not self.backend.capabilities.episodes or not getattr(task.env, "serves_generation", False):
             return task.env.rollout(client, rows, params)
         # a worker runs one call at a time: a weight load sent during the round waits for its end
         round_no, timeout_s = task.env.next_round(client), getattr(task.env, "timeout_s", None)
-        samples, stats, versions = remote(rows, params, round_no, timeout_s)
+        samples, stats, versions = self.backend.episodes(rows, params, round_no, timeout_s)
         for s in stats:
             client.record(s)
         client.versions.extend(versions)
@@ -185,7 +184,7 @@ class Rollout:
                 "gen/alpha": s.alpha, "gen/tokens": s.new_tokens, "gen/target_calls": s.target_calls,
                 "gen/tokens_per_s": s.tokens_per_second, "gen/k": s.num_draft_tokens,
                 "gen/calls": len(calls),
-                **prefill_metrics(s, getattr(self.backend, "num_params", None))}
+                **prefill_metrics(s, self.backend.num_params)}
 
 
 def prefill_metrics(s: GenerationStats, num_params: int | None) -> dict:
