@@ -18,7 +18,10 @@ REGISTRY_NAMES = {"BACKENDS", "DRAFT_KINDS", "TASKS", "NEEDS", "LOSSES", "OPTIMI
 NOT_EXTENSION_POINTS = {"trajkit.synth.text:TASKS",  # the synthetic generator's scenario data
                         "trajkit.rl.stages:STAGES",  # the trainer's stage names, constants (docs/architecture.md)
                         "trajkit.envs.harbor.verifier:GUARDED",  # the verifier's protected paths
-                        "trajkit.rl.trl_config:REPORTERS"}  # TRL's report_to values that map onto log.report_to
+                        "trajkit.rl.trl_config:REPORTERS",  # TRL's report_to values that map onto log.report_to
+                        # the composed generator's Oracle shell snippet per primitive: a primitive is grammar
+                        # (compose_grammar: its step function, its place in a kind), not an entry (docs/envs.md)
+                        "trajkit.envs.harbor.families.compose_data:STAGES"}
 
 
 def entries() -> list[tuple[str, str]]:
