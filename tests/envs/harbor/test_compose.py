@@ -227,3 +227,68 @@ def test_every_primitive_refuses_near_misses_and_accepts_the_right_content(needs
         got, want = zip(*pool.map(trial, cases))
     assert list(got) == list(want)
     assert len(cases) >= 2 * len(PRIMITIVES)
+
+
+def test_no_constant_answer_is_a_likely_blind_guess_for_any_counting_or_aggregating_kind():
+    """A policy that never reads the input and writes the most common answer of a kind is paid that answer's
+    share of the kind's instances: at most 1 in 4 for every kind that ends in one number (``count``, ``sum``,
+    ``max``, ``min``), over 200 instances of its split (``match-count-*`` are the worst, ~0.25: a one- or
+    two-letter needle is in few lines more often than in many; every other kind is at most ~0.16)."""
+    from collections import Counter
+
+    worst = {}
+    for name in compose.COMPOSE:
+        if not parse_kind(name).aggregate:
+            continue
+        split = "train" if name in compose.TRAIN_KINDS else "heldout"
+        answers = Counter(evaluate(compose.plan_of(instance(name, split, 0, i))) for i in range(200))
+        worst[name] = answers.most_common(1)[0][1] / 200
+    assert len(worst) >= 12 and max(worst.values()) <= 1 / 4, sorted(worst.items(), key=lambda kv: -kv[1])[:4]
+
+
+def _attack(kind, command):
+    spec = instance(kind, "heldout", 0, 0)
+    return spec, compose.plan_of(spec), command
+
+
+def test_the_verifier_refuses_links_for_copies_carriage_returns_and_loosely_typed_json(needs_sandbox, tmp_path):
+    """Answers that a lenient check would take: a copy done as a move, a symbolic or a hard link; the right
+    lines ended by ``\\r\\n`` or ``\\r``; a JSON number as a float or an exponent; a key written twice with the
+    wrong value first. Each scores 0, and the right content written the plain way 1."""
+    copy, text, number = "lines-upper-text-copy", "match-sort-text", "column-sum-json"
+    cases = []
+    for kind, build in ((copy, None), (text, None), (number, None)):
+        spec = instance(kind, "heldout", 0, 0)
+        cases.append((spec, f"right {kind}", _write(compose.plan_of(spec), rendered(compose.plan_of(spec),
+                                                                                    evaluate(compose.plan_of(spec)))), 1.0))
+    spec = instance(copy, "heldout", 0, 0)
+    plan = compose.plan_of(spec)
+    out = f"printf '%s\\n' {shlex.quote(rendered(plan, evaluate(plan)))} > /app/{plan.out}"
+    src, dst = f"/app/{plan.src}", dest(plan)
+    cases += [(spec, "copy done as a move", f"{out} && mv {src} {dst}", 0.0),
+              (spec, "copy as a symbolic link", f"{out} && ln -s {src} {dst}", 0.0),
+              (spec, "copy as a hard link", f"{out} && ln {src} {dst}", 0.0)]
+    spec = instance(text, "heldout", 0, 0)
+    plan = compose.plan_of(spec)
+    lines = rendered(plan, evaluate(plan))
+    for label, end in (("CRLF line ends", "\r\n"), ("CR line ends", "\r")):
+        body = shlex.quote(end.join(lines.split("\n")) + end)
+        cases.append((spec, label, f"printf '%s' {body} > /app/{plan.out}", 0.0))
+    spec = instance(number, "heldout", 0, 0)
+    plan = compose.plan_of(spec)
+    want = rendered(plan, evaluate(plan))
+    (key, value), = want.items()
+    for label, body in (("a float", json.dumps({key: float(value)})), ("an exponent", f'{{"{key}": {value}e0}}'),
+                        ("a key twice", f'{{"{key}": {value + 1}, "{key}": {value}}}'),
+                        ("true for 1", json.dumps({key: True}))):
+        cases.append((spec, label, f"printf '%s\\n' {shlex.quote(body)} > /app/{plan.out}", 0.0))
+
+    def trial(case):
+        spec, label, command, reward = case
+        task = load_task(write_task(spec, f"{task_name(spec)}-{abs(hash(label)) % 10**6}", "heldout", tmp_path))
+        result = run_trial(task, lambda t, box: AgentResult([box.exec(command, timeout_s=30)]), label)
+        return (label, result.error, result.reward), (label, None, reward)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        got, want = zip(*pool.map(trial, cases))
+    assert list(got) == list(want)

@@ -17,9 +17,10 @@ WORD_POOL = ["apple", "banana", "cherry", "date", "grape", "kiwi", "lemon", "man
              "pear", "plum", "quince", "berry", "lime", "papaya", "guava", "apricot", "orange", "fig", "nectarine"]
 NAME_POOL = ["Ada", "Alan", "Grace", "Linus", "Barbara", "Ken", "Edsger", "Margaret", "Dennis", "Frances",
              "Radia", "Donald", "Hedy", "Guido", "Sophie", "Anita"]
-TEXT_COLUMNS = {"city": ["paris", "lima", "oslo", "cairo", "quito", "dakar", "hanoi"],
-                "team": ["red", "blue", "green", "amber", "teal", "violet"],
-                "role": ["admin", "editor", "viewer", "owner", "guest"]}
+TEXT_COLUMNS = {"city": ["paris", "lima", "oslo", "cairo", "quito", "dakar", "hanoi", "rome", "kyiv", "accra"],
+                "team": ["red", "blue", "green", "amber", "teal", "violet", "coral", "indigo", "maroon", "slate"],
+                "role": ["admin", "editor", "viewer", "owner", "guest", "auditor", "author", "tester", "support",
+                         "analyst"]}
 NUMBER_COLUMNS = ("age", "score", "points", "amount", "year")
 
 # Every name an Oracle's command holds, as (train pool, held-out pool): a held-out instance's command names
@@ -55,8 +56,11 @@ def _pad(rng: random.Random, values: list[str]) -> list[str]:
 
 
 def _words(rng: random.Random, kind: Kind) -> list[str]:
-    distinct = rng.sample(WORD_POOL, rng.randint(5, 8))
-    lines = distinct + rng.choices(distinct, k=rng.randint(1, 3))
+    """The source's word lines; a counting kind draws from wider ranges, so that no one count is a likely
+    blind guess (a constant answer scores at most 1 in 4: ``test_compose``'s blind-guess ceiling)."""
+    wide = kind.aggregate == "count"
+    distinct = rng.sample(WORD_POOL, rng.randint(3, 12) if wide else rng.randint(5, 8))
+    lines = distinct + rng.choices(distinct, k=rng.randint(1, 5) if wide else rng.randint(1, 3))
     rng.shuffle(lines)
     lines = [_styled(rng, w, kind) for w in lines]
     return _pad(rng, lines) if kind.map == "strip" else lines
@@ -64,9 +68,15 @@ def _words(rng: random.Random, kind: Kind) -> list[str]:
 
 def _csv(rng: random.Random, kind: Kind, params: dict) -> list[str]:
     number, text = rng.choice(NUMBER_COLUMNS), rng.choice(sorted(TEXT_COLUMNS))
-    names = rng.sample(NAME_POOL, rng.randint(4, 7))
+    names = rng.sample(NAME_POOL, rng.randint(8, 12) if kind.aggregate == "count" else rng.randint(4, 7))
+    pool = TEXT_COLUMNS[text]
+    # the number of distinct values first (uniform, below the row count so a dedupe always matters), then the
+    # rows: a distinct count is no likely blind guess
+    values = rng.sample(pool, rng.randint(2, min(len(pool), len(names) - 1)))
+    values += rng.choices(values, k=len(names) - len(values))
+    rng.shuffle(values)
     columns = {"name": [_styled(rng, n, kind) for n in names], number: [str(rng.randint(1, 99)) for _ in names],
-               text: rng.choices(TEXT_COLUMNS[text], k=len(names))}
+               text: values}
     if kind.map == "lower":
         chosen = "name"
     elif kind.numeric:
@@ -84,10 +94,18 @@ def _csv(rng: random.Random, kind: Kind, params: dict) -> list[str]:
 
 
 def _needle(rng: random.Random, lines: list[str]) -> str | None:
-    """A one- or two-letter string in at least two lines and missing from at least two."""
+    """A one- or two-letter string in at least two lines and missing from at least two: the number of lines it
+    is in drawn first, uniformly over the counts some string has, then a string in exactly that many,
+    so the count of matching lines is no likely blind guess."""
+    if len(lines) < 4:
+        return None
     grams = {w[i:i + size] for w in lines for size in (1, 2) for i in range(len(w) - size + 1)}
-    fits = sorted(g for g in grams if g.isalpha() and 2 <= sum(g in w for w in lines) <= len(lines) - 2)
-    return rng.choice(fits) if fits else None
+    counts = {g: sum(g in w for w in lines) for g in sorted(grams) if g.isalpha()}
+    reachable = sorted({c for c in counts.values() if 2 <= c <= len(lines) - 2})
+    if not reachable:
+        return None
+    target = rng.choice(reachable)
+    return rng.choice([g for g, c in counts.items() if c == target])
 
 
 def draw(rng: random.Random, kind: Kind, split: str) -> Plan | None:
@@ -194,8 +212,9 @@ def checks(plan: Plan, answer: list[str] | int) -> list[Check]:
     kind = "json" if k.format == "json" else "number" if lone else "line"
     found = [Check(kind, out, want)]
     original = "\n".join(plan.lines)
-    if k.file == "copy":
-        found.append(Check("line", dest(plan), original))
+    if k.file == "copy":  # a copy: its own regular file (no link, no hard link), and the source kept
+        found += [Check("line", dest(plan), original), Check("regular", dest(plan)),
+                  Check("line", f"/app/{plan.src}", original)]
     elif k.file in ("move", "rename"):
         found += [Check("absent", f"/app/{plan.src}"), Check("line", dest(plan), original)]
     return found

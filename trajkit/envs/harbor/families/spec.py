@@ -12,8 +12,10 @@ Check kinds (:class:`Check`):
 =========  ====================================================================================
 ``line``   the file's text with trailing newlines removed equals ``want`` (``echo``/``printf`` alike)
 ``number`` the file's text, stripped, equals ``want`` (a count written as ``3`` or ``3\\n``)
-``json``   the file parses as JSON equal to ``want``
+``json``   the file parses as JSON equal to ``want`` with the same types (``4.0``, ``4e0``, ``true`` are not
+           ``4``) and no key twice
 ``absent`` the path does not exist (a renamed file's old name)
+``regular`` the path is a regular file of its own: not a symbolic link, one hard link (a copy, not a link)
 ``run``    ``want`` is ``[[args, expected stdout], ...]``: the program at ``path``, executable, run as
            ``nobody`` with each args list, prints the expected text (trailing newlines removed)
 =========  ====================================================================================
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-CheckKind = Literal["line", "number", "json", "absent", "run"]
+CheckKind = Literal["line", "number", "json", "absent", "regular", "run"]
 
 
 @dataclass(frozen=True)
@@ -64,20 +66,43 @@ class TaskSpec:
         return json.dumps(self.params, sort_keys=True)
 
 
-VERIFIER = r'''import json, os, subprocess
+VERIFIER = r'''import json, os, stat, subprocess
 
 CHECKS = json.loads(%r)
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def text(path):
-    with open(path, encoding="utf-8") as fh:
-        return fh.read()
+    with open(path, "rb") as fh:  # bytes: no universal newlines, so "\r" is no line end
+        got = fh.read().decode("utf-8")
+    if "\r" in got:
+        raise ValueError("carriage return")
+    return got
+
+
+def unique(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def same(got, want):
+    if type(got) is not type(want):  # 4.0, 4e0 and true are not 4
+        return False
+    if isinstance(want, list):
+        return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
+    if isinstance(want, dict):
+        return got.keys() == want.keys() and all(same(got[k], want[k]) for k in want)
+    return got == want
 
 
 def passes(kind, path, want):
     if kind == "absent":
         return not os.path.lexists(path)
+    if kind == "regular":
+        st = os.lstat(path)
+        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
     if kind == "run":
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             return False
@@ -91,7 +116,7 @@ def passes(kind, path, want):
         return got.rstrip("\n") == want
     if kind == "number":
         return got.strip() == want
-    return json.loads(got) == want
+    return same(json.loads(got, object_pairs_hook=unique), want)
 
 
 ok = True
