@@ -228,7 +228,10 @@ def audit_data(train_paths: list[str], eval_paths: list[str] | None, config: Lea
     if run is None:
         if not eval_paths:
             raise InputError("no eval data", hint="give --eval FILE..., or --run RUN (its eval_items.jsonl)")
-        return AuditReport(leak_checks(train, load_items(eval_paths, tokenizer), config))
+        from trajkit.audit.kinds import kind_check
+
+        kind = kind_check(train_paths, eval_paths)
+        return AuditReport(leak_checks(train, load_items(eval_paths, tokenizer), config) + ([kind] if kind else []))
     from trajkit.audit.clean import clean_metric_check, read_eval_items, run_items
 
     steps = read_eval_items(run)

@@ -149,8 +149,31 @@ def test_heldout_passes_audit_data_where_a_reseeded_train_split_fails(tmp_path, 
     assert main(["audit", "data", "--train", manifest, "--eval", str(tmp_path / "heldout" / "tasks.jsonl"),
                  "--json"]) == 0
     verdicts = {c["id"]: c["verdict"] for c in json.loads(capsys.readouterr().out)["checks"]}
-    assert verdicts == {"leak.exact": "PASS", "leak.ngram": "PASS", "leak.near": "PASS"}
+    assert verdicts == {"leak.exact": "PASS", "leak.ngram": "PASS", "leak.near": "PASS", "leak.kind": "PASS"}
     assert main(["audit", "data", "--train", manifest, "--eval", str(tmp_path / "reseeded" / "tasks.jsonl")]) == 1
+
+
+def test_audit_data_fails_a_held_out_kind_trained_on_even_with_all_new_text(tmp_path, capsys):
+    """A train manifest holding rows of held-out kinds drawn from the *train* name pools and wordings (so no
+    held-out text is repeated: the lexical checks pass) fails ``leak.kind``, naming the kinds."""
+    from trajkit.envs.harbor.families import compose_data
+
+    generate("compose", "heldout", 2, 0, tmp_path / "heldout")
+    leaked = ["match-replace-json", "lines-reverse-text"]
+    rows = [json.loads(x) for x in (tmp_path / "heldout" / "tasks.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["family"] in compose.TRAIN_KINDS][:20]
+    for name in leaked:  # a train-split draw of a held-out kind: train pools, train wording, no held-out text
+        plan = compose_data.draw(__import__("random").Random(7), parse_kind(name), "train")
+        assert plan is not None
+        train.append({"id": f"{name}-x", "family": name, "split": "train", "prompt": f"do {name} on {plan.src}",
+                      "answer": compose_data.command(plan)})
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    capsys.readouterr()
+    assert main(["audit", "data", "--train", str(tmp_path / "train.jsonl"), "--eval",
+                 str(tmp_path / "heldout" / "tasks.jsonl"), "--json"]) == 1
+    checks = {c["id"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["leak.kind"]["verdict"] == "FAIL" and checks["leak.kind"]["statistic"] == 2
+    assert checks["leak.kind"]["items"] == ["lines-reverse-text (primitive)", "match-replace-json (composition)"]
 
 
 def test_every_primitive_is_sound_and_unhackable_in_the_sandbox(needs_sandbox, tmp_path):
