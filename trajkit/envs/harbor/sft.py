@@ -7,7 +7,7 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
 2. **traces**: each training task's Oracle replayed through the shell agent's protocol in a real trial
    (:mod:`trajkit.envs.harbor.trajectories`), kept when the verifier pays 1 -> ``OUT/oracle.jsonl``;
 3. **export**: those traces rendered with the policy's own chat template and checked token by token against
-   their source (:func:`trajkit.traces.token_export.export_trace_tokens`, what ``trajkit traces export --format
+   their source (:func:`trajkit.traces.export.token_export.export_trace_tokens`, what ``trajkit traces export --format
    tokens`` runs) -> ``OUT/tokens.jsonl``: ``input_ids`` and ``labels`` (-100 off the assistant turns);
 4. **fine-tune**: next-token cross-entropy on the labelled (assistant) tokens only, the output head applied at
    those positions only (:func:`trajkit.recipes.scripted.reply_loss`: the value of the full-logits loss without
@@ -155,8 +155,8 @@ def make_traces(out: Path, jobs: int) -> dict:
 
 def export(out: Path, folder: str, max_length: int) -> dict:
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.token_export import export_trace_tokens
-    from trajkit.traces.tokenize import TokenizeConfig
+    from trajkit.traces.export.token_export import export_trace_tokens
+    from trajkit.traces.export.tokenize import TokenizeConfig
 
     summary, _ = export_trace_tokens(iter_traces([str(out / "oracle.jsonl")], strict=True), folder,
                                      TokenizeConfig(max_length=max_length), out / "tokens.jsonl", strict=True,
