@@ -33,7 +33,7 @@ from trajkit.engine import SamplingParams
 from trajkit.models.chat import continuation, render
 from trajkit.envs.sample import Sample
 from trajkit.envs.calculator import evaluate
-from trajkit.envs.single_turn import Generate, Prompt, completion_text, encode, rng_for
+from trajkit.envs.base import Generate, Prompt, completion_text, encode, rng_for
 from trajkit.traces.blocks import parse_assistant
 from trajkit.traces.hermes_text import tool_turn
 from trajkit.traces.export.template_probe import (

@@ -14,7 +14,7 @@ from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.rl.precision import DTYPES, grad_scaler, model_device
 from trajkit.envs.rewards import RewardSet
 from trajkit.rl.rollout import Rollout
-from trajkit.envs.single_turn import Prompt, Task
+from trajkit.envs.base import Prompt, Task
 
 
 class PromptStream:
