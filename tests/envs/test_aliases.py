@@ -1,6 +1,7 @@
 """The environment modules moved from ``trajkit.rl`` (and ``traces.atomic`` to the ground floor, the SFT export
-to ``traces/export/``, the SFT trainer to ``trainers/``): importing an old path fails with one message naming the new module, in code and in a config's import path alike; the
-public names users import from their new homes (and ``trajkit.rl.Sample``, a package export) resolve."""
+to ``traces/export/``, the SFT trainer to ``trainers/``): importing an old path fails with one message naming
+the new module, in code and in a config's import path alike; the public names users import from their new
+homes (and ``trajkit.rl.Sample``, a package export) resolve."""
 import importlib
 
 import pytest

@@ -5,8 +5,8 @@ stand-in policy that makes gateway and harness tests deterministic (it emits rea
 Each assistant turn of each conversation is one training example: the prompt is the chat template's render
 of the messages before it (with the generation prompt), the target is the rest of the render through the
 end-of-turn token; the loss is the next-token cross-entropy on the target only. The output head runs only
-at the target positions (:func:`trajkit.models.fit.next_token_loss_at`): with a long prompt (a real agent's
-~11K-character system prompt) the head over every prompt position would be most of the work. With few examples and a high
+at the target positions (:func:`trajkit.models.fit.next_token_loss_at`): with a long prompt (a real
+agent's ~11K-character system prompt) the head over every prompt position would be most of the work. With few examples and a high
 learning rate the model memorises its replies; it is greedy-decoded in tests.
 
 Two additions make a memorised model usable against a real harness whose prompt is not quite fixed
@@ -43,7 +43,7 @@ VERSION = 2  # bump when this recipe changes what a key builds (2: the one Herme
 
 Conversation = tuple[list[dict], "list[dict] | None"]  # (messages, tools)
 Perturb = Callable[[list[dict], random.Random], list[dict]]  # messages -> messages with volatile text redrawn
-reply_loss = next_token_loss_at  # its name here before it moved to trajkit.models.fit (beside next_token_loss)
+reply_loss = next_token_loss_at  # its name here before it moved to trajkit.models.fit
 
 
 def reply_examples(tokenizer, conversations: list[Conversation]) -> list[tuple[list[int], int]]:

@@ -12,7 +12,8 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
 4. **fine-tune**: next-token cross-entropy on the labelled (assistant) tokens only, the output head applied at
    those positions only (:func:`sft_loss`, i.e. :func:`trajkit.models.fit.next_token_loss_at`: the value of the
    full-logits loss without ``[B, L, V]`` logits), AdamW with warmup and cosine decay
-   (:func:`trajkit.models.fit.fit`), ``steps`` batches of ``batch_size`` examples drawn with replacement from a generator seeded by ``seed``;
+   (:func:`trajkit.models.fit.fit`), ``steps`` batches of ``batch_size`` examples drawn with replacement from a
+   generator seeded by ``seed``;
 5. **save**: ``OUT/final`` with ``save_pretrained`` (model and tokenizer);
 6. **eval**: the held-out pass rate of the base model (``eval_before``) and of ``OUT/final`` with
    :func:`trajkit.envs.harbor.evaluate.evaluate_model` (greedy, ``eval_max_turns``), written to
