@@ -6,7 +6,9 @@ phase. (Not the RL step's stages: those are the five timed parts of one step, :m
 Example: ``phases = Phases(Path("out/phases.json"), {"lr": 1e-4}, print, "sft")``; ``phases.run("tasks", fn)``
 runs ``fn()`` and records ``{"tasks": {"config": {"lr": 1e-4}, "result": ..., "seconds": 1.2}}``; a second
 ``Phases`` on the same file and config prints ``sft: tasks already done (out/phases.json)`` and returns the
-recorded result. A phase recorded under another config runs again (and replaces the record).
+recorded result. A phase recorded under another config runs again (and replaces the record). A folder
+written before the records were renamed holds ``stages.json`` (the same records): it is read when
+``phases.json`` is absent, so such a run resumes too.
 """
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ from pathlib import Path
 from trajkit.atomic import write_atomic
 
 
+LEGACY_NAME = "stages.json"  # the records' file name before trajkit.trainers.phases (envs/harbor/stages.py)
+
+
 class Phases:
     """The phase records of one pipeline folder (module docstring). ``on_phase(name, seconds, skipped)`` is told
     each phase as it finishes or is taken from the record (a progress bar)."""
@@ -25,7 +30,8 @@ class Phases:
     def __init__(self, path: Path, config: dict, log: Callable[[str], None], prefix: str,
                  on_phase: Callable[[str, float, bool], None] | None = None) -> None:
         self.path, self.config, self.log, self.prefix, self.on_phase = Path(path), config, log, prefix, on_phase
-        self.finished = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        record = self.path if self.path.exists() else self.path.with_name(LEGACY_NAME)
+        self.finished = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
         self.seconds: dict[str, float] = {}
 
     def done(self, name: str) -> bool:
