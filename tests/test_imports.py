@@ -9,8 +9,9 @@ engine and models, ``envs`` (every
 environment: single-turn tasks, datasets, rewards, the tool and agent envs, the registry, Harbor) on gateway,
 backends, engine, models, traces and recipes (its cache folder) — never on the trainer; ``rl`` (the trainer) on envs
 and the layers below it, and optim; ``cluster`` (Ray) and ``tinker`` (the Tinker-compatible training server) on rl
-and what rl reaches; ``audit`` (checks over the files the others write) on traces and models only; ``cli``,
-``bench`` and ``demo`` on anything.
+and what rl reaches; ``trainers`` (the SFT trainer and the resumable phases of a pipeline) on rl and what rl
+reaches, and nothing but ``cli``, ``bench`` and the demos imports it; ``audit`` (checks over the files the
+others write) on traces and models only; ``cli``, ``bench`` and ``demo`` on anything.
 
 The graph is read from the source with :mod:`ast` (nothing is imported): every ``import`` statement counts,
 at module level or inside a function. ``from P import name`` is an edge to ``P.name`` when that is a module,
@@ -47,6 +48,9 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
     "trajkit.tinker": ("trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models",
                        "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     "trajkit.audit": ("trajkit.traces", "trajkit.models"),  # reads files the others write, never their objects
+    # the trainers layer (the SFT trainer, resumable pipeline phases): above rl and the environments it drives
+    "trajkit.trainers": ("trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models",
+                         "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
 }
 
 
@@ -167,6 +171,16 @@ def test_the_ray_actors_and_the_nccl_path_reach_no_command_line_or_server_code()
         assert not {t for t in reachable(graph, actor_module)
                     if _in(t, ("trajkit.cli", "trajkit.bench", "trajkit.cluster.trainer"))}
     assert not any(_in(t, ("trajkit.cluster",)) for m in graph if _in(m, ("trajkit.rl",)) for t in graph[m])
+
+
+def test_only_the_command_line_benchmarks_and_demos_import_the_trainers_layer():
+    """``trajkit.trainers`` sits above ``rl``: a module outside it that imports it is the CLI, a benchmark or a
+    demo (``trajkit.demo*``), never a library layer; and the layer holds the SFT trainer."""
+    graph = import_graph()
+    users = sorted(m for m, targets in graph.items() if not _in(m, ("trajkit.trainers",))
+                   and any(_in(t, ("trajkit.trainers",)) for t in targets))
+    assert users and all(_in(m, ("trajkit.cli", "trajkit.bench")) or m.startswith("trajkit.demo") for m in users), users
+    assert {"trajkit.trainers.sft", "trajkit.trainers.phases"} <= set(graph)
 
 
 def test_ecosystem_environment_packages_load_only_when_a_run_chooses_them():

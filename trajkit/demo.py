@@ -26,7 +26,7 @@ def demo_traces(out: Path) -> dict[str, str]:
     from trajkit.traces.filters import FilterConfig, filter_corpus
     from trajkit.traces.load import iter_traces
     from trajkit.traces.report import write_report
-    from trajkit.traces.sft import export_openai
+    from trajkit.traces.export.sft import export_openai
     from trajkit.traces.stats import compute_stats, format_table
     from trajkit.synth import sample_paths
 
@@ -60,8 +60,8 @@ def _token_export(clean: Path, out: Path):
     from trajkit.models.tokenizer import build_tokenizer
     from trajkit.recipes import smollm2
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.token_export import export_trace_tokens
-    from trajkit.traces.tokenize import TokenizeConfig
+    from trajkit.traces.export.token_export import export_trace_tokens
+    from trajkit.traces.export.tokenize import TokenizeConfig
 
     build_tokenizer(out / "tokenizer")  # the small local tokenizer, for `trajkit traces export --tokenizer`
     try:

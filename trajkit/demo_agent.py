@@ -2,7 +2,7 @@
 
 For each seed ``S`` (``OUT/seedS``):
 
-1. **SFT** (:func:`trajkit.envs.harbor.sft.run_sft`, config ``sft``, default ``sft_harbor_smollm2``, with
+1. **SFT** (:func:`trajkit.trainers.sft.run_sft`, config ``sft``, default ``sft_harbor_smollm2``, with
    ``seed=S`` and ``out_dir=OUT/seedS/sft``): task families (train / held-out instances / held-out families),
    Oracle traces, token export, fine-tune, ``sft/final``, held-out eval of the base model and of ``sft/final``;
 2. **rl** (config ``rl``, default ``grpo_harbor_smollm2``, with ``seed=S``, ``policy.path=sft/final``,
@@ -10,7 +10,7 @@ For each seed ``S`` (``OUT/seedS``):
    held-out tasks, ``log.out_dir=OUT/seedS/rl``): GRPO from the SFT folder, held-out eval every
    ``eval.every`` steps, every step's episodes as OpenAI rows and ATIF;
 3. **eval_rl**: the held-out eval of the last RL checkpoint's policy, exactly as base and SFT were evaluated
-   (the SFT config's ``eval_*`` knobs: :func:`trajkit.envs.harbor.sft.held_out`, i.e. ``trajkit envs eval``).
+   (the SFT config's ``eval_*`` knobs: :func:`trajkit.trainers.sft.held_out`, i.e. ``trajkit envs eval``).
 
 Then :mod:`trajkit.demo_agent_report` writes ``OUT/report.md``, ``OUT/report.json`` and the curves.
 
@@ -19,9 +19,9 @@ each the packaged config's loader, so the same command runs the tiny scripted po
 ``sft.model_source=path sft.model=DIR``) and SmolLM2 (the packaged defaults). The keys the loop sets itself
 (:data:`OWNED`) are refused with what to use instead.
 
-Resume: the SFT stages are recorded in ``sft/stages.json`` (:mod:`trajkit.envs.harbor.stages`), ``rl`` and
-``eval_rl`` in ``seedS/stages.json`` under both configs; a rerun with the same configs skips every finished
-stage of every seed. An RL stage killed part-way starts again from its first step (its folder is cleared).
+Resume: the SFT phases are recorded in ``sft/phases.json`` (:mod:`trajkit.trainers.phases`), ``rl`` and
+``eval_rl`` in ``seedS/phases.json`` under both configs; a rerun with the same configs skips every finished
+phase of every seed. An RL phase killed part-way starts again from its first step (its folder is cleared).
 """
 from __future__ import annotations
 
@@ -82,14 +82,14 @@ def split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
 
 def n_heldout(sft_cfg) -> int:
     from trajkit.envs.harbor.families.generate import resolve_families
-    from trajkit.envs.harbor.sft import split_families
+    from trajkit.trainers.sft import split_families
 
     return sft_cfg.heldout_n * len(resolve_families(split_families(sft_cfg.families, "heldout"), "heldout"))
 
 
 def seed_configs(cfg: LoopConfig, seed: int):
     """The SFT and RL configs of one seed (module docstring); every bad override fails here, before any run."""
-    from trajkit.envs.harbor.sft import load_sft_config
+    from trajkit.trainers.sft import load_sft_config
     from trajkit.rl import load_config
 
     sft_over, rl_over = split_overrides(cfg.overrides)
@@ -111,7 +111,7 @@ def seed_configs(cfg: LoopConfig, seed: int):
 
 class LoopProgress:
     """The loop's progress: a bar on a terminal (stage, seed, step/total, ETA), plain lines otherwise
-    (:func:`trajkit.progress.progress_bar`). A unit is one stage or one RL step; the ETA counts only the units
+    (:func:`trajkit.progress.progress_bar`). A unit is one phase or one RL step; the ETA counts only the units
     that ran (not those taken from a finished run's record)."""
 
     def __init__(self, total: int) -> None:
@@ -145,7 +145,7 @@ class LoopProgress:
 
 
 def units(sft_cfg, rl_cfg) -> int:
-    """Progress units of one seed: the SFT stages, the RL steps, the RL eval."""
+    """Progress units of one seed: the SFT phases, the RL steps, the RL eval."""
     return 5 + int(sft_cfg.eval_before) + rl_cfg.steps + 1
 
 
@@ -167,25 +167,25 @@ def train_rl(rl_cfg, seed: int, progress: LoopProgress) -> dict:
 
 def run_seed(seed: int, sft_cfg, rl_cfg, progress: LoopProgress) -> dict:
     """One seed's SFT, RL and RL eval (module docstring) -> its records."""
-    from trajkit.envs.harbor.sft import held_out, run_sft
-    from trajkit.envs.harbor.stages import Stages
+    from trajkit.trainers.phases import Phases
+    from trajkit.trainers.sft import held_out, run_sft
 
     sft = run_sft(sft_cfg, log=progress.write,
-                  on_stage=lambda name, _s, skipped: progress.advance(seed, f"sft {name}", skipped))
+                  on_phase=lambda name, _s, skipped: progress.advance(seed, f"sft {name}", skipped))
     folder = Path(sft_cfg.out_dir).parent
 
-    def on_stage(name: str, _seconds: float, skipped: bool) -> None:
+    def on_phase(name: str, _seconds: float, skipped: bool) -> None:
         if name == "eval_rl":
             progress.advance(seed, "rl held-out eval", skipped)
-        elif skipped:  # a finished RL stage: its steps were not run again
+        elif skipped:  # a finished RL phase: its steps were not run again
             for step in range(1, rl_cfg.steps + 1):
                 progress.advance(seed, f"rl step {step}/{rl_cfg.steps}", True)
 
-    stages = Stages(folder / "stages.json", {"sft": asdict(sft_cfg), "rl": _jsonable(rl_cfg)}, progress.write,
-                    f"seed {seed}", on_stage)
-    rl = stages.run("rl", train_rl, rl_cfg, seed, progress)
-    eval_rl = stages.run("eval_rl", held_out, sft_cfg, Path(sft_cfg.out_dir), rl["policy"])
-    return {"sft": sft, "rl": rl, "eval_rl": eval_rl, "seconds": {**sft["seconds"], **stages.seconds}}
+    phases = Phases(folder / "phases.json", {"sft": asdict(sft_cfg), "rl": _jsonable(rl_cfg)}, progress.write,
+                    f"seed {seed}", on_phase)
+    rl = phases.run("rl", train_rl, rl_cfg, seed, progress)
+    eval_rl = phases.run("eval_rl", held_out, sft_cfg, Path(sft_cfg.out_dir), rl["policy"])
+    return {"sft": sft, "rl": rl, "eval_rl": eval_rl, "seconds": {**sft["seconds"], **phases.seconds}}
 
 
 @contextmanager

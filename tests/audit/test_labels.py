@@ -11,9 +11,9 @@ from trajkit.audit.labels import (IGNORE, Row, audit_labels, label_checks, load_
                                   turn_spans)
 from trajkit.errors import InputError
 from trajkit.models.tokenizer import bpe_tokenizer, save_tokenizer
-from trajkit.traces.token_export import example_row
-from trajkit.traces.tokenize import tokenize_conversation
-from trajkit.traces.token_records import TokenizeConfig
+from trajkit.traces.export.token_export import example_row
+from trajkit.traces.export.tokenize import tokenize_conversation
+from trajkit.traces.export.token_records import TokenizeConfig
 
 TOK = bpe_tokenizer()
 CONVERSATIONS = [

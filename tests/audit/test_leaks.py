@@ -118,8 +118,8 @@ def test_token_export_rows_read_with_their_tokenizer():
     same conversation as a messages row gives the same normalised text, so the two are an exact match."""
     from trajkit.audit.labels import role_openers
     from trajkit.models.tokenizer import bpe_tokenizer
-    from trajkit.traces.token_export import example_row
-    from trajkit.traces.tokenize import tokenize_conversation
+    from trajkit.traces.export.token_export import example_row
+    from trajkit.traces.export.tokenize import tokenize_conversation
 
     tok = bpe_tokenizer()
     conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TRAIN[0]["question"]},

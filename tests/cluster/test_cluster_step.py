@@ -14,7 +14,7 @@ from trajkit.cluster import ClusterError, ClusterTrainer
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model
 from trajkit.rl.config import load_config
-from trajkit.envs.single_turn import Prompt
+from trajkit.envs.base import Prompt
 from trajkit.rl.trainer import Trainer
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")

@@ -270,7 +270,7 @@ def test_two_rounds_at_once_share_the_gateway_and_each_waits_for_its_own_request
     serves both; round 7 ends while round 8's request is still in the engine (a round waits for its own
     sessions' requests, not the whole scheduler); each client counts exactly its own round's calls."""
     from trajkit.rl.step import rollout_params
-    from trajkit.envs.single_turn import Prompt
+    from trajkit.envs.base import Prompt
 
     tok = byte_tokenizer()
     called, mutex = [], threading.Lock()

@@ -112,7 +112,7 @@ def _round_trip(tmp_path, folder, conversation, tools, mode="inline"):
     assert decode(example["input_ids"]) == decode(chain.ids) + "\n"
     assert example["input_ids"] == chain.ids + tok.encode("\n", add_special_tokens=False)
     # the same tokens trained, except the template's newline after each end-of-turn token: the SFT export
-    # trains a turn through its end-of-turn glue (trajkit.traces.tokenize), RL only what the model sampled
+    # trains a turn through its end-of-turn glue (trajkit.traces.export.tokenize), RL only what the model sampled
     mask = [0] * len(chain.prompt_ids) + chain.loss_mask + [0]
     ids = example["input_ids"]
     glue = [int(i > 0 and mask[i - 1] == 1 and mask[i] == 0 and ids[i - 1] == tok.eos_token_id

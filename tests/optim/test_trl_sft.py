@@ -16,7 +16,7 @@ import torch
 from datasets import load_dataset
 from trl import SFTConfig, SFTTrainer
 
-from tests.traces.test_trl_load import ROWS, tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
+from tests.traces.export.test_trl_load import ROWS, tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
 from trajkit.optim import LoGRA
 
 TARGETS = r"(q|k|v|o|gate|up)_proj$"

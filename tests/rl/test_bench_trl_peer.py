@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.traces.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
+from tests.traces.export.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
 from trajkit.cli.main import build_parser
 
 pytest.importorskip("trl")

@@ -6,7 +6,7 @@ import statistics
 
 from trajkit.envs.latency import LatencyEnv, episode_latency
 from trajkit.envs.sample import Sample
-from trajkit.envs.single_turn import Prompt
+from trajkit.envs.base import Prompt
 
 
 def test_lognormal_median_and_spread():

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trajkit.envs.single_turn import Prompt
+from trajkit.envs.base import Prompt
 from trajkit.errors import ConfigError
 from trajkit.rl.config import load_config
 from trajkit.rl.sampler import DifficultySampler, draw_weight, pass_rates, pool_of, unsolved_quota

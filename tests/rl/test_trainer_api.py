@@ -123,7 +123,7 @@ def test_print_config_lists_every_key_and_round_trips():
 def test_packaged_configs_load_by_name():
     shipped = packaged_configs()
     assert {"rep", "grpo_smollm2"} <= set(shipped)
-    from trajkit.envs.harbor.sft import is_sft_config, load_sft_config
+    from trajkit.trainers.sft import is_sft_config, load_sft_config
 
     sft = {name for name in shipped if is_sft_config(name)}
     assert sft == {"sft_harbor_smollm2"}  # `trainer: sft` configs load as SFTConfig, the rest as TrainConfig

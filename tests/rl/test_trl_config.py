@@ -3,7 +3,7 @@ defaults carried over, and every field without an equivalent refused by name."""
 import pytest
 import torch
 
-from tests.traces.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
+from tests.traces.export.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
 from trajkit.errors import ConfigError
 from trajkit.rl.trl_config import from_trl
 

@@ -26,7 +26,7 @@ import copy
 import pytest
 import torch
 
-from tests.traces.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
+from tests.traces.export.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
 from trajkit.rl.batching import collate
 from trajkit.rl.config import load_config
 from trajkit.envs.sample import Sample

@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from tests.traces.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
+from tests.traces.export.test_trl_load import tiny_llama, tok  # noqa: F401  (tok: the tiny tokenizer fixture)
 from trajkit.errors import ConfigError
 from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import random_model

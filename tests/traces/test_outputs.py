@@ -75,7 +75,7 @@ def test_interrupted_filter_keeps_the_old_output(corpus, tmp_path, capsys, monke
 
 
 def test_export_crash_keeps_the_old_output(corpus, tmp_path, monkeypatch):
-    from trajkit.traces import sft
+    from trajkit.traces.export import sft
 
     out = tmp_path / "sft.jsonl"
     out.write_bytes(b'{"old": true}\n')

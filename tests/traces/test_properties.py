@@ -20,7 +20,7 @@ from trajkit.traces.load import RawRow, decode_line, parse_raw
 from trajkit.traces.metrics import trace_metrics
 from trajkit.traces.openai import from_openai
 from trajkit.traces.report_viewer import TraceViewer
-from trajkit.traces.sft import openai_row
+from trajkit.traces.export.sft import openai_row
 from trajkit.traces.stats import compute_stats
 
 from .conftest import call, resp

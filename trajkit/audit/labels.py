@@ -1,6 +1,6 @@
 """``trajkit audit labels``: what a token export (``input_ids`` + ``labels`` rows) actually trains.
 
-Checks, over every row (format (b) of :mod:`trajkit.traces.token_export`, or any rows with ``input_ids``
+Checks, over every row (format (b) of :mod:`trajkit.traces.export.token_export`, or any rows with ``input_ids``
 and ``labels``, -100 = not trained):
 
 ``labels.alignment``

@@ -46,7 +46,7 @@ class ProbePrompt:
 
 
 def probe_prompt(where: str, prompt) -> ProbePrompt:
-    """A :class:`ProbePrompt` from a task prompt (``trajkit.envs.single_turn.Prompt``: ``text``, ``source``,
+    """A :class:`ProbePrompt` from a task prompt (``trajkit.envs.base.Prompt``: ``text``, ``source``,
     ``columns``); the echo text is the last user message of a conversation, else the prompt text."""
     source = prompt.source if prompt.source is not None else prompt.text
     text = prompt.text

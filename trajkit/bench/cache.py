@@ -88,8 +88,8 @@ def replay(calls: list[tuple[str, list[int], list[int]]], gram: int, run: int) -
 
 
 def conversation_calls(conv, tokenizer, strip: bool) -> list[tuple[str, list[int], list[int]]]:
-    """The calls a harness makes for ``conv`` (a :class:`trajkit.traces.sft_render.ChatConversation`)."""
-    from trajkit.traces.sft_render import NO_REASONING, REASONING
+    """The calls a harness makes for ``conv`` (a :class:`trajkit.traces.export.sft_render.ChatConversation`)."""
+    from trajkit.traces.export.sft_render import NO_REASONING, REASONING
 
     def render(messages, generation: bool) -> str:
         clean = [{k: v for k, v in m.items() if k not in (NO_REASONING, REASONING)} for m in messages]
@@ -113,7 +113,7 @@ def conversation_calls(conv, tokenizer, strip: bool) -> list[tuple[str, list[int
 
 
 def _without_reasoning(message: dict) -> dict:
-    from trajkit.traces.sft_render import NO_REASONING
+    from trajkit.traces.export.sft_render import NO_REASONING
 
     if message["role"] != "assistant":
         return message
@@ -138,8 +138,8 @@ def summarize(rows: list[dict]) -> dict:
 def run(args) -> int:
     from trajkit.models.load import load_tokenizer
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.sft_render import render_trace
-    from trajkit.traces.template_probe import choose_rendering, probe_template
+    from trajkit.traces.export.sft_render import render_trace
+    from trajkit.traces.export.template_probe import choose_rendering, probe_template
 
     tokenizer = load_tokenizer(args.tokenizer, what="--tokenizer")
     if args.chat_template:

@@ -4,12 +4,12 @@ One synthetic corpus (the generator's kimi style, 2,000 rows unless told otherwi
 tiny BPE test tokenizer built on the fly, or ``--tokenizer DIR``), three arms timed in the same process,
 interleaved (``export, render + encode, encode`` per repeat; the best of ``--repeat`` runs is kept):
 
-- ``export``: :func:`trajkit.traces.token_export.export_trace_tokens` from the JSONL to a Parquet file
+- ``export``: :func:`trajkit.traces.export.token_export.export_trace_tokens` from the JSONL to a Parquet file
   (load the tokenizer, probe its template, read and render every trace, prefix-render and label every
   assistant turn, check every example's mask and source, write). Everything ``trajkit traces export``
   does for a token export except the CLI.
 - ``render + encode`` (the baseline): load the tokenizer, probe and choose the rendering as the export
-  does, read and render every trace the same way (:func:`~trajkit.traces.sft_render.render_trace`, then
+  does, read and render every trace the same way (:func:`~trajkit.traces.export.sft_render.render_trace`, then
   ``apply_chat_template(messages, tools=tools, tokenize=False)``), then ``tokenizer(texts,
   add_special_tokens=False)`` in batches of 64. The minimum work that gives the same token ids.
 - ``encode only``: the batch encode alone, of the texts the baseline rendered.
@@ -54,8 +54,8 @@ def add_arguments(parser) -> None:
 
 def _export_arm(corpus: Path, tokenizer: str, max_length: int, out_path: Path) -> dict:
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.token_export import export_trace_tokens
-    from trajkit.traces.token_records import TokenizeConfig
+    from trajkit.traces.export.token_export import export_trace_tokens
+    from trajkit.traces.export.token_records import TokenizeConfig
 
     c0, t0 = time.process_time(), time.perf_counter()
     summary, counts = export_trace_tokens(iter_traces([str(corpus)]), tokenizer, TokenizeConfig(max_length=max_length),
@@ -77,9 +77,9 @@ def _encode(tok, texts: list[str]) -> int:
 
 def _baseline_arm(corpus: Path, tokenizer: str) -> tuple[dict, list[str]]:
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.sft_render import render_trace
-    from trajkit.traces.template_probe import choose_rendering, probe_template
-    from trajkit.traces.token_export import load_tokenizer
+    from trajkit.traces.export.sft_render import render_trace
+    from trajkit.traces.export.template_probe import choose_rendering, probe_template
+    from trajkit.traces.export.token_export import load_tokenizer
 
     c0, t0 = time.process_time(), time.perf_counter()
     tok = load_tokenizer(tokenizer)
@@ -103,7 +103,7 @@ def _encode_arm(tok, texts: list[str]) -> dict:
 
 
 def run(args) -> int:
-    from trajkit.traces.token_export import load_tokenizer
+    from trajkit.traces.export.token_export import load_tokenizer
 
     if args.repeat < 1:
         raise SystemExit("--repeat must be >= 1")

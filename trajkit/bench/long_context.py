@@ -49,8 +49,8 @@ def long_examples(tokenizer_dir: str, window: int, count: int, max_length: int) 
 
     from trajkit.synth import sample_paths
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.token_export import export_trace_tokens
-    from trajkit.traces.tokenize import TokenizeConfig
+    from trajkit.traces.export.token_export import export_trace_tokens
+    from trajkit.traces.export.tokenize import TokenizeConfig
 
     by_source: dict[str, list[dict]] = {}
     for path in sample_paths():

@@ -57,8 +57,8 @@ def run(args) -> int:
     from trajkit.engine.suffix import suffix_reuse_kl
     from trajkit.models.load import load_model, load_tokenizer
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.sft_render import render_trace
-    from trajkit.traces.template_probe import choose_rendering, probe_template
+    from trajkit.traces.export.sft_render import render_trace
+    from trajkit.traces.export.template_probe import choose_rendering, probe_template
 
     torch.set_num_threads(args.threads)
     tokenizer = load_tokenizer(args.model, what="--model")

@@ -32,7 +32,7 @@ def _require_rows(traces, paths, counter):
 
 
 def _export_openai(args, traces, skipped_rows) -> dict:
-    from trajkit.traces.sft import export_openai
+    from trajkit.traces.export.sft import export_openai
 
     report = export_openai(traces, args.out, system=args.system, malformed=args.malformed, progress=not args.quiet,
                            strict=args.strict)
@@ -44,8 +44,8 @@ def _export_tokens(args, traces, skipped_rows) -> dict:
     import dataclasses
 
     from trajkit.errors import ConfigError
-    from trajkit.traces.token_export import export_trace_tokens
-    from trajkit.traces.tokenize import TokenizeConfig
+    from trajkit.traces.export.token_export import export_trace_tokens
+    from trajkit.traces.export.tokenize import TokenizeConfig
 
     if not args.tokenizer:
         raise ConfigError("--format tokens needs --tokenizer DIR (a local Hugging Face tokenizer with a chat "
@@ -109,8 +109,8 @@ def cmd_export(args) -> int:
 
 
 def cmd_template_info(args) -> int:
-    from trajkit.traces.template_probe import choose_rendering, format_info, probe_template
-    from trajkit.traces.token_export import load_tokenizer
+    from trajkit.traces.export.template_probe import choose_rendering, format_info, probe_template
+    from trajkit.traces.export.token_export import load_tokenizer
 
     info = probe_template(load_tokenizer(args.tokenizer))
     rendering = choose_rendering(info, args.render_mode)
@@ -123,7 +123,7 @@ def cmd_template_info(args) -> int:
 
 def register(tsub, add_common) -> None:
     from trajkit.models.rope import RopeScaling
-    from trajkit.traces.tokenize import TokenizeConfig
+    from trajkit.traces.export.tokenize import TokenizeConfig
 
     info = tsub.add_parser("template-info", help="what a tokenizer's chat template renders, and how export uses it",
                            description="Probe a chat template with a small conversation: which fields survive "

@@ -42,7 +42,7 @@ def _train_sft(config: str, overrides: list[str], print_config: bool) -> int:
     import dataclasses
     import json
 
-    from trajkit.envs.harbor.sft import load_sft_config, run_sft
+    from trajkit.trainers.sft import load_sft_config, run_sft
 
     cfg = load_sft_config(config, overrides)
     if print_config:
@@ -64,9 +64,9 @@ def cmd_train(args) -> int:
     config, overrides = args.config, list(args.overrides)
     if config is not None and "=" in config:  # `--print-config key=value` without a config file
         config, overrides = None, [config, *overrides]
-    from trajkit.envs.harbor.sft import is_sft_config
+    from trajkit.trainers.sft import is_sft_config
 
-    if is_sft_config(config):  # `trainer: sft`: the supervised warm start (trajkit.envs.harbor.sft)
+    if is_sft_config(config):  # `trainer: sft`: the supervised warm start (trajkit.trainers.sft)
         return _train_sft(config, overrides, args.print_config)
     cfg = load_config(config, overrides)
     if args.print_config:

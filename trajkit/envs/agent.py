@@ -84,7 +84,8 @@ from trajkit.gateway.stitch import Chain, stitch
 from trajkit.envs.data import DatasetTask
 from trajkit.envs.rewards import RewardFunc
 from trajkit.envs.sample import Sample
-from trajkit.envs.single_turn import Generate, Prompt, exact_match
+from trajkit.envs.base import Generate, Prompt
+from trajkit.envs.single_turn import exact_match
 
 
 class HarnessError(RuntimeError):

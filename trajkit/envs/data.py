@@ -34,7 +34,8 @@ from typing import Any, Sequence
 from trajkit.errors import ConfigError, InputError
 from trajkit.models.chat import render
 from trajkit.envs.rewards import RewardFunc
-from trajkit.envs.single_turn import Prompt, SingleTurnEnv, encode
+from trajkit.envs.base import Prompt, encode
+from trajkit.envs.single_turn import SingleTurnEnv
 
 EVAL_SHUFFLE_SEED = 0
 

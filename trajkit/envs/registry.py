@@ -16,7 +16,8 @@ from trajkit.config import Checked
 from trajkit.errors import ConfigError
 from trajkit.envs.data import DatasetTask
 from trajkit.envs.imports import import_object, is_import_path
-from trajkit.envs.single_turn import ChatArithmeticTask, StringTask, Task
+from trajkit.envs.base import Task
+from trajkit.envs.single_turn import ChatArithmeticTask, StringTask
 from trajkit.envs.toolenv import CalculatorTask
 
 TaskFactory = Callable[[Any, int, Any], Task]  # (TaskConfig, seed, tokenizer) -> Task

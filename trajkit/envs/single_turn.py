@@ -1,103 +1,39 @@
-"""Tasks with verifiable rewards, and the environments that turn prompts into ``Sample``s.
+"""The single-turn kind: tasks with verifiable rewards whose episode is one generate call.
 
-Three small pieces, all plain:
+The :class:`~trajkit.envs.base.Task` and :class:`~trajkit.envs.base.Environment` protocols and the
+:class:`~trajkit.envs.base.Prompt` record are in :mod:`trajkit.envs.base`. Here:
 
-- **rewards** are TRL-style callables ``(prompts, completions, completion_ids, **columns) -> list[float |
-  None]`` (:mod:`trajkit.envs.rewards`); a task names its default ``reward_funcs`` and a run can replace
-  them (``rewards:`` in a config, ``reward_funcs=`` in :class:`trajkit.rl.Trainer`);
+- :class:`SingleTurnEnv`: one generate call per prompt, every completion token sampled;
 - token ids come from the policy's Hugging Face tokenizer (the tiny policies use the byte tokenizer of
   :mod:`trajkit.models.tokenizer`); generation stops on the tokenizer's end-of-turn/eos ids
   (:func:`trajkit.models.chat.stop_token_ids`);
-- an **environment** (``Environment`` Protocol) runs episodes: given the engine's ``generate`` and a
-  batch of prompts it returns one :class:`Sample` per prompt, with ``metadata["prompt"]``,
-  ``metadata["completion"]`` and ``metadata["columns"]`` for the rewards. :class:`SingleTurnEnv` makes one
-  generate call; the Hermes tool-use environment (:mod:`trajkit.envs.toolenv`) loops over turns;
-- a **task** (``Task`` Protocol) makes prompt ``i`` deterministically from ``(seed, i)`` and names its
-  environment and rewards. The prompt stream's state is therefore one integer (the cursor). Datasets with
-  a ``prompt`` column are tasks too (:mod:`trajkit.envs.data`).
+- rewards (:func:`exact_match`, :func:`final_number_correct`) are TRL-style callables
+  (:mod:`trajkit.envs.rewards`); a task names its default ``reward_funcs`` and a run can replace them
+  (``rewards:`` in a config, ``reward_funcs=`` in :class:`trajkit.rl.Trainer`).
 
 Shipped toy task, ``StringTask`` (plain text, no chat template): ``"<op> <word>="`` -> the transformed
 word, e.g. ``"rev abc=" -> "cba"``; ops are ``copy``, ``rev``, ``sort``, ``add`` (``"12+7=" -> "19"``) and
 ``rep`` (``"c*5=" -> "ccccc"``: repeat a letter n times, ``min_len <= n <= max_len``; the demo's task,
 because a tiny byte-level model learns its format in seconds but counting long runs exactly at
 temperature 1 is what RL has to sharpen). The checker is exact string equality of the completion
-(without its end-of-turn token) with the ``answer`` column.
+(without its end-of-turn token) with the ``answer`` column. ``ChatArithmeticTask``: a chat question "What is
+a + b?", rewarded by the reply's last number.
 """
 from __future__ import annotations
 
-import random
 import re
 import zlib
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 from trajkit.engine import SamplingParams
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render, stop_token_ids
+from trajkit.envs.base import Environment, Generate, Prompt, Task, completion_text, encode, rng_for  # noqa: F401
 from trajkit.envs.rewards import completion_content
 from trajkit.envs.sample import Sample
 
-Generate = Callable[[list[list[int]], SamplingParams], Sequence[Any]]  # Engine.generate
-
-
-@dataclass
-class Prompt:
-    """One task instance: ``ids`` to condition on (``text`` rendered), its stream ``index``, the ``source``
-    the rewards see as ``prompts[i]`` (chat messages or text; ``text`` when None), and the row's
-    ``columns`` (passed to rewards as keyword lists: ``answer``, ``solution``, ...)."""
-
-    text: str
-    ids: list[int]
-    index: int
-    columns: dict = field(default_factory=dict)
-    meta: dict = field(default_factory=dict)
-    source: str | list[dict] | None = None
-
-    @property
-    def answer(self):
-        """The ``answer`` column (None when the row has none)."""
-        return self.columns.get("answer")
-
-    @answer.setter
-    def answer(self, value) -> None:
-        self.columns["answer"] = value
-
-    @property
-    def conversational(self) -> bool:
-        return isinstance(self.source, list)
-
-
-class Environment(Protocol):
-    def rollout(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams) -> list[Sample]:
-        """One finished episode per prompt, in order."""
-
-
-class Task(Protocol):
-    name: str
-    env: Environment
-    reward_funcs: list  # TRL-style reward functions (trajkit.envs.rewards)
-
-    def prompt(self, index: int, split: str = "train") -> Prompt:
-        """Prompt ``index`` of ``split`` ("train" or "eval"; disjoint random streams)."""
-
-
-def rng_for(seed: int, index: int, split: str) -> random.Random:
-    """The random stream of prompt ``index``: a pure function of (seed, index, split). The ``eval`` split
-    ignores the run seed, so runs with different seeds are evaluated on the same prompts."""
-    return random.Random(f"{split}:{0 if split == 'eval' else seed}:{index}")
-
-
-def encode(tokenizer, text: str) -> list[int]:
-    """``text`` as token ids, without BOS/EOS added by the tokenizer."""
-    return tokenizer.encode(text, add_special_tokens=False)
-
-
-def completion_text(tokenizer, ids: Sequence[int]) -> str:
-    """The decoded completion without its final end-of-turn token (and without special tokens)."""
-    ids = list(ids)
-    if ids and ids[-1] in stop_token_ids(tokenizer):
-        ids = ids[:-1]
-    return tokenizer.decode(ids, skip_special_tokens=True)
+# Environment, Task, Prompt, Generate, rng_for, encode and completion_text were defined here before
+# trajkit.envs.base; importing them from this module keeps working.
 
 
 def exact_match(completions, answer, **kwargs) -> list[float]:

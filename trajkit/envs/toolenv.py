@@ -33,10 +33,10 @@ from trajkit.engine import SamplingParams
 from trajkit.models.chat import continuation, render
 from trajkit.envs.sample import Sample
 from trajkit.envs.calculator import evaluate
-from trajkit.envs.single_turn import Generate, Prompt, completion_text, encode, rng_for
+from trajkit.envs.base import Generate, Prompt, completion_text, encode, rng_for
 from trajkit.traces.blocks import parse_assistant
 from trajkit.traces.hermes_text import tool_turn
-from trajkit.traces.template_probe import (
+from trajkit.traces.export.template_probe import (
     choose_rendering,
     hermes_tools_system,
     probe_template,
@@ -91,7 +91,7 @@ def run_calls(text: str, timeout_s: float) -> list[dict] | None:
 @dataclass(frozen=True)
 class ToolFormat:
     """How the policy's chat template carries the tool turns (chosen once by the template probe of
-    :mod:`trajkit.traces.template_probe`): ``structured`` passes ``tools`` and ``tool`` messages to the
+    :mod:`trajkit.traces.export.template_probe`): ``structured`` passes ``tools`` and ``tool`` messages to the
     template; ``inline`` (a template without tool support, e.g. SmolLM2's plain ChatML) writes the Hermes
     ``<tools>`` system block and ``<tool_response>`` text in ``tool_role`` (``tool``, else ``user``)."""
 

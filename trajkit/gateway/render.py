@@ -1,7 +1,7 @@
 """Request messages -> the prompt text the model sees, by the tokenizer's own chat template.
 
-The template is probed once (:func:`trajkit.traces.template_probe.probe_template`) and the rendering chosen
-as the SFT export chooses it (:func:`~trajkit.traces.template_probe.choose_rendering`):
+The template is probed once (:func:`trajkit.traces.export.template_probe.probe_template`) and the rendering chosen
+as the SFT export chooses it (:func:`~trajkit.traces.export.template_probe.choose_rendering`):
 
 - ``structured``: the template renders OpenAI fields itself (``tools``, assistant ``tool_calls`` and
   ``reasoning_content``, ``tool`` messages): trajkit's own template, Qwen-style templates;
@@ -23,7 +23,7 @@ from typing import Any
 
 from trajkit.models.chat import render
 from trajkit.traces.hermes_text import inline_messages, message_text
-from trajkit.traces.template_probe import Rendering, choose_rendering, probe_template
+from trajkit.traces.export.template_probe import Rendering, choose_rendering, probe_template
 
 __all__ = ["ChatRenderer", "hermes_assistant_text", "inline_messages"]
 

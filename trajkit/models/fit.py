@@ -8,6 +8,11 @@ draft distillation, RL warm starts) and by the RL trainer's online draft refresh
   detached teacher log-distribution ``log p``, averaged over masked positions. It has the gradient of the
   forward KL(p || q) (Hinton et al. 2015): the two differ by the teacher's entropy, a constant.
 - :func:`next_token_loss`: cross-entropy of next tokens, optionally masked (SFT on completion tokens).
+- :func:`next_token_loss_at`: the same masked value from the model's hidden states, the output head applied
+  at the masked positions only (no ``[B, L, V]`` logits: with long prompts and few trained tokens the head
+  over every position would be most of the work). The SFT trainer's loss (:mod:`trajkit.trainers.sft`) and
+  the scripted-reply recipe's (:mod:`trajkit.recipes.scripted`); it lives here, below both, because recipes
+  sit below the trainers layer.
 
 Everything is seeded by the caller (model init, window positions from a ``torch.Generator``), so with
 one thread a run is reproducible on the same machine and library versions.
@@ -96,6 +101,18 @@ def next_token_loss(logits: torch.Tensor, input_ids: torch.Tensor,
     if mask is None:
         return nll.mean()
     return (nll * mask).sum() / mask.sum().clamp(min=1)
+
+
+def next_token_loss_at(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``ids: [B, L]``, ``mask: [B, L-1]`` (1 where position t's next token ``ids[:, t+1]`` is trained) -> the
+    mean next-token cross-entropy over the masked positions, equal to ``next_token_loss(model(ids).logits, ids,
+    mask)``; the output head runs on the ``N = mask.sum()`` selected hidden states only (``[N, V]`` logits).
+    ``model`` is a Hugging Face causal LM (``base_model``, ``get_output_embeddings``)."""
+    hidden = model.base_model(input_ids=ids).last_hidden_state[:, :-1]  # [B, L-1, D]
+    assert hidden.shape[:2] == mask.shape, (hidden.shape, mask.shape)
+    at = mask.bool()
+    logits = model.get_output_embeddings()(hidden[at])  # [N, V]
+    return F.cross_entropy(logits.float(), ids[:, 1:][at])
 
 
 def windows(data: torch.Tensor, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:

@@ -5,8 +5,8 @@ stand-in policy that makes gateway and harness tests deterministic (it emits rea
 Each assistant turn of each conversation is one training example: the prompt is the chat template's render
 of the messages before it (with the generation prompt), the target is the rest of the render through the
 end-of-turn token; the loss is the next-token cross-entropy on the target only. The output head runs only
-at the target positions (:func:`reply_loss`): with a long prompt (a real agent's ~11K-character system
-prompt) the head over every prompt position would be most of the work. With few examples and a high
+at the target positions (:func:`trajkit.models.fit.next_token_loss_at`): with a long prompt (a real
+agent's ~11K-character system prompt) the head over every prompt position would be most of the work. With few examples and a high
 learning rate the model memorises its replies; it is greedy-decoded in tests.
 
 Two additions make a memorised model usable against a real harness whose prompt is not quite fixed
@@ -32,11 +32,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
-from trajkit.models.fit import Schedule, fit
+from trajkit.models.fit import Schedule, fit, next_token_loss_at
 from trajkit.models.spec import TinySpec, build_model
 from trajkit.recipes.cache import building, cache_dir
 
@@ -44,6 +43,7 @@ VERSION = 2  # bump when this recipe changes what a key builds (2: the one Herme
 
 Conversation = tuple[list[dict], "list[dict] | None"]  # (messages, tools)
 Perturb = Callable[[list[dict], random.Random], list[dict]]  # messages -> messages with volatile text redrawn
+reply_loss = next_token_loss_at  # its name here before it moved to trajkit.models.fit
 
 
 def reply_examples(tokenizer, conversations: list[Conversation]) -> list[tuple[list[int], int]]:
@@ -73,15 +73,6 @@ def collate_replies(examples: list[tuple[list[int], int]], pad: int) -> tuple[to
     return ids, mask
 
 
-def reply_loss(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy at the positions ``mask: [B, L-1]`` selects; the output head is applied
-    to those positions only (the same value as the full-logits loss, without ``[B, L, V]`` logits)."""
-    hidden = model.base_model(input_ids=ids).last_hidden_state[:, :-1]  # [B, L-1, D]
-    at = mask.bool()
-    logits = model.get_output_embeddings()(hidden[at])  # [N, V]
-    return F.cross_entropy(logits.float(), ids[:, 1:][at])
-
-
 def fit_replies(model, tokenizer, conversations: list[Conversation], steps: int = 120, lr: float = 3e-3,
                 perturb: Perturb | None = None, seed: int = 0) -> list[float]:
     """Fine-tune ``model`` in place on every assistant turn (see the module docstring); the step losses.
@@ -99,7 +90,7 @@ def fit_replies(model, tokenizer, conversations: list[Conversation], steps: int 
                 yield collate_replies(reply_examples(tokenizer, drawn), pad)
 
     schedule = Schedule(steps=steps, lr=lr, warmup=5, weight_decay=0.0, min_lr_ratio=0.1)
-    return fit(model, batches(), lambda b: reply_loss(model, *b), schedule, name="scripted")
+    return fit(model, batches(), lambda b: next_token_loss_at(model, *b), schedule, name="scripted")
 
 
 def replay_mismatches(model, tokenizer, conversations: list[Conversation]) -> list[dict]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from trajkit.envs.sample import Sample
-from trajkit.envs.single_turn import Prompt
+from trajkit.envs.base import Prompt
 
 ROUND_STRIDE = 1 << 48  # refill round r of a step samples with seed step_seed + r * ROUND_STRIDE
 

@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Sequence
 
-from trajkit.envs.single_turn import Prompt
+from trajkit.envs.base import Prompt
 
 EVAL_ITEMS_FILE = "eval_items.jsonl"
 

@@ -36,7 +36,7 @@ from trajkit.rl.lora import adapter_of, inference_copy, is_lora
 from trajkit.rl.precision import DTYPES
 from trajkit.envs.client import GenerationClient
 from trajkit.envs.sample import Sample
-from trajkit.envs.single_turn import Prompt, Task
+from trajkit.envs.base import Prompt, Task
 
 
 @dataclass(eq=False)

@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from trajkit.envs.single_turn import Prompt, Task
+from trajkit.envs.base import Prompt, Task
 from trajkit.errors import ConfigError
 from trajkit.rl.sampler_config import SamplerConfig
 

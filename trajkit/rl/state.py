@@ -11,7 +11,7 @@ from trajkit.rl.learner import LocalLearner, PolicySide
 from trajkit.rl.mismatch import MismatchAlarm
 from trajkit.envs.rewards import RewardSet
 from trajkit.rl.rollout import Rollout
-from trajkit.envs.single_turn import Prompt, Task
+from trajkit.envs.base import Prompt, Task
 
 
 class PromptStream:

@@ -50,7 +50,7 @@ from trajkit.rl.rollout import Rollout
 from trajkit.rl.sampler import make_stream, rollout_profiler
 from trajkit.rl.state import TrainState
 from trajkit.rl.step import StepResult, rl_step, rollout_params
-from trajkit.envs.single_turn import Task
+from trajkit.envs.base import Task
 
 EVAL_SEED = 987_654
 

@@ -70,7 +70,7 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
     assert main(argv) == 0
     first = capsys.readouterr().out
     lines = [x for x in first.splitlines() if x.startswith("[")]  # plain progress lines (stdout is not a TTY)
-    # per seed: 6 SFT stages (tasks, traces, export, eval_base, losses, eval_sft), 2 RL steps, the RL eval
+    # per seed: 6 SFT phases (tasks, traces, export, eval_base, losses, eval_sft), 2 RL steps, the RL eval
     assert len(lines) == 18 and lines[-1].startswith("[18/18] seed 1: rl held-out eval |") and "ETA 0 s" in lines[-1]
     assert "[16/18] seed 1: rl step 1/2 |" in first
     report = json.loads((out / "report.json").read_text())
@@ -100,7 +100,7 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
         with Image.open(out / "curves" / f"{name}.png") as img:
             img.verify()
             assert img.format == "PNG" and img.size[0] > 100
-    steps = json.loads((out / "seed0" / "sft" / "stages.json").read_text())["losses"]["result"]
+    steps = json.loads((out / "seed0" / "sft" / "phases.json").read_text())["losses"]["result"]
     assert len(steps) == 2
     assert set(report["traces"]["0"]) == {"1", "2"} and report["traces"]["0"]["2"]["traces"] == 2
     seeds = report["audit"]["seeds"]
@@ -109,12 +109,12 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
     md = (out / "report.md").read_text()
     assert "held-out families" in md and "audit seeds" in md and "curves/rl_heldout.png" in md
 
-    stamps = {p: p.stat().st_mtime_ns for p in (out / "seed0" / "sft" / "stages.json", out / "seed1" / "stages.json",
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "seed0" / "sft" / "phases.json", out / "seed1" / "phases.json",
                                                  out / "seed1" / "sft" / "final" / "model.safetensors")}
-    assert main(argv) == 0  # the rerun: every stage of every seed taken from its record
+    assert main(argv) == 0  # the rerun: every phase of every seed taken from its record
     again = capsys.readouterr().out
     assert "rl step 1/2 (already done)" in again and "sft: losses already done" in again
-    assert " ...\n" not in again.replace("already done", "")  # no stage started
+    assert " ...\n" not in again.replace("already done", "")  # no phase started
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
     assert json.loads((out / "report.json").read_text())["per_seed"] == report["per_seed"]
 

@@ -133,7 +133,7 @@ def test_held_out_kinds_are_refused_for_train(tmp_path):
     assert main(["envs", "generate", "--split", "train", "--families", "column-min-json",
                  "--out", str(tmp_path / "x")]) == 2
     # the SFT loop's families: a held-out kind is left out of its train split, kept in its held-out one
-    from trajkit.envs.harbor.sft import split_families
+    from trajkit.trainers.sft import split_families
 
     assert split_families("compose,lines-reverse-text", "train") == "compose"
     assert split_families("compose,lines-reverse-text", "heldout") == "compose,lines-reverse-text"

@@ -42,7 +42,7 @@ from trajkit.envs.harbor.trial import run_trial
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
 from trajkit.envs.agent import GatewayEnv, HarnessRun
-from trajkit.envs.single_turn import Prompt, encode, rng_for
+from trajkit.envs.base import Prompt, encode, rng_for
 
 
 def trial_reward(completions, harness_output, **kwargs) -> list[float | None]:

@@ -33,7 +33,7 @@ from trajkit.errors import ConfigError
 from trajkit.models.chat import render
 from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
 from trajkit.envs.imports import import_object
-from trajkit.envs.single_turn import Prompt, encode, rng_for
+from trajkit.envs.base import Prompt, encode, rng_for
 
 EVAL_SEEDS = 64
 CALL_TIMEOUT_S = 600.0  # one gateway call (a batch on a loaded CPU can take minutes)

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
-from trajkit.envs.single_turn import Prompt, encode
+from trajkit.envs.base import Prompt, encode
 from trajkit.envs.verifiers.process import Driver, DriverError
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render

@@ -7,20 +7,25 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
 2. **traces**: each training task's Oracle replayed through the shell agent's protocol in a real trial
    (:mod:`trajkit.envs.harbor.trajectories`), kept when the verifier pays 1 -> ``OUT/oracle.jsonl``;
 3. **export**: those traces rendered with the policy's own chat template and checked token by token against
-   their source (:func:`trajkit.traces.token_export.export_trace_tokens`, what ``trajkit traces export --format
-   tokens`` runs) -> ``OUT/tokens.jsonl``: ``input_ids`` and ``labels`` (-100 off the assistant turns);
+   their source (:func:`trajkit.traces.export.token_export.export_trace_tokens`, what ``trajkit traces export
+   --format tokens`` runs) -> ``OUT/tokens.jsonl``: ``input_ids`` and ``labels`` (-100 off the assistant turns);
 4. **fine-tune**: next-token cross-entropy on the labelled (assistant) tokens only, the output head applied at
-   those positions only (:func:`trajkit.recipes.scripted.reply_loss`: the value of the full-logits loss without
-   ``[B, L, V]`` logits), AdamW with warmup and cosine decay (:func:`trajkit.models.fit.fit`), ``steps`` batches of
-   ``batch_size`` examples drawn with replacement from a generator seeded by ``seed``;
+   those positions only (:func:`sft_loss`, i.e. :func:`trajkit.models.fit.next_token_loss_at`: the value of the
+   full-logits loss without ``[B, L, V]`` logits), AdamW with warmup and cosine decay
+   (:func:`trajkit.models.fit.fit`), ``steps`` batches of ``batch_size`` examples drawn with replacement from a
+   generator seeded by ``seed``;
 5. **save**: ``OUT/final`` with ``save_pretrained`` (model and tokenizer);
 6. **eval**: the held-out pass rate of the base model (``eval_before``) and of ``OUT/final`` with
    :func:`trajkit.envs.harbor.evaluate.evaluate_model` (greedy, ``eval_max_turns``), written to
-   ``OUT/report.json`` with the counts of every stage and the wall time of each.
+   ``OUT/report.json`` with the counts of every phase and the wall time of each.
 
-Each finished stage is recorded in ``OUT/stages.json`` with the config it ran under
-(:mod:`trajkit.envs.harbor.stages`); a rerun with the same ``out_dir`` and the same config takes those results
-instead of running the stage again (a killed run resumes after its last finished stage).
+Each finished phase is recorded in ``OUT/phases.json`` with the config it ran under
+(:mod:`trajkit.trainers.phases`); a rerun with the same ``out_dir`` and the same config takes those results
+instead of running the phase again (a killed run resumes after its last finished phase).
+
+Where it sits: in the trainers layer (:mod:`trajkit.trainers`), above the environments whose task families,
+trials and evaluation it drives (:mod:`trajkit.envs.harbor`) and the SFT export it trains on
+(:mod:`trajkit.traces.export`); nothing below imports it.
 
 Why trajkit's own loop and not TRL's ``SFTTrainer``: the export is already token ids with labels checked
 against the source; ``SFTTrainer`` would either re-tokenize the conversations with its own template handling
@@ -155,8 +160,8 @@ def make_traces(out: Path, jobs: int) -> dict:
 
 def export(out: Path, folder: str, max_length: int) -> dict:
     from trajkit.traces.load import iter_traces
-    from trajkit.traces.token_export import export_trace_tokens
-    from trajkit.traces.tokenize import TokenizeConfig
+    from trajkit.traces.export.token_export import export_trace_tokens
+    from trajkit.traces.export.tokenize import TokenizeConfig
 
     summary, _ = export_trace_tokens(iter_traces([str(out / "oracle.jsonl")], strict=True), folder,
                                      TokenizeConfig(max_length=max_length), out / "tokens.jsonl", strict=True,
@@ -183,12 +188,20 @@ def label_batches(rows: list[dict], batch_size: int, seed: int, pad: int):
         yield ids, mask
 
 
+def sft_loss(model, ids, mask):
+    """The fine-tuning loss: mean next-token cross-entropy over the labelled positions ``mask: [B, L-1]`` of
+    ``ids: [B, L]`` (from :func:`label_batches`), the output head applied there only
+    (:func:`trajkit.models.fit.next_token_loss_at`, shared with the scripted-reply recipe below this layer)."""
+    from trajkit.models.fit import next_token_loss_at
+
+    return next_token_loss_at(model, ids, mask)
+
+
 def fine_tune(cfg: SFTConfig, out: Path, folder: str, log) -> list[float]:
     import torch
 
     from trajkit.models.fit import Schedule, fit
     from trajkit.models.load import load_model, load_tokenizer
-    from trajkit.recipes.scripted import reply_loss
 
     torch.manual_seed(cfg.seed)
     rows = [json.loads(line) for line in (out / "tokens.jsonl").read_text().splitlines()]
@@ -196,7 +209,7 @@ def fine_tune(cfg: SFTConfig, out: Path, folder: str, log) -> list[float]:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def loss(batch):  # right padding: a causal model's real positions never see the pads after them
-        return reply_loss(model, *batch)  # the output head only where a token is trained
+        return sft_loss(model, *batch)
 
     schedule = Schedule(steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, batch_size=cfg.batch_size,
                         seq_len=cfg.max_length, weight_decay=0.0)
@@ -219,28 +232,28 @@ def held_out(cfg: SFTConfig, out: Path, folder: str) -> dict | None:
     return evaluate_model(tasks, folder, how).to_json()
 
 
-def run_sft(cfg: SFTConfig, log=print, on_stage=None) -> dict:
-    """Every stage of the module docstring; returns (and writes to ``OUT/report.json``) the report.
-    ``on_stage(name, seconds, skipped)`` is told each stage as it ends (:class:`~trajkit.envs.harbor.stages.Stages`)."""
+def run_sft(cfg: SFTConfig, log=print, on_phase=None) -> dict:
+    """Every phase of the module docstring; returns (and writes to ``OUT/report.json``) the report.
+    ``on_phase(name, seconds, skipped)`` is told each phase as it ends (:class:`~trajkit.trainers.phases.Phases`)."""
     import torch
 
-    from trajkit.envs.harbor.stages import Stages
+    from trajkit.trainers.phases import Phases
 
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = {"config": asdict(cfg)}
-    # each finished stage's result: a rerun of the same out_dir resumes after it
-    stages = Stages(out / "stages.json", report["config"], log, "sft", on_stage)
+    # each finished phase's result: a rerun of the same out_dir resumes after it
+    phases = Phases(out / "phases.json", report["config"], log, "sft", on_phase)
     folder = model_folder(cfg)
-    report["tasks"] = stages.run("tasks", make_tasks, cfg, out)
-    report["traces"] = stages.run("traces", make_traces, out, cfg.eval_jobs)
-    report["export"] = stages.run("export", export, out, folder, cfg.max_length)
+    report["tasks"] = phases.run("tasks", make_tasks, cfg, out)
+    report["traces"] = phases.run("traces", make_traces, out, cfg.eval_jobs)
+    report["export"] = phases.run("export", export, out, folder, cfg.max_length)
     if cfg.eval_before:
-        report["eval_base"] = stages.run("eval_base", held_out, cfg, out, folder)
-    report["losses"] = stages.run("losses", fine_tune, cfg, out, folder, log)
-    report["eval_sft"] = stages.run("eval_sft", held_out, cfg, out, str(out / "final"))
-    report["seconds"] = stages.seconds
+        report["eval_base"] = phases.run("eval_base", held_out, cfg, out, folder)
+    report["losses"] = phases.run("losses", fine_tune, cfg, out, folder, log)
+    report["eval_sft"] = phases.run("eval_sft", held_out, cfg, out, str(out / "final"))
+    report["seconds"] = phases.seconds
     (out / "report.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return report

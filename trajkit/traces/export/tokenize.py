@@ -30,13 +30,13 @@ example except its last one; the last always keeps its reasoning and is fully tr
   ``think_close`` get label -100 (the glue after ``</think>`` stays trained). Needs a verbatim template
   and think tags that fall on token boundaries (added tokens in Qwen-family tokenizers), else raises.
 
-Windowing (see :mod:`trajkit.traces.windowing`): a conversation longer than ``max_length`` becomes
+Windowing (see :mod:`trajkit.traces.export.windowing`): a conversation longer than ``max_length`` becomes
 several examples, each the system head plus a run of whole assistant turns with as much preceding
 context as fits; a turn that cannot fit alone is dropped and reported, never cut.
 
 Every example passes :func:`check_example`: the decoded unmasked tokens equal the rendered assistant
 text exactly. Deviation from TRL's ``assistant_only_loss``: no ``{% generation %}`` markers needed, and
-long conversations are windowed rather than truncated. Files: :mod:`trajkit.traces.token_export`.
+long conversations are windowed rather than truncated. Files: :mod:`trajkit.traces.export.token_export`.
 
 Token prefix check (``prefix_check``): ``anchored`` re-encodes only from the last added token before
 each boundary (exact for Hugging Face ``tokenizers``, see :meth:`_Conversation._anchored_counts`),
@@ -50,13 +50,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from trajkit.errors import ConfigError, InputError
-from trajkit.traces.source_check import SourceTurn, check_turn
-from trajkit.traces.token_records import (IGNORE_INDEX, INLINE_REASONING, NO_REASONING, REASONING_KEYS, ROLES,
+from trajkit.traces.export.source_check import SourceTurn, check_turn
+from trajkit.traces.export.token_records import (IGNORE_INDEX, INLINE_REASONING, NO_REASONING, REASONING_KEYS, ROLES,
                                           THINK_POLICIES, Diagnostic, ExampleMeta, MaskCheckError, PrefixError,
                                           SourceCheckError, TokenExample, TokenizeConfig, TokenMergeError)
-from trajkit.traces.windowing import Dropped, Window, common_prefix_len, estimate_costs, iter_windows
+from trajkit.traces.export.windowing import Dropped, Window, common_prefix_len, estimate_costs, iter_windows
 
-_DOC_SECTION = "see trajkit/traces/tokenize.py or docs/export.md"
+_DOC_SECTION = "see trajkit/traces/export/tokenize.py or docs/export.md"
 
 
 def _validated(messages: Any) -> list[dict[str, Any]]:
@@ -181,7 +181,7 @@ class _Conversation:
         return example, expected
 
     def _check_sources(self, r: _Rendered, local: list[int], expected: list[str], meta: ExampleMeta) -> None:
-        """Each trained turn's text holds its source turn (:mod:`trajkit.traces.source_check`)."""
+        """Each trained turn's text holds its source turn (:mod:`trajkit.traces.export.source_check`)."""
         last = len(r.messages) - 1
         for i, text in zip(local, expected):
             source = self.sources.get(r.index[i])
@@ -326,7 +326,7 @@ class _Conversation:
         return out
 
     def estimate_costs(self):
-        """Token cost estimates per message for window planning (see :mod:`trajkit.traces.windowing`)."""
+        """Token cost estimates per message for window planning (see :mod:`trajkit.traces.export.windowing`)."""
         if not self.fast:
             raise ConfigError("windowing needs a fast (tokenizers-backed) tokenizer for token offsets; "
                               "use one, or set windowing=False")
@@ -455,7 +455,7 @@ _SPLITS: dict[str, str] = {}
 def auto_split(tokenizer) -> str:
     """The split the template probe chooses for structured messages (cached per chat template text: the
     split depends on the template alone, and a tokenizer's template can be replaced in place)."""
-    from trajkit.traces.template_probe import probe_template, split_for
+    from trajkit.traces.export.template_probe import probe_template, split_for
 
     key = str(tokenizer.chat_template)
     if key not in _SPLITS:

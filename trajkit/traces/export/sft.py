@@ -7,7 +7,7 @@ OpenAI API, which also keeps Arrow's inferred schema uniform across rows.
 Traces whose calls cannot be OpenAI ``tool_calls`` (malformed bodies) are skipped and counted by default
 (``malformed="skip"``), or kept with the raw block as assistant text (``"as_text"``).
 
-Every row passes the source check of :mod:`trajkit.traces.source_check`: each assistant message holds its
+Every row passes the source check of :mod:`trajkit.traces.export.source_check`: each assistant message holds its
 source turn's reasoning (``reasoning_content``), narration (``content``) and every tool call with
 JSON-equal arguments; a row that does not is skipped and counted (``--strict``: an error). Whether a chat
 template then renders those fields is the template's business: ``trajkit traces template-info`` tells.
@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Literal
 from trajkit.errors import InputError
 from trajkit.traces.model import Trace
 from trajkit.traces.openai import SystemPolicy, to_openai
-from trajkit.traces.source_check import SourceTurn, check_turn
+from trajkit.traces.export.source_check import SourceTurn, check_turn
 
 MalformedExport = Literal["skip", "as_text", "error"]
 

@@ -11,7 +11,7 @@
   (templates ignore unknown keys):
   :data:`NO_REASONING` (the content without its think block) and :data:`REASONING` (the think text).
 
-Every rendered conversation also carries the :class:`~trajkit.traces.source_check.SourceTurn` of each
+Every rendered conversation also carries the :class:`~trajkit.traces.export.source_check.SourceTurn` of each
 assistant message (indexed like the rendered messages), which the export checks trained text against.
 """
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 from trajkit.traces.model import Message, Trace
 from trajkit.traces.openai import SystemPolicy, to_openai, tools_to_openai
-from trajkit.traces.source_check import SourceTurn
+from trajkit.traces.export.source_check import SourceTurn
 from trajkit.traces.hermes_text import with_tools_system
-from trajkit.traces.template_probe import Rendering
+from trajkit.traces.export.template_probe import Rendering
 
 NO_REASONING = "trajkit_content_without_reasoning"
 REASONING = "trajkit_reasoning"

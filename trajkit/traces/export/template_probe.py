@@ -19,7 +19,7 @@ split conversations into examples: ``all`` turns in one example when every prefi
 drop earlier reasoning); ``last`` (one example per assistant turn, the inference view) otherwise. The
 export still verifies every example, and where a template renders one turn differently once it is no
 longer the last (Qwen3 writes an empty think block on the last turn only), that group of turns falls back
-to one example per turn (:mod:`trajkit.traces.tokenize`). A template that loses an assistant turn's
+to one example per turn (:mod:`trajkit.traces.export.tokenize`). A template that loses an assistant turn's
 content in every mode is a :class:`~trajkit.errors.ConfigError` naming the template and what it drops.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ import pytest
 
 from trajkit.cli.main import main
 from trajkit.envs.harbor.task import load_task
-from trajkit.envs.harbor.sft import SFTConfig, run_sft
+from trajkit.trainers.sft import SFTConfig, run_sft
 
 
 def test_sft_trains_only_the_oracle_replies_and_saves_a_loadable_policy(needs_sandbox, policy_folder, tmp_path):
@@ -32,9 +32,9 @@ def test_sft_trains_only_the_oracle_replies_and_saves_a_loadable_policy(needs_sa
         want = [m["content"] for m in source["messages"] if m["role"] == "assistant"]
         assert trained.replace(tokenizer.eos_token, "").split("\n", 1)[0] in want[0]
         assert all(w in trained for w in want)
-    lines = []  # the same config again: every stage is taken from stages.json, nothing reruns
+    lines = []  # the same config again: every phase is taken from phases.json, nothing reruns
     again = run_sft(cfg, log=lines.append)
-    assert lines == [f"sft: {n} already done ({out / 'stages.json'})" for n in ("tasks", "traces", "export", "losses",
+    assert lines == [f"sft: {n} already done ({out / 'phases.json'})" for n in ("tasks", "traces", "export", "losses",
                                                                                 "eval_sft")]
     assert again["losses"] == report["losses"] and again["traces"] == report["traces"]
     tuned, base = load_model(out / "final"), load_model(policy_folder)

@@ -18,7 +18,7 @@ from trl import SFTConfig, SFTTrainer
 from trl.chat_template_utils import is_chat_template_stop_token_trained
 
 from trajkit.models.tokenizer import build_tokenizer
-from trajkit.traces.tokenize import TokenizeConfig, tokenize_conversation
+from trajkit.traces.export.tokenize import TokenizeConfig, tokenize_conversation
 
 READ = {"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}

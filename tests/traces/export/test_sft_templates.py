@@ -18,11 +18,11 @@ from trajkit.errors import ConfigError, InputError
 from trajkit.models.tokenizer import bpe_tokenizer, save_tokenizer
 from trajkit.synth import sample_paths
 from trajkit.traces.load import iter_traces
-from trajkit.traces.template_probe import choose_rendering, probe_template
-from trajkit.traces.token_export import export_trace_tokens
-from trajkit.traces.tokenize import TokenizeConfig
+from trajkit.traces.export.template_probe import choose_rendering, probe_template
+from trajkit.traces.export.token_export import export_trace_tokens
+from trajkit.traces.export.tokenize import TokenizeConfig
 
-from .templates import QWEN3_STYLE, plain_header_tokenizer
+from ..templates import QWEN3_STYLE, plain_header_tokenizer
 
 CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)  # unclosed: to the end
 THINK_RE = re.compile(r"<think>(.*?)</think>", re.S)
@@ -194,7 +194,7 @@ def test_consecutive_assistant_turns_are_trained_in_the_inference_view(qwen3_dir
     """Qwen3-style: a trailing assistant message of the prompt gets an empty think block, so the prompt for
     turn 2 is not a prefix of any render holding turn 2. The example is then exactly what the model
     meets: the prompt with the generation prompt, and turn 2 as the template writes a final turn."""
-    from trajkit.traces.tokenize import IGNORE_INDEX, tokenize_conversation
+    from trajkit.traces.export.tokenize import IGNORE_INDEX, tokenize_conversation
 
     tok = AutoTokenizer.from_pretrained(qwen3_dir)
     conv = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a1"},

@@ -8,7 +8,7 @@ from datasets import load_dataset
 
 from trajkit.errors import ConfigError, InputError
 from trajkit.synth import sample_paths
-from trajkit.traces import sft
+from trajkit.traces.export import sft
 from trajkit.traces.load import iter_traces
 from trajkit.traces.write import RowWriter
 

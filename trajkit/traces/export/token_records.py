@@ -1,6 +1,6 @@
 """Records and settings of the token SFT export: :class:`TokenizeConfig`, the think policies, the
 example record (:class:`TokenExample` with :class:`ExampleMeta`), diagnostics, and the typed errors of the
-prefix, mask and source checks. The algorithm is in :mod:`trajkit.traces.tokenize`."""
+prefix, mask and source checks. The algorithm is in :mod:`trajkit.traces.export.tokenize`."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,6 @@
 """Write token-id SFT examples (format (b)) to Parquet or JSONL, with a progress bar and a summary.
 
-Each conversation goes through :func:`trajkit.traces.tokenize.tokenize_conversation` (prefix rendering,
+Each conversation goes through :func:`trajkit.traces.export.tokenize.tokenize_conversation` (prefix rendering,
 think policy, windowing, mask check on every example); the examples stream to disk in batches, so memory
 stays bounded whatever the corpus size. A conversation that raises :class:`InputError` is skipped and
 counted, never silently lost; ``strict=True`` raises instead, naming its index.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from trajkit.errors import ConfigError, InputError
-from trajkit.traces.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_batch
+from trajkit.traces.export.tokenize import Diagnostic, TokenExample, TokenizeConfig, tokenize_batch
 
 BATCH = 16  # conversations rendered and encoded together
 from trajkit.traces.write import RowWriter
@@ -181,7 +181,7 @@ def _strict_failure(diagnostics: list[Diagnostic], strict: bool) -> InputError |
 def export_tokens(conversations, tokenizer, config: TokenizeConfig | None, out_path, *, strict: bool = False,
                   progress: bool = True, total: int | None = None, workers: int = 1,
                   split: str | None = None, headers: tuple[str, ...] = ()) -> ExportSummary:
-    """Tokenize conversations (``ChatConversation``s from :mod:`trajkit.traces.sft_render`, checked against
+    """Tokenize conversations (``ChatConversation``s from :mod:`trajkit.traces.export.sft_render`, checked against
     their sources, or plain ``(messages, tools)`` pairs) and write every checked example to ``out_path``.
 
     The suffix picks the format: ``.parquet`` (list<int32> token columns) or ``.jsonl``. A conversation
@@ -248,11 +248,11 @@ def export_trace_tokens(traces, tokenizer, config: TokenizeConfig | None, out_pa
                         malformed: str = "skip", strict: bool = False, progress: bool = True,
                         workers: int = 1) -> tuple[ExportSummary, TraceCounts]:
     """Token export of traces for ``tokenizer``'s chat template: probe the template, write every trace the
-    way that loses nothing (:mod:`trajkit.traces.template_probe`, :mod:`trajkit.traces.sft_render`), split
+    way that loses nothing (:mod:`trajkit.traces.export.template_probe`, :mod:`trajkit.traces.export.sft_render`), split
     as the template needs, and check every example against its source trace."""
-    from trajkit.traces.sft_render import render_trace
-    from trajkit.traces.source_check import role_headers
-    from trajkit.traces.template_probe import choose_rendering, probe_template
+    from trajkit.traces.export.sft_render import render_trace
+    from trajkit.traces.export.source_check import role_headers
+    from trajkit.traces.export.template_probe import choose_rendering, probe_template
 
     config = config or TokenizeConfig()
     tok = load_tokenizer(str(tokenizer)) if isinstance(tokenizer, (str, os.PathLike)) else tokenizer

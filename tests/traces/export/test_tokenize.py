@@ -1,6 +1,6 @@
 """Token export (format b): prefix-rendered labels, think policies, windowing, mask checks, files.
 
-Every expected value is derived independently of trajkit.traces.tokenize: hand-written rendered text,
+Every expected value is derived independently of trajkit.traces.export.tokenize: hand-written rendered text,
 string positions in the full render mapped through the tokenizer's offsets, transformers' own
 ``{% generation %}`` masks, and direct ``apply_chat_template`` calls on the windows.
 """
@@ -14,8 +14,8 @@ from transformers import AutoTokenizer
 from trajkit.config import from_dict
 from trajkit.errors import ConfigError, InputError
 from trajkit.models.tokenizer import build_tokenizer
-from trajkit.traces.token_export import export_tokens
-from trajkit.traces.tokenize import (
+from trajkit.traces.export.token_export import export_tokens
+from trajkit.traces.export.tokenize import (
     IGNORE_INDEX,
     MaskCheckError,
     PrefixError,
@@ -480,8 +480,8 @@ def test_export_with_worker_processes_writes_the_same_file(tok_dir, tmp_path):
 # --------------------------------------------------------------- window planning on hand-made costs
 
 def docstring_costs():
-    """The worked example of trajkit.traces.windowing: head 10 tokens, messages 1..6."""
-    from trajkit.traces.windowing import MessageCosts
+    """The worked example of trajkit.traces.export.windowing: head 10 tokens, messages 1..6."""
+    from trajkit.traces.export.windowing import MessageCosts
     costs = [0, 5, 12, 8, 12, 8, 12]
     return MessageCosts(10, costs, costs)
 
@@ -498,7 +498,7 @@ class FakeBuild:
 
 
 def plan(costs, build, max_length, **kw):
-    from trajkit.traces.windowing import Dropped, iter_windows
+    from trajkit.traces.export.windowing import Dropped, iter_windows
     out = []
     for item in iter_windows([2, 4, 6], 1, max_length, build, costs, **kw):
         out.append(("drop", item.turns) if isinstance(item, Dropped)
@@ -527,7 +527,7 @@ def test_exact_builds_correct_wrong_estimates():
 
 
 def test_turns_are_dropped_only_on_exact_builds_or_far_over_estimates():
-    from trajkit.traces.windowing import exact_margin
+    from trajkit.traces.export.windowing import exact_margin
     costs = docstring_costs()
     near = FakeBuild(costs, bias=-1)  # estimate 22 > 21 but truly 21: built exactly, kept
     assert plan(costs, near, 21) == [(2, 3, [2]), (4, 5, [4]), (6, 7, [6])]
@@ -540,7 +540,7 @@ def test_turns_are_dropped_only_on_exact_builds_or_far_over_estimates():
 
 
 def test_auto_split_follows_a_template_replaced_in_place(tok):
-    from trajkit.traces.tokenize import auto_split
+    from trajkit.traces.export.tokenize import auto_split
 
     assert auto_split(tok) == "all"  # the tiny template renders history verbatim
     tok.chat_template = STRIPPING_TEMPLATE  # same tokenizer object, another template
