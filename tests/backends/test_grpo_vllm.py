@@ -38,20 +38,20 @@ def test_grpo_steps_on_the_vllm_backend(vllm_backend, vllm_python, tmp_path):
     try:
         s = trainer.state
         assert isinstance(s.rollout.backend, VllmBackend)
-        initial = {k: v.clone() for k, v in s.policy.state_dict().items()}
+        initial = {k: v.clone() for k, v in s.side.policy.state_dict().items()}
         first = trainer.step_once()
         m = first.metrics
         assert 0.0 <= m["mismatch/mean_abs"] < MISMATCH_BOUND, m["mismatch/mean_abs"]
         assert m["mismatch/alarm"] == 0.0 and "tis/weight_mean" in m
         assert abs(m["tis/weight_mean"] - 1.0) < 1e-2
-        assert any(not torch.equal(initial[k], v) for k, v in s.policy.state_dict().items())
+        assert any(not torch.equal(initial[k], v) for k, v in s.side.policy.state_dict().items())
 
-        updated = {k: v.clone() for k, v in s.policy.state_dict().items()}
+        updated = {k: v.clone() for k, v in s.side.policy.state_dict().items()}
         second = trainer.step_once()  # weight_sync pushed the updated policy into vLLM first
         assert s.rollout.backend.policy_version == start_version + 2
         assert {x.policy_version for x in second.samples} == {start_version + 2}
-        new_logp, batch = _logp(_model_at(s.policy, updated), second.samples, cfg, s.tokenizer)
-        old_logp, _ = _logp(_model_at(s.policy, initial), second.samples, cfg, s.tokenizer)
+        new_logp, batch = _logp(_model_at(s.side.policy, updated), second.samples, cfg, s.tokenizer)
+        old_logp, _ = _logp(_model_at(s.side.policy, initial), second.samples, cfg, s.tokenizer)
         mask = batch.mask.bool()
         to_new = (batch.engine_logp - new_logp)[mask].abs().mean()
         to_old = (batch.engine_logp - old_logp)[mask].abs().mean()

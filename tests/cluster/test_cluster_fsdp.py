@@ -53,12 +53,12 @@ def test_a_gang_of_two_policy_workers_equals_the_in_process_trainer(tmp_path, ga
         for key in COMPARED:
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
     saved = load_model(f"{path}/policy", what="the gang's policy/").state_dict()
-    for name, tensor in ref.state.policy.state_dict().items():
+    for name, tensor in ref.state.side.policy.state_dict().items():
         torch.testing.assert_close(saved[name], tensor, atol=1e-6, rtol=0, msg=name)
     one = Trainer(config(tmp_path, "one", "steps=3", f"checkpoint.resume_from={path}"), logger=False)
     assert one.step == 2
-    for name, tensor in ref.state.policy.state_dict().items():
-        torch.testing.assert_close(one.state.policy.state_dict()[name], tensor, atol=1e-6, rtol=0, msg=name)
+    for name, tensor in ref.state.side.policy.state_dict().items():
+        torch.testing.assert_close(one.state.side.policy.state_dict()[name], tensor, atol=1e-6, rtol=0, msg=name)
 
 
 def test_a_killed_policy_worker_fails_the_step_naming_it(gang_run):
@@ -85,10 +85,10 @@ def test_logra_on_a_gang_equals_the_in_process_trainer(ray_cluster, tmp_path):
         for key in COMPARED:
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
     saved = load_model(f"{path}/policy", what="the gang's policy/").state_dict()
-    start = Trainer(config(tmp_path, "start", *LOGRA), logger=False).state.policy.state_dict()
+    start = Trainer(config(tmp_path, "start", *LOGRA), logger=False).state.side.policy.state_dict()
     key = "model.layers.0.mlp.up_proj.weight"  # a sketched matrix: it moved, far beyond the tolerance
     assert float((saved[key] - start[key]).abs().max()) > 1e-4
-    for name, tensor in ref.state.policy.state_dict().items():
+    for name, tensor in ref.state.side.policy.state_dict().items():
         torch.testing.assert_close(saved[name], tensor, atol=1e-6, rtol=0, msg=name)
 
 

@@ -49,8 +49,8 @@ def run(trainer, steps):
 
 
 def weights(trainer):
-    if trainer.state.policy is not None:
-        return trainer.state.policy.state_dict()
+    if trainer.state.side is not None:
+        return trainer.state.side.policy.state_dict()
     import ray
 
     return ray.get(trainer.cluster.policy.weights.remote(), timeout=60)["policy"]
@@ -120,7 +120,7 @@ def test_three_workers_a_distilled_draft_and_a_reference_model_equal_the_in_proc
              "eval.every=2", "eval.num_prompts=6"]  # the evaluation runs through the workers too
     ref = Trainer(config(tmp_path, "local", *extra), logger=False, reward_funcs=[even_share])
     ref_steps, ref_weights = run(ref, 2)
-    ref_draft = {k: v.clone() for k, v in ref.state.draft.state_dict().items()}
+    ref_draft = {k: v.clone() for k, v in ref.state.side.draft.state_dict().items()}
     ref.close()
     trainer = ClusterTrainer(config(tmp_path, "ray", *extra, "cluster.ray=true", "cluster.rollout_workers=3"),
                              logger=False, reward_funcs=[even_share])

@@ -84,8 +84,8 @@ def test_a_shortlist_draft_is_distilled_online_in_rl(tmp_path, tiny_rl_config):
     ShortlistLM(inner, ids, vocab).save_pretrained(tmp_path / "draft")
     trainer = Trainer(tiny_rl_config("draft.kind=model", "draft.distill=true", "draft.model.source=path",
                                      f"draft.model.path={tmp_path / 'draft'}", "draft.distill_lr=0.01"), logger=False)
-    assert isinstance(trainer.state.draft, ShortlistLM)
-    before = {k: v.clone() for k, v in trainer.state.draft.state_dict().items()}
+    assert isinstance(trainer.state.side.draft, ShortlistLM)
+    before = {k: v.clone() for k, v in trainer.state.side.draft.state_dict().items()}
     m = trainer.step_once().metrics
     assert np.isfinite(m["draft/distill_ce"]) and m["gen/target_calls"] > 0
-    assert any(not torch.equal(before[k], v) for k, v in trainer.state.draft.state_dict().items())
+    assert any(not torch.equal(before[k], v) for k, v in trainer.state.side.draft.state_dict().items())

@@ -100,7 +100,7 @@ def test_a_weight_sync_waits_for_the_running_engine_call(tiny):
         assert task.env.gateway.scheduler.lock is rollout.lock
         before = rollout.engine.policy_version
         with rollout.lock:  # what the gateway's scheduler holds for an engine call
-            sync = threading.Thread(target=rollout.sync, args=(trainer.state.policy,))
+            sync = threading.Thread(target=rollout.sync, args=(trainer.state.side.policy,))
             sync.start()
             sync.join(timeout=0.3)
             assert sync.is_alive() and rollout.engine.policy_version == before

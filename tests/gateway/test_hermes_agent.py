@@ -236,7 +236,7 @@ def test_an_rl_step_with_the_hermes_agent_as_the_harness(calling_model, tmp_path
                              "rollout.group_size=2", "rollout.temperature=1.0", "rollout.max_new_tokens=200",
                              "optim.lr=1e-3", "log.report_to=[]", f"log.out_dir={tmp_path / 'log'}"])
     trainer = Trainer(cfg, model=copy.deepcopy(model), tokenizer=tok, task=task, logger=False)
-    before = {k: v.clone() for k, v in trainer.state.policy.state_dict().items()}
+    before = {k: v.clone() for k, v in trainer.state.side.policy.state_dict().items()}
     try:
         result = trainer.step_once()
     finally:
@@ -253,5 +253,5 @@ def test_an_rl_step_with_the_hermes_agent_as_the_harness(calling_model, tmp_path
     # the policy's own log-probs of the trained tokens, recomputed by the trainer, are the engine's: the
     # masks sit exactly on what was sampled, at the rollout temperature the gateway forced
     assert result.metrics["mismatch/max_abs"] < 1e-3
-    changed = any(not torch.equal(before[k], v) for k, v in trainer.state.policy.state_dict().items())
+    changed = any(not torch.equal(before[k], v) for k, v in trainer.state.side.policy.state_dict().items())
     assert changed == any(s.advantage != 0 for s in result.samples)  # zero advantage: the step moves nothing

@@ -41,7 +41,7 @@ def init_run(cfg) -> None:
     whole_build = sharded.build_models  # counted, not replaced: which ranks build the whole model
     sharded.build_models = lambda *a, **k: built.append(1) or whole_build(*a, **k)
     try:
-        side, _ = build_side(cfg, build_tokenizer(cfg), rank)
+        side = build_side(cfg, build_tokenizer(cfg), rank)
     finally:
         sharded.build_models = whole_build
     p = side.policy

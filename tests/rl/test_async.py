@@ -28,7 +28,7 @@ def _run(cfg, steps):
 def test_staleness_zero_equals_sync_bitwise(tiny):
     """Evaluation after every step too: it pushes the weights and samples beside the producer's thread."""
     sync, expected = _run(tiny(*SIGNAL, "eval.every=1", "eval.num_prompts=4"), 3)
-    initial = Trainer(tiny(*SIGNAL), logger=False).state.policy.state_dict()
+    initial = Trainer(tiny(*SIGNAL), logger=False).state.side.policy.state_dict()
     asyn, got = _run(tiny(*SIGNAL, "eval.every=1", "eval.num_prompts=4", "rollout.mode=async",
                           "rollout.max_staleness=0"), 3)
     for a, b in zip(expected, got):
@@ -40,8 +40,8 @@ def test_staleness_zero_equals_sync_bitwise(tiny):
         assert b.metrics["async/staleness_max"] == 0 and b.metrics["async/dropped_stale"] == 0
     assert any(b.metrics["loss/grad_norm"] > 0 for b in got)
     moved = False
-    for name, p in sync.state.policy.state_dict().items():
-        assert torch.equal(p, asyn.state.policy.state_dict()[name]), name
+    for name, p in sync.state.side.policy.state_dict().items():
+        assert torch.equal(p, asyn.state.side.policy.state_dict()[name]), name
         moved |= not torch.equal(p, initial[name])
     assert moved  # the equality is of trained weights, not of two untouched copies
 

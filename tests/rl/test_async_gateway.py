@@ -63,8 +63,8 @@ def test_staleness_zero_equals_sync_bitwise_through_the_gateway(tiny):
             assert a.metrics[key] == b.metrics[key], key
         assert b.metrics["async/staleness_max"] == 0 and b.metrics["async/dropped_stale"] == 0
     assert any(b.metrics["loss/grad_norm"] > 0 for b in got)
-    for name, p in sync.state.policy.state_dict().items():
-        assert torch.equal(p, asyn.state.policy.state_dict()[name]), name
+    for name, p in sync.state.side.policy.state_dict().items():
+        assert torch.equal(p, asyn.state.side.policy.state_dict()[name]), name
 
 
 class HeldHarness:

@@ -40,16 +40,16 @@ def test_plain_transformers_loads_the_policy_and_draft_with_the_trainers_logits(
     s, ids = trainer.state, _ids(len(trainer.state.tokenizer))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():  # move every weight, as training would, so the initial weights cannot pass below
-        for p in s.policy.parameters():
+        for p in s.side.policy.parameters():
             p.add_(0.01 * torch.randn(p.shape, generator=g))
     path = trainer.save(str(tmp_path / "ckpt"))
 
     policy = AutoModelForCausalLM.from_pretrained(f"{path}/policy")
-    assert torch.equal(_logits(policy, ids), _logits(s.policy, ids))
+    assert torch.equal(_logits(policy, ids), _logits(s.side.policy, ids))
     draft = AutoModelForCausalLM.from_pretrained(f"{path}/draft")
-    assert torch.equal(_logits(draft, ids), _logits(s.draft, ids))
+    assert torch.equal(_logits(draft, ids), _logits(s.side.draft, ids))
     # the weights moved, so equal logits mean the live weights were saved, not the initial ones
-    initial = Trainer(tiny("draft.kind=model", *DISTILL), logger=False).state.policy
+    initial = Trainer(tiny("draft.kind=model", *DISTILL), logger=False).state.side.policy
     assert not torch.equal(_logits(policy, ids), _logits(initial, ids))
     gen = GenerationConfig.from_pretrained(f"{path}/policy")
     assert (gen.eos_token_id, gen.pad_token_id) == (IM_END_ID, PAD_ID)
@@ -79,7 +79,7 @@ def test_trainer_state_loads_with_weights_only(tiny, tmp_path):
     s = trainer.state
     assert (blob["step"], blob["stream"], blob["draft_kind"]) == (2, s.stream.state_dict(), "window")
     assert blob["alarm"]["history"] == s.alarm.history and len(blob["alarm"]["history"]) == 2
-    for saved, live in ((blob["optimizer"], s.optimizer), (blob["draft_optimizer"], s.draft_optimizer)):
+    for saved, live in ((blob["optimizer"], s.side.optimizer), (blob["draft_optimizer"], s.side.draft_optimizer)):
         params = [p for group in live.param_groups for p in group["params"]]
         assert len(saved["state"]) == len(params)
         for i, p in enumerate(params):
@@ -147,3 +147,23 @@ def test_real_smollm2_policy_folder_loads_in_plain_transformers(tmp_path, smollm
     ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
     assert torch.equal(_logits(loaded, ids), _logits(model, ids))
     assert GenerationConfig.from_pretrained(tmp_path / "policy").eos_token_id == tok.eos_token_id
+
+
+def test_the_policy_side_is_one_object_and_its_old_names_point_to_it(tiny, tmp_path):
+    from trajkit.rl.checkpoint import load_checkpoint
+    from trajkit.rl.learner import PolicySide
+
+    trainer = _trained(tiny, "draft.kind=window", *DISTILL, steps=2)
+    s = trainer.state
+    assert isinstance(s.side, PolicySide) and s.learner.side is s.side  # the learner steps this very side
+    for name in ("policy", "optimizer", "draft", "draft_optimizer", "reference", "grad_scaler", "teacher"):
+        with pytest.raises(AttributeError, match=rf"TrainState\.{name} is now TrainState\.side\.{name}"):
+            getattr(s, name)
+    path = trainer.save(str(tmp_path / "ckpt"))
+    fresh = Trainer(tiny("draft.kind=window", *DISTILL), logger=False)
+    counters = load_checkpoint(fresh.state.side, path)
+    assert counters == s.counters() and counters["step"] == 2
+    fresh.state.restore(counters)
+    assert fresh.state.counters() == s.counters()
+    for a, b in zip(fresh.state.side.policy.state_dict().values(), s.side.policy.state_dict().values()):
+        assert torch.equal(a, b)

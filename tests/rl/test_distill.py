@@ -160,7 +160,7 @@ def test_a_teacher_equal_to_the_student_gives_every_advantage_zero(tmp_path, tin
         assert m["distill/reverse_kl"] == 0.0 and m["loss/pg"] == 0.0 and m["loss/grad_norm"] == 0.0
         assert m["time/logprob/teacher"] > 0.0 and m["distill/teacher_logp"] < 0.0
     before = _student_weights(cfg).state_dict()
-    assert all(torch.equal(before[k], v) for k, v in t.state.policy.state_dict().items())  # nothing moved
+    assert all(torch.equal(before[k], v) for k, v in t.state.side.policy.state_dict().items())  # nothing moved
 
 
 def test_the_students_reverse_kl_to_the_teacher_falls(tmp_path, tiny):
@@ -179,7 +179,7 @@ def test_an_async_run_at_staleness_zero_distils_as_the_synchronous_one_bitwise(t
         for key in ("distill/reverse_kl", "distill/teacher_logp", "loss/pg", "loss/grad_norm"):
             assert a[key] == b[key], key
         assert b["async/staleness_max"] == 0
-    assert all(torch.equal(p, asyn.state.policy.state_dict()[k]) for k, p in sync.state.policy.state_dict().items())
+    assert all(torch.equal(p, asyn.state.side.policy.state_dict()[k]) for k, p in sync.state.side.policy.state_dict().items())
     assert expected[0]["loss/grad_norm"] > 0
 
 

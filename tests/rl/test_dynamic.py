@@ -118,5 +118,5 @@ def test_resume_with_dynamic_sampling_is_bitwise(tiny, tmp_path):
     for key in ("reward/raw", "loss/pg", "loss/grad_norm", "dynamic/groups_dropped", "dynamic/refill_rounds"):
         assert got.metrics[key] == expected.metrics[key], key
     assert resumed.state.stream.cursor == straight.state.stream.cursor
-    for a, b in zip(straight.state.policy.state_dict().values(), resumed.state.policy.state_dict().values()):
+    for a, b in zip(straight.state.side.policy.state_dict().values(), resumed.state.side.policy.state_dict().values()):
         assert torch.equal(a, b)

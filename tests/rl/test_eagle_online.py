@@ -25,20 +25,20 @@ def test_online_head_learns_from_the_policy_forward_and_is_refit_at_weight_sync(
     engine_model = state.rollout.engine.model
     # the engine's head reads the engine's copy of the policy (embedding, norm, output layer), not the trainer's
     assert drafter.head.shared.out is engine_model.get_output_embeddings()
-    assert state.draft.shared.out is state.policy.get_output_embeddings()
-    calls = _forwards(state.policy)
-    before = {k: v.clone() for k, v in state.draft.state_dict().items()}
+    assert state.side.draft.shared.out is state.side.policy.get_output_embeddings()
+    calls = _forwards(state.side.policy)
+    before = {k: v.clone() for k, v in state.side.draft.state_dict().items()}
     first = trainer.step_once()
     batches = -(-len(first.samples) // state.cfg.optim.micro_batch_size)
     assert calls[0] == 2 * batches  # logprob (one per micro-batch) + policy_update: nothing extra for the head
     assert "draft/distill_ce" in first.metrics and first.metrics["draft/distill_ce"] > 0
-    assert any(not torch.equal(before[k], v) for k, v in state.draft.state_dict().items())
-    after_one = {k: v.clone() for k, v in state.draft.state_dict().items()}
+    assert any(not torch.equal(before[k], v) for k, v in state.side.draft.state_dict().items())
+    after_one = {k: v.clone() for k, v in state.side.draft.state_dict().items()}
     trainer.step_once()  # its weight_sync pushes the step-1 head into the engine, then the head trains on
     served = drafter.head.state_dict()
     assert served.keys() == after_one.keys() and all(torch.equal(served[k], after_one[k]) for k in served)
     assert not torch.equal(served["fuse.weight"], before["fuse.weight"])
-    assert not torch.equal(state.draft.state_dict()["fuse.weight"], after_one["fuse.weight"])
+    assert not torch.equal(state.side.draft.state_dict()["fuse.weight"], after_one["fuse.weight"])
 
 
 def test_the_distillation_loss_falls_over_steps(tiny):
@@ -49,7 +49,7 @@ def test_the_distillation_loss_falls_over_steps(tiny):
 
 def test_eagle_distillation_is_off_without_distill(tiny):
     trainer = Trainer(tiny("draft.kind=eagle"), logger=False)
-    before = {k: v.clone() for k, v in trainer.state.draft.state_dict().items()}
+    before = {k: v.clone() for k, v in trainer.state.side.draft.state_dict().items()}
     result = trainer.step_once()
     assert "draft/distill_ce" not in result.metrics
-    assert all(torch.equal(before[k], v) for k, v in trainer.state.draft.state_dict().items())
+    assert all(torch.equal(before[k], v) for k, v in trainer.state.side.draft.state_dict().items())

@@ -116,7 +116,7 @@ def test_an_agent_step_logs_the_nll_of_its_stitched_forced_tokens(tiny):
     task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
     trainer = Trainer(tiny("loss.echo_coef=0.1", "rollout.group_size=2", "optim.micro_batch_size=8"), task=task,
                       logger=False)
-    before = copy.deepcopy(trainer.state.policy)
+    before = copy.deepcopy(trainer.state.side.policy)
     try:
         result = trainer.step_once()
     finally:

@@ -153,7 +153,7 @@ def assert_same(expected_model, expected_metrics: list[dict], folder: Path, atol
 @pytest.mark.parametrize("arm", list(ARMS))
 def test_sharded_training_equals_in_process(tiny, sharded, arm):
     model, metrics = reference(tiny, arm)
-    assert_same(model.state.policy, metrics, sharded[arm], MUON_ATOL if arm == "muon" else WEIGHT_ATOL)
+    assert_same(model.state.side.policy, metrics, sharded[arm], MUON_ATOL if arm == "muon" else WEIGHT_ATOL)
     if arm == "kl_micro":
         assert metrics[-1]["loss/kl_ref"] > 0
 
@@ -165,12 +165,12 @@ def test_muon_gathers_each_matrix_whole(tiny, sharded):
 
     ref = Trainer(tiny(*COMMON, *ARMS["muon"]), logger=False)
     ref.step_once()
-    hidden = {id(p) for p in split_parameters(ref.state.policy)[0]}
-    names = [n for n, p in ref.state.policy.named_parameters() if id(p) in hidden]
+    hidden = {id(p) for p in split_parameters(ref.state.side.policy)[0]}
+    names = [n for n, p in ref.state.side.policy.named_parameters() if id(p) in hidden]
     got = load_model(sharded["muon"] / "checkpoints" / "step_000001" / "policy", what="step 1").state_dict()
     assert len(names) == 7
     for name in names:
-        assert torch.equal(got[name], ref.state.policy.state_dict()[name]), name
+        assert torch.equal(got[name], ref.state.side.policy.state_dict()[name]), name
 
 
 def test_ranks_build_on_meta_and_receive_their_shards_of_the_hf_load(sharded):
@@ -253,7 +253,7 @@ def test_the_tolerance_sees_a_changed_update(tiny, sharded):
     moved = max(float((got[k] - v).abs().max()) for k, v in initial.state_dict().items())
     assert moved > 100 * WEIGHT_ATOL
     half, _ = reference(tiny, "adamw", "rollout.group_size=2")
-    far = max(float((got[k] - v).abs().max()) for k, v in half.state.policy.state_dict().items())
+    far = max(float((got[k] - v).abs().max()) for k, v in half.state.side.policy.state_dict().items())
     assert far > 100 * WEIGHT_ATOL
 
 
@@ -261,13 +261,13 @@ def test_resume_from_a_sharded_checkpoint(tiny, sharded):
     """The kl_micro arm resumed at step 1 on 2 ranks, and in one process (DCP reshards 2 -> 1), both equal
     the straight run."""
     model, metrics = reference(tiny, "kl_micro")
-    assert_same(model.state.policy, metrics[1:], sharded["resumed"])
+    assert_same(model.state.side.policy, metrics[1:], sharded["resumed"])
     checkpoint = sharded["kl_micro"] / "checkpoints" / "step_000001"
     assert (checkpoint / "sharded" / ".metadata").is_file()
     one, resumed = reference(tiny, "kl_micro", f"checkpoint.resume_from={checkpoint}")
     assert one.step == 2 and len(resumed) == 1
-    for name, tensor in model.state.policy.state_dict().items():
-        torch.testing.assert_close(one.state.policy.state_dict()[name], tensor, atol=WEIGHT_ATOL, rtol=0, msg=name)
+    for name, tensor in model.state.side.policy.state_dict().items():
+        torch.testing.assert_close(one.state.side.policy.state_dict()[name], tensor, atol=WEIGHT_ATOL, rtol=0, msg=name)
     assert resumed[0]["loss/grad_norm"] == pytest.approx(metrics[1]["loss/grad_norm"], rel=METRIC_RTOL)
 
 
@@ -276,12 +276,12 @@ def test_logra_resumes_from_a_sharded_checkpoint(tiny, sharded, monkeypatch):
     (DCP reshards 2 -> 1), the run equals the straight one; without them step 2 would differ (a fresh
     RowAdam moment rescales every row)."""
     model, metrics = reference(tiny, "logra")
-    assert_same(model.state.policy, metrics[1:], sharded["logra_resumed"])
+    assert_same(model.state.side.policy, metrics[1:], sharded["logra_resumed"])
     checkpoint = sharded["logra"] / "checkpoints" / "step_000001"
     one, resumed = reference(tiny, "logra", f"checkpoint.resume_from={checkpoint}")
-    assert one.step == 2 and one.state.optimizer.sketches.step == 4  # 2 optimiser steps per RL step
-    for name, tensor in model.state.policy.state_dict().items():
-        torch.testing.assert_close(one.state.policy.state_dict()[name], tensor, atol=WEIGHT_ATOL, rtol=0, msg=name)
+    assert one.step == 2 and one.state.side.optimizer.sketches.step == 4  # 2 optimiser steps per RL step
+    for name, tensor in model.state.side.policy.state_dict().items():
+        torch.testing.assert_close(one.state.side.policy.state_dict()[name], tensor, atol=WEIGHT_ATOL, rtol=0, msg=name)
     assert resumed[0]["loss/grad_norm"] == pytest.approx(metrics[1]["loss/grad_norm"], rel=METRIC_RTOL)
     from trajkit.optim.logra import LoGRA
 
@@ -290,7 +290,7 @@ def test_logra_resumes_from_a_sharded_checkpoint(tiny, sharded, monkeypatch):
         self.sketches.step = self.param_groups[0]["step"]
     monkeypatch.setattr(LoGRA, "load_sharded_state_dict", step_only)
     lost, _ = reference(tiny, "logra", f"checkpoint.resume_from={checkpoint}")
-    far = max(float((lost.state.policy.state_dict()[k] - v).abs().max()) for k, v in model.state.policy.state_dict().items())
+    far = max(float((lost.state.side.policy.state_dict()[k] - v).abs().max()) for k, v in model.state.side.policy.state_dict().items())
     assert far > 100 * WEIGHT_ATOL
 
 

@@ -19,18 +19,18 @@ LOGRA = ("optim.name=logra", "optim.logra_rank=8", "optim.kl_budget=1e-3", "loss
 def test_trainer_steps_with_logra_and_a_kl_budget(tiny):
     trainer = Trainer(tiny(*LOGRA), logger=False)
     state = trainer.state
-    assert isinstance(state.optimizer, LoGRA)
-    targets = [s.weight for s in state.optimizer.sketches.states]
+    assert isinstance(state.side.optimizer, LoGRA)
+    targets = [s.weight for s in state.side.optimizer.sketches.states]
     assert len(targets) == 7  # one layer: q, k, v, o, gate, up, down
     before = [w.detach().clone() for w in targets]
-    ref_before = state.reference.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    ref_before = state.side.reference.model.layers[0].self_attn.q_proj.weight.detach().clone()
     for _ in range(2):
         metrics = trainer.step_once().metrics
     assert all(w.grad is None for w in targets)
     assert all(not torch.equal(w, b) for w, b in zip(targets, before))
     assert 0 < metrics["optim/kl_scale"] <= 1 and metrics["optim/kl_pred"] > 0
-    assert state.optimizer.last["predicted_kl"] * state.optimizer.last["scale"] ** 2 <= 1e-3 * (1 + 1e-6)
-    assert torch.equal(state.reference.model.layers[0].self_attn.q_proj.weight, ref_before)
+    assert state.side.optimizer.last["predicted_kl"] * state.side.optimizer.last["scale"] ** 2 <= 1e-3 * (1 + 1e-6)
+    assert torch.equal(state.side.reference.model.layers[0].self_attn.q_proj.weight, ref_before)
 
 
 def test_logra_resume_reproduces_the_next_step(tiny, tmp_path):
@@ -44,7 +44,7 @@ def test_logra_resume_reproduces_the_next_step(tiny, tmp_path):
     resumed = Trainer(tiny(*LOGRA, f"checkpoint.resume_from={path}"), logger=False)
     got = resumed.step_once()
     assert got.metrics["loss/pg"] == expected.metrics["loss/pg"]
-    for a, b in zip(straight.state.policy.state_dict().values(), resumed.state.policy.state_dict().values()):
+    for a, b in zip(straight.state.side.policy.state_dict().values(), resumed.state.side.policy.state_dict().values()):
         assert torch.equal(a, b)
 
 
@@ -84,7 +84,7 @@ def test_trainer_steps_with_logra_under_bfloat16_autocast(tiny):
     """Sketches and the vocabulary gradient take bfloat16 output gradients (the backward casts the float32
     master weight to multiply them); every weight moves and stays finite."""
     trainer = Trainer(tiny(*LOGRA, "policy.dtype=bfloat16"), logger=False)
-    policy = trainer.state.policy
+    policy = trainer.state.side.policy
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     trainer.step_once()
     trainer.step_once()

@@ -135,13 +135,13 @@ def test_lora_resume_reproduces_the_next_step_and_saves_a_peft_adapter(tiny, tmp
     from peft import PeftModel
 
     loaded = PeftModel.from_pretrained(random_model(first.state.cfg.policy, VOCAB), f"{path}/policy")
-    for name, p in first.state.policy.named_parameters():
+    for name, p in first.state.side.policy.named_parameters():
         if "lora_" in name:
             assert torch.equal(loaded.get_parameter(name), p)
     resumed = Trainer(tiny(*LORA, f"checkpoint.resume_from={path}"), logger=False)
     resumed.step_once()
     moved = False
-    for (name, a), b in zip(straight.state.policy.named_parameters(), resumed.state.policy.parameters()):
+    for (name, a), b in zip(straight.state.side.policy.named_parameters(), resumed.state.side.policy.parameters()):
         assert torch.equal(a, b), name
         moved |= "lora_B" in name and bool(a.abs().sum() > 0)
     assert moved  # the adapters did train (B left zero)

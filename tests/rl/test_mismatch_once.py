@@ -18,7 +18,7 @@ def test_a_broken_sync_is_reported_once(tiny, caplog, capfd):
     s.rollout.sync = lambda *a, **k: None  # the engine keeps the weights it has now
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():  # the policy moves on (as an update would): the engine is now stale
-        for p in s.policy.parameters():
+        for p in s.side.policy.parameters():
             p.add_(0.5 * torch.randn(p.shape, generator=g))
     caplog.set_level(logging.DEBUG)
     with warnings.catch_warnings(record=True) as caught:

@@ -15,26 +15,26 @@ MUON = ("optim.name=muon", "optim.lr=3e-3", "optim.muon_lr=2e-2", "optim.muon_ad
 
 def test_trainer_builds_muon_from_the_config(tiny):
     state = Trainer(tiny(*MUON), logger=False).state
-    opt = state.optimizer
+    opt = state.side.optimizer
     assert isinstance(opt, MuonAdamW)
     muon, adamw = opt.param_groups
     assert (muon["lr"], muon["momentum"], muon["weight_decay"], muon["adjust_lr_fn"]) == (2e-2, 0.9, 0.1, "original")
     assert muon["nesterov"] is True and muon["ns_steps"] == 5
     assert (adamw["lr"], adamw["betas"], adamw["weight_decay"]) == (3e-3, (0.9, 0.99), 0.0)
-    names = {id(p): n for n, p in state.policy.named_parameters()}
+    names = {id(p): n for n, p in state.side.policy.named_parameters()}
     projections = sorted(n for n in names.values() if n.endswith("proj.weight"))
     assert sorted(names[id(p)] for p in muon["params"]) == projections
-    default = Trainer(tiny("optim.name=muon", "optim.lr=1e-4"), logger=False).state.optimizer
+    default = Trainer(tiny("optim.name=muon", "optim.lr=1e-4"), logger=False).state.side.optimizer
     assert default.param_groups[0]["lr"] == 1e-4  # muon_lr=0: optim.lr
     assert default.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
 
 
 def test_muon_resume_reproduces_the_next_step(tiny, tmp_path):
     straight = Trainer(tiny(*MUON), logger=False)
-    before = {n: p.detach().clone() for n, p in straight.state.policy.named_parameters()}
+    before = {n: p.detach().clone() for n, p in straight.state.side.policy.named_parameters()}
     for _ in range(3):
         expected = straight.step_once()
-    assert all(not torch.equal(p, before[n]) for n, p in straight.state.policy.named_parameters())
+    assert all(not torch.equal(p, before[n]) for n, p in straight.state.side.policy.named_parameters())
     first = Trainer(tiny(*MUON), logger=False)
     for _ in range(2):
         first.step_once()
@@ -43,7 +43,7 @@ def test_muon_resume_reproduces_the_next_step(tiny, tmp_path):
     got = resumed.step_once()
     for key in ("loss/pg", "loss/grad_norm", "reward/raw"):
         assert got.metrics[key] == expected.metrics[key], key
-    for (name, a), b in zip(straight.state.policy.state_dict().items(), resumed.state.policy.state_dict().values()):
+    for (name, a), b in zip(straight.state.side.policy.state_dict().items(), resumed.state.side.policy.state_dict().values()):
         assert torch.equal(a, b), name
 
 

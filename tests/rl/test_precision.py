@@ -74,19 +74,19 @@ def test_bad_device_and_dtype_settings():
 def test_bf16_policy_trains_a_step_on_cpu(tiny):
     t = Trainer(tiny("policy.dtype=bfloat16", "policy.device=cpu", "loss.tis=true"), logger=False)
     t.state.rewards = RewardSet.build([alternating])  # every group mixed
-    before = [p.detach().clone() for p in t.state.policy.parameters()]
+    before = [p.detach().clone() for p in t.state.side.policy.parameters()]
     result = t.step_once()
     assert next(t.state.rollout.engine.model.parameters()).dtype == torch.bfloat16
-    assert all(p.dtype == torch.float32 for p in t.state.policy.parameters())  # float32 master weights
-    assert all(torch.isfinite(p).all() for p in t.state.policy.parameters())
-    assert any(not torch.equal(a, p) for a, p in zip(before, t.state.policy.parameters()))
+    assert all(p.dtype == torch.float32 for p in t.state.side.policy.parameters())  # float32 master weights
+    assert all(torch.isfinite(p).all() for p in t.state.side.policy.parameters())
+    assert any(not torch.equal(a, p) for a, p in zip(before, t.state.side.policy.parameters()))
     assert result.metrics["loss/pg"] != 0.0
     # the engine samples from a bfloat16 copy, the trainer recomputes under bfloat16 autocast over float32
     # weights: the two differ (so bf16 is really used) but only by rounding (float32 gives ~1e-7)
     assert 1e-6 < result.metrics["mismatch/mean_abs"] < 0.01
     assert 0.99 < result.metrics["tis/weight_mean"] < 1.01
-    t.state.rollout.sync(t.state.policy)  # weight_sync casts the new float32 weights into the bf16 copy
-    for (name, p), q in zip(t.state.policy.named_parameters(), t.state.rollout.engine.model.parameters()):
+    t.state.rollout.sync(t.state.side.policy)  # weight_sync casts the new float32 weights into the bf16 copy
+    for (name, p), q in zip(t.state.side.policy.named_parameters(), t.state.rollout.engine.model.parameters()):
         assert torch.equal(p.detach().to(torch.bfloat16), q), name
 
 
@@ -177,9 +177,9 @@ def test_a_step_on_cuda(tiny, dtype):
                      "draft.distill=true", "loss.kl_coef=0.01"), logger=False)
     t.state.rewards = RewardSet.build([alternating])
     result = t.step_once()
-    assert next(t.state.policy.parameters()).device.type == "cuda"
+    assert next(t.state.side.policy.parameters()).device.type == "cuda"
     assert next(t.state.rollout.engine.model.parameters()).dtype == getattr(torch, dtype)
-    assert (t.state.grad_scaler is not None) == (dtype == "float16")
+    assert (t.state.side.grad_scaler is not None) == (dtype == "float16")
     assert torch.isfinite(torch.tensor(result.metrics["loss/pg"]))
     limit = 1e-4 if dtype == "float32" else 0.02
     assert result.metrics["mismatch/mean_abs"] < limit

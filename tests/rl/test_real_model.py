@@ -70,7 +70,7 @@ def _changed(before, model):
 def test_one_grpo_step_on_the_chat_arithmetic_task(smollm2_folder, tok, tmp_path):
     cfg = load_config("grpo_smollm2", SMALL + ["rollout.max_new_tokens=12", f"log.out_dir={tmp_path}"])
     trainer = Trainer(cfg, model=smollm2_folder, logger=False)
-    before = {k: v.clone() for k, v in trainer.state.policy.state_dict().items()}
+    before = {k: v.clone() for k, v in trainer.state.side.policy.state_dict().items()}
     prompt = trainer.state.task.prompt(0)
     assert prompt.ids == tok.apply_chat_template(prompt.source, add_generation_prompt=True, tokenize=True,
                                                  return_dict=False)
@@ -83,7 +83,7 @@ def test_one_grpo_step_on_the_chat_arithmetic_task(smollm2_folder, tok, tmp_path
     assert result.metrics["mismatch/mean_abs"] < 0.05  # engine and trainer agree on the real model
     assert result.metrics["reward/raw"] == result.metrics["reward/final_number_correct"]
     if any(s.advantage for s in result.samples):
-        assert _changed(before, trainer.state.policy) > 0
+        assert _changed(before, trainer.state.side.policy) > 0
 
 
 def test_one_tool_use_step_on_the_real_model(smollm2_folder, tmp_path):

@@ -30,9 +30,9 @@ def test_resume_reproduces_the_next_step(tiny, tmp_path, drafter):
     assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in expected.samples]
     for key in ("reward/raw", "loss/pg", "loss/grad_norm", "draft/distill_ce", "loss/kl_ref"):
         assert got.metrics[key] == expected.metrics[key], key
-    for (name, a), b in zip(straight.state.policy.state_dict().items(), resumed.state.policy.state_dict().values()):
+    for (name, a), b in zip(straight.state.side.policy.state_dict().items(), resumed.state.side.policy.state_dict().values()):
         assert torch.equal(a, b), name
-    for a, b in zip(straight.state.draft.state_dict().values(), resumed.state.draft.state_dict().values()):
+    for a, b in zip(straight.state.side.draft.state_dict().values(), resumed.state.side.draft.state_dict().values()):
         assert torch.equal(a, b)
 
 

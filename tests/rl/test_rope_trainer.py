@@ -19,7 +19,7 @@ YARN = ("policy.rope_scaling.type=yarn", "policy.rope_scaling.factor=4", "shapin
 def test_every_copy_of_the_policy_has_the_scaled_window(tiny, tmp_path):
     trainer = Trainer(tiny(*YARN), logger=False)
     state = trainer.state
-    for model in (state.policy, state.reference, state.rollout.engine.model):
+    for model in (state.side.policy, state.side.reference, state.rollout.engine.model):
         assert model.config.max_position_embeddings == 4 * 1024  # random_model's 1024 positions x 4
         assert model.config.rope_parameters["rope_type"] == "yarn"
     trainer.step_once()
@@ -29,7 +29,7 @@ def test_every_copy_of_the_policy_has_the_scaled_window(tiny, tmp_path):
     assert saved["rope_parameters"]["factor"] == 4.0
     assert saved["rope_parameters"]["original_max_position_embeddings"] == 1024
     resumed = Trainer(tiny(*YARN, f"checkpoint.resume_from={path}"), logger=False)
-    assert resumed.state.policy.config.max_position_embeddings == 4096
+    assert resumed.state.side.policy.config.max_position_embeddings == 4096
 
 
 def test_scaled_run_resumes_bitwise(tiny, tmp_path):
@@ -51,5 +51,5 @@ def test_a_given_model_must_come_scaled(tiny):
         Trainer(cfg, model=model, tokenizer=byte_tokenizer(), logger=False)
     scaled = rescaled(model, RopeScaling(type="yarn", factor=4.0))
     trainer = Trainer(cfg, model=scaled, tokenizer=byte_tokenizer(), logger=False)
-    assert trainer.state.policy.config.max_position_embeddings == 4096
-    assert torch.equal(trainer.state.policy.lm_head.weight, model.lm_head.weight)
+    assert trainer.state.side.policy.config.max_position_embeddings == 4096
+    assert torch.equal(trainer.state.side.policy.lm_head.weight, model.lm_head.weight)

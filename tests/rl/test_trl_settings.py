@@ -85,8 +85,8 @@ def test_without_optimizer_state_the_checkpoint_holds_weights_and_resumes_with_a
     assert read_trainer_state(tmp_path / path)["optimizer"] is None
     with pytest.warns(UserWarning, match="log.save_optimizer=false; the optimiser starts afresh"):
         resumed = Trainer(tiny("log.save_optimizer=false", f"checkpoint.resume_from={path}"), logger=False)
-    assert resumed.step == 1 and not resumed.state.optimizer.state
-    for a, b in zip(resumed.state.policy.parameters(), lean.state.policy.parameters()):
+    assert resumed.step == 1 and not resumed.state.side.optimizer.state
+    for a, b in zip(resumed.state.side.policy.parameters(), lean.state.side.policy.parameters()):
         assert torch.equal(a, b)
 
 
@@ -112,7 +112,7 @@ def test_a_hub_name_is_read_from_the_local_cache(tok, tmp_path, monkeypatch):  #
                        "log": {"report_to": []}}, model="tiny-org/tiny-llama", logger=False,
                       train_dataset=[{"prompt": "hi"}], reward_funcs=lambda completions, **k: [1.0] * len(completions))
     assert trainer.cfg.policy.source == "hub"
-    assert trainer.state.policy.config.hidden_size == 32 and len(trainer.state.tokenizer) == len(tok)
+    assert trainer.state.side.policy.config.hidden_size == 32 and len(trainer.state.tokenizer) == len(tok)
     trainer.step_once()
     with pytest.raises(ConfigError, match=r"'tiny-org/missing' is not in the local Hugging Face cache .*HF_HUB_OFFLINE "
                                           r"is set.*`hf download tiny-org/missing`"):

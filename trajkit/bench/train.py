@@ -184,7 +184,8 @@ def _measured_step(t):
     wall-clock seconds (``wall/step_s``: everything ``step_once`` did, the async wait included)."""
     import torch
 
-    policy = t.state.policy  # None under Ray: the policy worker's memory is not measured here
+    side = t.state.side  # None under Ray: the policy worker's memory is not measured here
+    policy = side.policy if side is not None else None
     cuda = torch.cuda.is_available() and policy is not None and next(policy.parameters()).is_cuda
     if cuda:
         torch.cuda.reset_peak_memory_stats()

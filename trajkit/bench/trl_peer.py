@@ -141,7 +141,7 @@ def run_trl(cfg: TrainConfig, evaluator, reward_funcs, tokenizer, folder: str, o
     per_rl_step = cfg.optim.minibatches * cfg.optim.num_iterations
 
     def evaluate(step: int) -> None:
-        evaluator.state.policy.load_state_dict(trainer.model.state_dict())
+        evaluator.state.side.policy.load_state_dict(trainer.model.state_dict())
         record["eval"].append([step, evaluator.evaluate()["eval/reward"]])
 
     class Steps(TrainerCallback):

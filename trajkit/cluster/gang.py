@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 import socket
-from types import SimpleNamespace
-
 from trajkit.cluster.errors import gather
 
 
@@ -48,7 +46,7 @@ class ShardActor:
 
         shard, _ = init_group(self.cfg, self.rank, self.world, init_method)
         self.tokenizer = build_tokenizer(self.cfg)
-        side, self.draft = build_side(self.cfg, self.tokenizer, shard.rank)
+        side = build_side(self.cfg, self.tokenizer, shard.rank)
         self.worker = ShardWorker(self.cfg, shard, side)
         p = side.policy
         return {"pid": os.getpid(), "rank": self.rank, "vocab_size": int(p.config.vocab_size),
@@ -74,7 +72,7 @@ class ShardActor:
         """One NCCL sync: every rank joins each parameter's gather, rank 0 broadcasts to the engines."""
         self.sender.send()
 
-    def save(self, path: str, step: int, stream: dict, alarm: dict) -> str:
+    def save(self, path: str, counters: dict) -> str:
         """Every rank writes its shard into rank 0's temporary folder; rank 0 publishes the checkpoint."""
         import torch.distributed as dist
 
@@ -85,41 +83,25 @@ class ShardActor:
             dist.broadcast_object_list(folder, src=0)
             self.worker.save(folder[0])
             return path
-        view = self._view(step, stream, alarm)
-        return save_checkpoint(view, path)
+        return save_checkpoint(self.worker.side, self.tokenizer, counters, path, self._save_shards)
+
+    def _save_shards(self, folder: str) -> dict:
+        """Rank 0: send the temporary folder to the peers, then write its own shard -> the gathered weights."""
+        import torch.distributed as dist
+
+        dist.broadcast_object_list([folder], src=0)
+        return self.worker.save(folder)
 
     def load(self, path: str) -> dict | None:
-        """Every rank loads its shard; rank 0 -> the controller's part (step, stream, alarm)."""
+        """Every rank loads its shard; rank 0 -> the controller's counters (step, stream, alarm)."""
         from pathlib import Path
 
-        from trajkit.rl.checkpoint import read_trainer_state
+        from trajkit.rl.checkpoint import counters_of, read_trainer_state
         from trajkit.rl.sharded_checkpoint import check_sharded
 
         blob = check_sharded(read_trainer_state(Path(path)), path)
         self.worker.load(path)
-        return {"step": blob["step"], "stream": blob["stream"], "alarm": blob["alarm"]} if self.rank == 0 else None
-
-    def _view(self, step, stream, alarm):
-        """What :func:`trajkit.rl.sharded_checkpoint.save_checkpoint` reads, over this rank 0."""
-        from trajkit.cluster.workers import _Held
-
-        s = self.worker.side
-        return SimpleNamespace(cfg=self.cfg, tokenizer=self.tokenizer, policy=s.policy, optimizer=s.optimizer,
-                               draft=self.draft, draft_optimizer=None, step=step, stream=_Held(stream),
-                               alarm=_Held(alarm), learner=_GangSave(self))
-
-
-class _GangSave:
-    """Rank 0's side of a gang checkpoint: send the temporary folder to the peers, then write its shard."""
-
-    def __init__(self, actor: ShardActor):
-        self.actor = actor
-
-    def run(self, name: str, folder: str):
-        import torch.distributed as dist
-
-        dist.broadcast_object_list([folder], src=0)
-        return self.actor.worker.save(folder)
+        return counters_of(blob) if self.rank == 0 else None
 
 
 class GangLearner:
@@ -148,8 +130,8 @@ class GangLearner:
     def update(self, step: int) -> dict:
         return self._all("update", lambda a: a.run.remote("update", step))[0]
 
-    def save(self, path: str, step: int, stream: dict, alarm: dict) -> str:
-        return self._all("save", lambda a: a.save.remote(path, step, stream, alarm))[0]
+    def save(self, path: str, counters: dict) -> str:
+        return self._all("save", lambda a: a.save.remote(path, counters))[0]
 
     def load(self, path: str) -> dict:
         return self._all("load", lambda a: a.load.remote(path))[0]

@@ -32,8 +32,8 @@ class RemoteLearner:
     def update(self, step: int) -> dict:
         return self._call(self.actor.update.remote(step), "update")
 
-    def save(self, path: str, step: int, stream: dict, alarm: dict) -> str:
-        return self._call(self.actor.save.remote(path, step, stream, alarm), "save")
+    def save(self, path: str, counters: dict) -> str:
+        return self._call(self.actor.save.remote(path, counters), "save")
 
     def load(self, path: str) -> dict:
         return self._call(self.actor.load.remote(path), "load")

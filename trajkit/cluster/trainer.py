@@ -176,7 +176,7 @@ class ClusterTrainer(Trainer):
             state = TrainState(
                 cfg=cfg, tokenizer=tokenizer, task=task,
                 rewards=make_rewards(task, cfg, given.get("reward_funcs"), given.get("reward_weights")),
-                stream=PromptStream(task), policy=None, optimizer=None,
+                stream=PromptStream(task), side=None,
                 rollout=Rollout(cfg, None, None, self.cluster.rollouts), alarm=make_alarm(cfg),
                 learner=self.cluster.learner)
             if getattr(task.env, "serves_generation", False):  # agent, harbor: the episodes run on the workers
@@ -190,15 +190,12 @@ class ClusterTrainer(Trainer):
 
     @staticmethod
     def _resume(state: TrainState, path: str) -> None:
-        part = state.learner.load(path)
-        state.stream.load_state_dict(part["stream"])
-        state.alarm.load_state_dict(part["alarm"])
-        state.step = int(part["step"])
+        state.restore(state.learner.load(path))
 
     def save(self, path: str | None = None) -> str:
         path = path or os.path.join(self.cfg.log.out_dir, "checkpoints", f"step_{self.step:06d}")
         s = self.state
-        return s.learner.save(os.path.abspath(path), s.step, s.stream.state_dict(), s.alarm.state_dict())
+        return s.learner.save(os.path.abspath(path), s.counters())
 
     def close(self) -> None:
         try:

@@ -30,20 +30,6 @@ def _threads(cfg) -> None:
         torch.set_num_threads(cfg.threads)
 
 
-class _Held:
-    """Stands in for the controller's prompt stream and mismatch alarm on the policy worker: checkpoints
-    save and load their ``state_dict`` (the controller owns the objects)."""
-
-    def __init__(self, state=None):
-        self.state = state
-
-    def state_dict(self):
-        return self.state
-
-    def load_state_dict(self, state) -> None:
-        self.state = state
-
-
 class PolicyWorker:
     """The policy side of a run, as a Ray actor."""
 
@@ -85,28 +71,17 @@ class PolicyWorker:
     def update(self, step: int) -> dict:
         return self.learner.update(step)
 
-    def save(self, path: str, step: int, stream: dict, alarm: dict) -> str:
+    def save(self, path: str, counters: dict) -> str:
         """A checkpoint of :mod:`trajkit.rl.checkpoint`'s layout, the controller's counters given."""
         from trajkit.rl.checkpoint import save_checkpoint
 
-        return save_checkpoint(self._view(step, stream, alarm), path)
+        return save_checkpoint(self.side, self.tokenizer, counters, path)
 
     def load(self, path: str) -> dict:
-        """Restore a checkpoint's weights and optimisers here; -> the controller's part (step, stream, alarm)."""
+        """Restore a checkpoint's weights and optimisers here; -> the controller's counters (step, stream, alarm)."""
         from trajkit.rl.checkpoint import load_checkpoint
 
-        view = self._view(0, None, None)
-        load_checkpoint(view, path)
-        return {"step": view.step, "stream": view.stream.state, "alarm": view.alarm.state}
-
-    def _view(self, step, stream, alarm):
-        """The :class:`~trajkit.rl.state.TrainState` fields the checkpoint functions read, over this worker."""
-        from types import SimpleNamespace
-
-        s = self.side
-        return SimpleNamespace(cfg=self.cfg, tokenizer=self.tokenizer, policy=s.policy, optimizer=s.optimizer,
-                               draft=s.draft, draft_optimizer=s.draft_optimizer, step=step,
-                               stream=_Held(stream), alarm=_Held(alarm))
+        return load_checkpoint(self.side, path)
 
 
 class RolloutWorker:

@@ -52,7 +52,7 @@ from trajkit.engine.drafters.registry import draft_kind
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model
 from trajkit.rl.lora import is_lora, load_adapter
-from trajkit.rl.state import TrainState
+from trajkit.rl.learner import PolicySide
 from trajkit.atomic import fsync_path
 
 FORMAT = 2
@@ -84,34 +84,41 @@ def set_rng_state(state: dict) -> None:
                          nps["cached_gaussian"]))
 
 
-def trainer_state(state: TrainState, sharded: bool = False) -> dict:
-    """Everything of ``state`` that is not model weights, as ``weights_only``-loadable values; ``sharded``:
-    the policy's optimiser state is in the checkpoint's ``sharded/`` folder instead
+def trainer_state(side: PolicySide, counters: dict, sharded: bool = False) -> dict:
+    """Everything of a run that is not model weights, as ``weights_only``-loadable values: the policy side's
+    optimiser states and ``counters`` (:meth:`~trajkit.rl.state.TrainState.counters`: step, stream, alarm);
+    ``sharded``: the policy's optimiser state is in the checkpoint's ``sharded/`` folder instead
     (:mod:`trajkit.rl.sharded_checkpoint`)."""
-    keep = state.cfg.log.save_optimizer
-    draft_opt = state.draft_optimizer
-    return {"format": FORMAT, "step": state.step, "stream": state.stream.state_dict(),
-            "optimizer": state.optimizer.state_dict() if keep and not sharded else None,
-            "alarm": state.alarm.state_dict(), "sharded": sharded,
-            "rng": rng_state(), "draft_kind": state.cfg.draft.kind if state.draft is not None else None,
+    keep = side.cfg.log.save_optimizer
+    draft_opt = side.draft_optimizer
+    return {"format": FORMAT, "step": counters["step"], "stream": counters["stream"],
+            "optimizer": side.optimizer.state_dict() if keep and not sharded else None,
+            "alarm": counters["alarm"], "sharded": sharded,
+            "rng": rng_state(), "draft_kind": side.cfg.draft.kind if side.draft is not None else None,
             "draft_optimizer": draft_opt.state_dict() if keep and draft_opt is not None else None}
 
 
-def save_checkpoint(state: TrainState, path: str) -> str:
-    """Write the checkpoint directory ``path`` (layout in the module docstring); returns ``path``."""
+def counters_of(blob: dict) -> dict:
+    """A checkpoint's ``trainer_state.pt`` -> the run's counters (``{"step", "stream", "alarm"}``)."""
+    return {"step": int(blob["step"]), "stream": blob["stream"], "alarm": blob["alarm"]}
+
+
+def save_checkpoint(side: PolicySide, tokenizer, counters: dict, path: str) -> str:
+    """Write the checkpoint directory ``path`` (layout in the module docstring) of a run's policy side and
+    counters (:meth:`~trajkit.rl.state.TrainState.counters`); returns ``path``."""
     with publishing(Path(path)) as tmp:
-        save_hf(state.policy, state.tokenizer, tmp / POLICY)
-        save_draft(state, tmp)
-        torch.save(trainer_state(state), tmp / TRAINER_STATE)
+        save_hf(side.policy, tokenizer, tmp / POLICY)
+        save_draft(side, tokenizer, tmp)
+        torch.save(trainer_state(side, counters), tmp / TRAINER_STATE)
     return path
 
 
-def save_draft(state, folder: Path) -> None:
+def save_draft(side: PolicySide, tokenizer, folder: Path) -> None:
     """The draft's weights into ``folder/draft`` (by its kind), when the run has a draft."""
-    if state.draft is not None:
-        draft_kind(state.cfg.draft.kind).save(state.draft, folder / DRAFT)
-        if hasattr(state.draft, "save_pretrained"):  # an HF draft: a complete folder, tokenizer included
-            state.tokenizer.save_pretrained(str(folder / DRAFT))
+    if side.draft is not None:
+        draft_kind(side.cfg.draft.kind).save(side.draft, folder / DRAFT)
+        if hasattr(side.draft, "save_pretrained"):  # an HF draft: a complete folder, tokenizer included
+            tokenizer.save_pretrained(str(folder / DRAFT))
 
 
 def save_hf(model, tokenizer, folder: Path, state_dict: dict | None = None) -> None:
@@ -128,29 +135,28 @@ def save_hf(model, tokenizer, folder: Path, state_dict: dict | None = None) -> N
     gen.save_pretrained(str(folder))
 
 
-def load_checkpoint(state: TrainState, path: str) -> None:
-    """Restore everything :func:`save_checkpoint` wrote into an already built ``state``."""
+def load_checkpoint(side: PolicySide, path: str) -> dict:
+    """Restore the weights and optimisers :func:`save_checkpoint` wrote into an already built ``side`` (and
+    the random generators); -> the run's counters, for :meth:`~trajkit.rl.state.TrainState.restore`."""
     folder = Path(path)
     blob = read_trainer_state(folder)
-    if is_lora(state.policy):  # the adapter only (peft's layout); the base is rebuilt from the config
-        load_adapter(state.policy, folder / POLICY)
+    if is_lora(side.policy):  # the adapter only (peft's layout); the base is rebuilt from the config
+        load_adapter(side.policy, folder / POLICY)
     else:
-        copy_weights(state.policy, load_model(folder / POLICY, dtype=_dtype(state.policy),
-                                               what="checkpoint.resume_from policy/"))
+        copy_weights(side.policy, load_model(folder / POLICY, dtype=_dtype(side.policy),
+                                             what="checkpoint.resume_from policy/"))
     if blob.get("sharded"):  # written by a policy.fsdp run: weights and optimiser from sharded/, resharded to 1
         from trajkit.rl.fsdp import load_shards
 
-        load_shards(state.policy, state.optimizer, folder)
+        load_shards(side.policy, side.optimizer, folder)
     elif blob["optimizer"] is not None:
-        state.optimizer.load_state_dict(blob["optimizer"])
+        side.optimizer.load_state_dict(blob["optimizer"])
     else:
         warnings.warn(f"checkpoint.resume_from: {str(folder)!r} was saved with log.save_optimizer=false; the "
                       "optimiser starts afresh (its moments are not in the checkpoint)", stacklevel=2)
-    load_draft(state, folder, blob)
-    state.stream.load_state_dict(blob["stream"])
-    state.alarm.load_state_dict(blob["alarm"])
-    state.step = int(blob["step"])
+    load_draft(side, folder, blob)
     set_rng_state(blob["rng"])
+    return counters_of(blob)
 
 
 def read_trainer_state(folder: Path) -> dict:
@@ -171,18 +177,18 @@ def read_trainer_state(folder: Path) -> dict:
     return blob
 
 
-def load_draft(state: TrainState, folder: Path, blob: dict) -> None:
-    """The saved draft into ``state.draft`` (same kind only); a checkpoint without draft weights leaves the
+def load_draft(side: PolicySide, folder: Path, blob: dict) -> None:
+    """The saved draft into ``side.draft`` (same kind only); a checkpoint without draft weights leaves the
     run's draft as built."""
     saved_kind = blob["draft_kind"]
-    if state.draft is None or saved_kind is None:
+    if side.draft is None or saved_kind is None:
         return
-    if saved_kind != state.cfg.draft.kind:
+    if saved_kind != side.cfg.draft.kind:
         raise ConfigError(f"checkpoint.resume_from: the checkpoint's draft is draft.kind={saved_kind}, this run "
-                          f"has draft.kind={state.cfg.draft.kind}; set draft.kind={saved_kind}")
-    copy_weights(state.draft, draft_kind(saved_kind).load(folder / DRAFT, target=state.policy))
-    if blob["draft_optimizer"] is not None and state.draft_optimizer is not None:
-        state.draft_optimizer.load_state_dict(blob["draft_optimizer"])
+                          f"has draft.kind={side.cfg.draft.kind}; set draft.kind={saved_kind}")
+    copy_weights(side.draft, draft_kind(saved_kind).load(folder / DRAFT, target=side.policy))
+    if blob["draft_optimizer"] is not None and side.draft_optimizer is not None:
+        side.draft_optimizer.load_state_dict(blob["draft_optimizer"])
 
 
 def copy_weights(into: torch.nn.Module, loaded: torch.nn.Module) -> None:

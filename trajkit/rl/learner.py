@@ -47,9 +47,10 @@ class Learner(Protocol):
 
 @dataclass
 class PolicySide:
-    """What the policy worker owns: the policy (float32 master weights), its optimiser, the frozen reference
-    (when ``loss.kl_coef > 0``), the draft and its optimiser (when distilled), the float16 loss scaler, the
-    frozen teacher of on-policy distillation (when ``distill.teacher`` is set)."""
+    """The policy side of a run, wherever it lives (this process, a Ray policy worker, one rank of a sharded
+    run): the policy (float32 master weights; a rank's shard under ``policy.fsdp``), its optimiser, the frozen
+    reference (when ``loss.kl_coef > 0``), the draft and its optimiser (when distilled), the float16 loss
+    scaler, the frozen teacher of on-policy distillation (when ``distill.teacher`` is set)."""
 
     cfg: TrainConfig
     policy: torch.nn.Module
@@ -89,8 +90,7 @@ def distill_due(side, step: int) -> bool:
 
 
 class LocalLearner:
-    """The learner over ``side``: anything with a :class:`PolicySide`'s attributes (a
-    :class:`~trajkit.rl.state.TrainState` has them all), read at each call."""
+    """The learner over ``side``, a :class:`PolicySide` (read at each call)."""
 
     def __init__(self, side):
         self.side = side
@@ -119,7 +119,7 @@ class LocalLearner:
             ref_logp, _ = batch_logprobs(s.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
                                          dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
         extra = {}
-        if getattr(s, "teacher", None) is not None:  # the batch's advantages become per token [B, L-1]
+        if s.teacher is not None:  # the batch's advantages become per token [B, L-1]
             batch, extra = score_with_teacher(s.teacher, batch, old_logp, cfg)
         self._last = (batch, old_logp, ref_logp, dists, feats[0] if feats else None, extra)
         return mismatch_metrics(batch.engine_logp, old_logp, batch.mask)

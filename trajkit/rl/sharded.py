@@ -31,7 +31,6 @@ peers' collectives time out after ``cluster.timeout_s``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 import torch
 
@@ -39,6 +38,7 @@ from trajkit.errors import ConfigError, TrajkitError
 from trajkit.rl.batching import Batch, batch_logprobs, chunks
 from trajkit.rl.build import build_models, build_tokenizer, frozen_copy, policy_skeleton
 from trajkit.rl.config import TrainConfig
+from trajkit.rl.learner import PolicySide
 from trajkit.rl.fsdp import Shard, close_group, full_state, init_group, load_from_rank0, shard_model
 from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.precision import DTYPES, model_device, resolve_device
@@ -55,21 +55,13 @@ class ShardError(TrajkitError, RuntimeError):
     """Another rank of a sharded run failed; the message is that rank's."""
 
 
-@dataclass
-class ShardSide:
-    """One rank's share of the policy side: the sharded policy, its optimiser, the sharded reference."""
-
-    policy: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    reference: torch.nn.Module | None = None
-
-
-def build_side(cfg: TrainConfig, tokenizer, rank: int, keep=None) -> ShardSide:
-    """This rank's shard of the policy and reference, the optimiser over the shards -> (side, draft or None).
-    Rank 0 builds the models whole as in process and calls ``keep(policy, draft)`` on them (a torchrun rank 0
-    makes the engine's inference copies there); every other rank builds them on the meta device
-    (:func:`trajkit.rl.build.policy_skeleton`, no draft). Both are sharded, then every rank receives its
-    rows of rank 0's weights (:func:`trajkit.rl.fsdp.load_from_rank0`): only rank 0 ever holds the whole."""
+def build_side(cfg: TrainConfig, tokenizer, rank: int, keep=None) -> PolicySide:
+    """This rank's share of the policy side: its shard of the policy and reference, the optimiser over the
+    shards, and (rank 0) the draft. Rank 0 builds the models whole as in process and calls
+    ``keep(policy, draft)`` on them (a torchrun rank 0 makes the engine's inference copies there); every
+    other rank builds them on the meta device (:func:`trajkit.rl.build.policy_skeleton`, no draft). Both are
+    sharded, then every rank receives its rows of rank 0's weights (:func:`trajkit.rl.fsdp.load_from_rank0`):
+    only rank 0 ever holds the whole."""
     if rank == 0:
         policy, draft = build_models(cfg, tokenizer)
     else:
@@ -84,13 +76,13 @@ def build_side(cfg: TrainConfig, tokenizer, rank: int, keep=None) -> ShardSide:
             shard_model(model, dtype)
             load_from_rank0(model, whole, device)
             del whole
-    return ShardSide(policy, make_optimizer(policy, cfg), reference), draft
+    return PolicySide(cfg, policy, make_optimizer(policy, cfg), draft=draft, reference=reference)
 
 
 class ShardWorker:
     """What every rank runs for the learner's calls (every rank must make the same calls in order)."""
 
-    def __init__(self, cfg: TrainConfig, shard: Shard, side: ShardSide):
+    def __init__(self, cfg: TrainConfig, shard: Shard, side: PolicySide):
         self.cfg, self.shard, self.side = cfg, shard, side
         self._last: tuple | None = None  # (batch, whole old log-probs, reference log-probs at own rows)
 
@@ -204,18 +196,17 @@ def build_sharded_state(cfg: TrainConfig, shard: Shard, *, tokenizer=None, polic
                           "policy.path / rollout.backend instead of a module or a backend object")
     tokenizer = tokenizer if tokenizer is not None else build_tokenizer(cfg)
     made = {}
-    side, draft = build_side(cfg, tokenizer, shard.rank,
-                             keep=lambda p, d: made.setdefault("rollout", Rollout(cfg, p, d)))
+    side = build_side(cfg, tokenizer, shard.rank, keep=lambda p, d: made.setdefault("rollout", Rollout(cfg, p, d)))
     task = task if task is not None else make_task(cfg.task, cfg.seed, tokenizer)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
-        stream=PromptStream(task), policy=side.policy, optimizer=side.optimizer, rollout=made["rollout"],
-        alarm=make_alarm(cfg), draft=draft, reference=side.reference,
+        stream=PromptStream(task), side=side, rollout=made["rollout"], alarm=make_alarm(cfg),
         learner=ShardedLearner(ShardWorker(cfg, shard, side)))
     if cfg.checkpoint.resume_from:
         from trajkit.rl.sharded_checkpoint import load_checkpoint
 
-        load_checkpoint(state, cfg.checkpoint.resume_from)
+        state.restore(load_checkpoint(side, cfg.checkpoint.resume_from,
+                                      lambda folder: state.learner.run("load", folder)))
     return state
 
 
@@ -235,7 +226,9 @@ class ShardedTrainer(Trainer):
         from trajkit.rl.sharded_checkpoint import save_checkpoint
 
         path = path or os.path.join(self.cfg.log.out_dir, "checkpoints", f"step_{self.step:06d}")
-        return save_checkpoint(self.state, path)
+        s = self.state
+        return save_checkpoint(s.side, s.tokenizer, s.counters(), path,
+                               lambda folder: s.learner.run("save", folder))
 
 
 def train(cfg: TrainConfig, progress=None) -> list[dict]:
@@ -246,7 +239,7 @@ def train(cfg: TrainConfig, progress=None) -> list[dict]:
         torch.set_num_threads(cfg.threads)
     shard, made = init_group(cfg)
     if shard.rank != 0:
-        side, _ = build_side(cfg, build_tokenizer(cfg), shard.rank)
+        side = build_side(cfg, build_tokenizer(cfg), shard.rank)
         follow(ShardWorker(cfg, shard, side))  # a resumed run's load comes as rank 0's first call
         if made:
             close_group()

@@ -24,6 +24,7 @@ from trajkit.errors import ConfigError
 from trajkit.rl.checkpoint import (
     POLICY,
     TRAINER_STATE,
+    counters_of,
     load_draft,
     publishing,
     read_trainer_state,
@@ -33,26 +34,27 @@ from trajkit.rl.checkpoint import (
     trainer_state,
 )
 
-def save_checkpoint(state, path: str) -> str:
-    """Rank 0: write the checkpoint directory ``path`` (every rank writes its shard; rank 0 the rest)."""
+def save_checkpoint(side, tokenizer, counters: dict, path: str, save_shards) -> str:
+    """Rank 0: write the checkpoint directory ``path`` of rank 0's ``side`` (its shard of the policy side, and
+    the draft) and the run's ``counters``; ``save_shards(folder)``: every rank writes its shard into ``folder``
+    (rank 0's call also releases the peers) -> the gathered policy state dict."""
     with publishing(Path(path)) as tmp:
-        full = state.learner.run("save", str(tmp))
-        save_hf(state.policy, state.tokenizer, tmp / POLICY, state_dict=full)
-        save_draft(state, tmp)
-        torch.save(trainer_state(state, sharded=True), tmp / TRAINER_STATE)
+        full = save_shards(str(tmp))
+        save_hf(side.policy, tokenizer, tmp / POLICY, state_dict=full)
+        save_draft(side, tokenizer, tmp)
+        torch.save(trainer_state(side, counters, sharded=True), tmp / TRAINER_STATE)
     return path
 
 
-def load_checkpoint(state, path: str) -> None:
-    """Rank 0: restore a sharded checkpoint into ``state`` (every rank loads its shard)."""
+def load_checkpoint(side, path: str, load_shards) -> dict:
+    """Rank 0: restore a sharded checkpoint (``load_shards(folder)``: every rank loads its shard; the draft here)
+    -> the run's counters."""
     folder = Path(path)
     blob = check_sharded(read_trainer_state(folder), path)
-    state.learner.run("load", str(folder))
-    load_draft(state, folder, blob)
-    state.stream.load_state_dict(blob["stream"])
-    state.alarm.load_state_dict(blob["alarm"])
-    state.step = int(blob["step"])
+    load_shards(str(folder))
+    load_draft(side, folder, blob)
     set_rng_state(blob["rng"])
+    return counters_of(blob)
 
 
 def check_sharded(blob: dict, path) -> dict:

@@ -5,13 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from trajkit.errors import ConfigError
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.learner import LocalLearner
+from trajkit.rl.learner import LocalLearner, PolicySide
 from trajkit.rl.mismatch import MismatchAlarm
-from trajkit.rl.precision import DTYPES, grad_scaler, model_device
 from trajkit.envs.rewards import RewardSet
 from trajkit.rl.rollout import Rollout
 from trajkit.envs.base import Prompt, Task
@@ -57,34 +54,45 @@ class PromptStream:
 
 @dataclass
 class TrainState:
-    """A run's live state. ``step`` counts finished steps; the reference is the frozen initial policy
-    (when ``loss.kl_coef > 0``); ``draft``/``draft_optimizer`` exist for trainable draft kinds; ``rewards``
-    scores the task's episodes (the task's own reward functions unless the run replaced them);
-    ``teacher`` scores the rollouts for on-policy distillation (when ``distill.teacher`` is set);
-    ``grad_scaler`` for float16 policies (:mod:`trajkit.rl.precision`); ``learner`` runs the step's policy
-    side (:mod:`trajkit.rl.learner`): a :class:`~trajkit.rl.learner.LocalLearner` over this state's own
-    modules unless given. A Ray run's controller (:mod:`trajkit.cluster`) holds no policy (``policy``,
-    ``optimizer`` None): its learner is the policy worker."""
+    """A run's live state. ``step`` counts finished steps; ``side`` is the policy side
+    (:class:`~trajkit.rl.learner.PolicySide`: the policy, its optimiser, the frozen reference, the draft and its
+    optimiser, the float16 loss scaler, the distillation teacher); ``rewards`` scores the task's episodes (the
+    task's own reward functions unless the run replaced them); ``learner`` runs the step's policy side
+    (:mod:`trajkit.rl.learner`): a :class:`~trajkit.rl.learner.LocalLearner` over ``side`` unless given. A
+    sharded run's rank 0 holds its own shard as ``side`` and a learner over every rank; a Ray run's controller
+    (:mod:`trajkit.cluster`) holds no policy side (``side`` None): its learner is the policy worker."""
 
     cfg: TrainConfig
     tokenizer: Any
     task: Task
     rewards: RewardSet
     stream: PromptStream  # or a trajkit.rl.sampler.DifficultySampler (the same interface)
-    policy: torch.nn.Module | None
-    optimizer: torch.optim.Optimizer | None
+    side: PolicySide | None
     rollout: Rollout
     alarm: MismatchAlarm
-    draft: torch.nn.Module | None = None
-    draft_optimizer: torch.optim.Optimizer | None = None
-    reference: torch.nn.Module | None = None
     step: int = 0
-    grad_scaler: Any = None  # torch.amp.GradScaler for policy.dtype=float16; made from cfg when not given
-    learner: Any = None  # a trajkit.rl.learner.Learner; LocalLearner(self) when not given
-    teacher: torch.nn.Module | None = None  # on-policy distillation's frozen teacher (distill.teacher)
+    learner: Any = None  # a trajkit.rl.learner.Learner; LocalLearner(self.side) when not given
 
     def __post_init__(self) -> None:
-        if self.grad_scaler is None and self.policy is not None:
-            self.grad_scaler = grad_scaler(model_device(self.policy), DTYPES[self.cfg.policy.dtype])
         if self.learner is None:
-            self.learner = LocalLearner(self)
+            self.learner = LocalLearner(self.side)
+
+    def counters(self) -> dict:
+        """What a checkpoint keeps of the run besides the policy side: ``{"step", "stream", "alarm"}``
+        (the last two as state dicts)."""
+        return {"step": self.step, "stream": self.stream.state_dict(), "alarm": self.alarm.state_dict()}
+
+    def restore(self, counters: dict) -> None:
+        """The inverse of :meth:`counters` (a checkpoint's, on resume)."""
+        self.stream.load_state_dict(counters["stream"])
+        self.alarm.load_state_dict(counters["alarm"])
+        self.step = int(counters["step"])
+
+    def __getattr__(self, name: str):
+        if name in _MOVED_TO_SIDE:
+            raise AttributeError(f"TrainState.{name} is now TrainState.side.{name} (the policy side, "
+                                 f"trajkit.rl.learner.PolicySide; None on a Ray run's controller)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+_MOVED_TO_SIDE = frozenset({"policy", "optimizer", "draft", "draft_optimizer", "reference", "grad_scaler", "teacher"})

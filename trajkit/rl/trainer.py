@@ -90,14 +90,12 @@ def build_state(cfg: TrainConfig, *, tokenizer=None, policy=None, task: Task | N
     task = with_latency(task if task is not None else make_task(cfg.task, cfg.seed, tokenizer), cfg.task, cfg.seed)
     state = TrainState(
         cfg=cfg, tokenizer=tokenizer, task=task, rewards=make_rewards(task, cfg, reward_funcs, reward_weights),
-        stream=make_stream(cfg, task), policy=policy, optimizer=side.optimizer,
-        rollout=Rollout(cfg, policy, draft, backend), alarm=make_alarm(cfg), draft=draft,
-        draft_optimizer=side.draft_optimizer, reference=side.reference, grad_scaler=side.grad_scaler,
-        teacher=side.teacher)
+        stream=make_stream(cfg, task), side=side, rollout=Rollout(cfg, policy, draft, backend),
+        alarm=make_alarm(cfg))
     if cfg.rollout.sampler == "difficulty":
         state.stream.profiler = rollout_profiler(state)
     if cfg.checkpoint.resume_from:
-        load_checkpoint(state, cfg.checkpoint.resume_from)
+        state.restore(load_checkpoint(side, cfg.checkpoint.resume_from))
     return state
 
 
@@ -229,7 +227,8 @@ class Trainer:
 
     def save(self, path: str | None = None) -> str:
         path = path or os.path.join(self.cfg.log.out_dir, "checkpoints", f"step_{self.step:06d}")
-        return save_checkpoint(self.state, path)
+        s = self.state
+        return save_checkpoint(s.side, s.tokenizer, s.counters(), path)
 
     def stop_rollouts(self) -> None:
         """Stop an asynchronous run's producer (its unfinished batches are dropped; the next step starts it
