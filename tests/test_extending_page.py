@@ -14,7 +14,7 @@ ENTRY = re.compile(r"^\| [^|]+ \| `([\w.]+):([A-Z_]+)` \|", re.M)
 # names the package gives its registries; a module-level assignment of one of them is an extension point
 REGISTRY_NAMES = {"BACKENDS", "DRAFT_KINDS", "TASKS", "NEEDS", "LOSSES", "OPTIMIZERS", "REPORTERS", "FORMATS",
                   "PREDICATES", "CHARTS", "THINK_POLICIES", "FAMILIES", "AGENTS", "PROBES", "PREPARE",
-                  "DISTRIBUTIONS", "UPDATES", "BENCHMARKS", "COMMANDS", "STAGES", "GUARDED", "SUFFIXES"}
+                  "DISTRIBUTIONS", "UPDATES", "BENCHMARKS", "COMMANDS", "STAGES", "GUARDED", "SUFFIXES", "TRAINERS"}
 NOT_EXTENSION_POINTS = {"trajkit.synth.text:TASKS",  # the synthetic generator's scenario data
                         "trajkit.rl.stages:STAGES",  # the trainer's stage names, constants (docs/architecture.md)
                         "trajkit.envs.harbor.verifier:GUARDED",  # the verifier's protected paths

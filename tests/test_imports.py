@@ -48,9 +48,10 @@ LAYERS = {  # package -> the packages it may reach (directly or through other mo
     "trajkit.tinker": ("trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models",
                        "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
     "trajkit.audit": ("trajkit.traces", "trajkit.models"),  # reads files the others write, never their objects
-    # the trainers layer (the SFT trainer, resumable pipeline phases): above rl and the environments it drives
-    "trajkit.trainers": ("trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends", "trajkit.models",
-                         "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
+    # the trainers layer (the SFT trainer, resumable pipeline phases, the trainer door): above rl, the cluster
+    # trainer and the environments they drive
+    "trajkit.trainers": ("trajkit.cluster", "trajkit.rl", "trajkit.envs", "trajkit.engine", "trajkit.backends",
+                         "trajkit.models", "trajkit.traces", "trajkit.recipes", "trajkit.synth", "trajkit.gateway", "trajkit.optim"),
 }
 
 

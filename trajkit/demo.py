@@ -122,8 +122,9 @@ def demo_train(out: Path) -> dict[str, str]:
 
     from trajkit.errors import ConfigError
     from trajkit.progress import quiet_transformers
-    from trajkit.rl import load_config, train
+    from trajkit.rl import load_config
     from trajkit.rl.stages import STAGES as STEP_STAGES
+    from trajkit.trainers.door import trainer_for
 
     if not EXAMPLE_RL.exists():
         raise ConfigError(f"{EXAMPLE_RL} not found: run the demo from a trajkit checkout")
@@ -135,7 +136,7 @@ def demo_train(out: Path) -> dict[str, str]:
         if "eval/reward" in result.metrics:
             print(f"step {result.step:4d}: eval reward {result.metrics['eval/reward']:.3f} | {result.timer.line()}")
 
-    history = train(cfg, progress)
+    history = trainer_for(cfg)(cfg, progress)
     evals = [h["eval/reward"] for h in history if "eval/reward" in h]
     steps = history[1:] or history
     print("mean seconds per step by stage: " + ", ".join(

@@ -152,12 +152,12 @@ def units(sft_cfg, rl_cfg) -> int:
 def train_rl(rl_cfg, seed: int, progress: LoopProgress) -> dict:
     """GRPO from the SFT folder (a fresh start: an unfinished earlier attempt's folder is cleared) -> the
     metrics the report draws, and the final policy folder."""
-    from trajkit.rl import train
+    from trajkit.trainers.door import trainer_for
 
     out = Path(rl_cfg.log.out_dir)
     if out.exists():
         shutil.rmtree(out)
-    history = train(rl_cfg, lambda r: progress.advance(seed, f"rl step {r.step}/{rl_cfg.steps}"))
+    history = trainer_for(rl_cfg)(rl_cfg, lambda r: progress.advance(seed, f"rl step {r.step}/{rl_cfg.steps}"))
     keep = ("step", "reward/raw", "reward/unscorable", "reward/groups_all_same", "eval/reward", "mismatch/max_abs",
             "env/failed", "sampler/informative", "sampler/solved", "sampler/unsolved", "sampler/unprofiled",
             "sampler/mean_pass_rate", "sampler/profile_trials_total")
@@ -168,9 +168,10 @@ def train_rl(rl_cfg, seed: int, progress: LoopProgress) -> dict:
 def run_seed(seed: int, sft_cfg, rl_cfg, progress: LoopProgress) -> dict:
     """One seed's SFT, RL and RL eval (module docstring) -> its records."""
     from trajkit.trainers.phases import Phases
-    from trajkit.trainers.sft import held_out, run_sft
+    from trajkit.trainers.door import trainer_for
+    from trajkit.trainers.sft import held_out
 
-    sft = run_sft(sft_cfg, log=progress.write,
+    sft = trainer_for(sft_cfg)(sft_cfg, log=progress.write,
                   on_phase=lambda name, _s, skipped: progress.advance(seed, f"sft {name}", skipped))
     folder = Path(sft_cfg.out_dir).parent
 

@@ -122,24 +122,17 @@ RAY_CPUS = 8  # logical CPUs of the local Ray the Ray and vLLM arms share (accou
 def _trainers(args, seed: int, steps: int):
     """One trainer per arm: in process, or on Ray for an arm with ``cluster.ray=true`` (then, and for a
     ``rollout.backend=vllm`` arm, one local Ray is started first and shared by every arm)."""
-    from trajkit.rl.trainer import Trainer
+    from trajkit.trainers.door import stepper_for
 
     cfgs = {arm: load_config(args.config, list(args.overrides) + overrides +
                              [f"seed={seed}", f"steps={steps}", "checkpoint.every=0"])
             for arm, overrides in parse_arms(args.arm, args.no_fixed, args.control).items()}
+    steppers = {arm: stepper_for(cfg) for arm, cfg in cfgs.items()}  # every arm checked before one is built
     if any(c.cluster.ray or c.rollout.backend != "trajkit" for c in cfgs.values()):
         from trajkit.backends.actors import ensure_ray
 
         ensure_ray(RAY_CPUS)
-    out = {}
-    for arm, cfg in cfgs.items():
-        if cfg.cluster.ray:
-            from trajkit.cluster import ClusterTrainer
-
-            out[arm] = ClusterTrainer(cfg, logger=False)
-        else:
-            out[arm] = Trainer(cfg, logger=False)
-    return out
+    return {arm: steppers[arm](cfg, logger=False) for arm, cfg in cfgs.items()}
 
 
 def run_seed(args, seed: int, steps: int, progress=None) -> dict:

@@ -38,17 +38,16 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_train)
 
 
-def _train_sft(config: str, overrides: list[str], print_config: bool) -> int:
+def _train_sft(cfg, print_config: bool) -> int:
     import dataclasses
     import json
 
-    from trajkit.trainers.sft import load_sft_config, run_sft
+    from trajkit.trainers.door import trainer_for
 
-    cfg = load_sft_config(config, overrides)
     if print_config:
         print(json.dumps(dataclasses.asdict(cfg), indent=1))
         return 0
-    report = run_sft(cfg, log=lambda line: print(line, flush=True))
+    report = trainer_for(cfg)(cfg, log=lambda line: print(line, flush=True))
     base, sft = report.get("eval_base"), report.get("eval_sft")
     rate = lambda r: "-" if r is None else f"{r['pass_rate']:.3f} ± {r['stderr'] or 0:.3f}"  # noqa: E731
     print(f"held-out pass rate: base {rate(base)} -> sft {rate(sft)}; policy in {cfg.out_dir}/final; "
@@ -58,17 +57,16 @@ def _train_sft(config: str, overrides: list[str], print_config: bool) -> int:
 
 def cmd_train(args) -> int:
     from trajkit.progress import progress_bar, quiet_transformers
-    from trajkit.rl.config import load_config, packaged_configs
+    from trajkit.rl.config import packaged_configs
+    from trajkit.trainers.door import load_training_config, trainer_for, trainer_kind
 
     quiet_transformers()
     config, overrides = args.config, list(args.overrides)
     if config is not None and "=" in config:  # `--print-config key=value` without a config file
         config, overrides = None, [config, *overrides]
-    from trajkit.trainers.sft import is_sft_config
-
-    if is_sft_config(config):  # `trainer: sft`: the supervised warm start (trajkit.trainers.sft)
-        return _train_sft(config, overrides, args.print_config)
-    cfg = load_config(config, overrides)
+    cfg = load_training_config(config, overrides)
+    if trainer_kind(cfg) == "sft":  # `trainer: sft`: the supervised warm start (trajkit.trainers.sft)
+        return _train_sft(cfg, args.print_config)
     if args.print_config:
         from trajkit.rl.config import describe
 
@@ -77,7 +75,7 @@ def cmd_train(args) -> int:
     if config is None:
         raise SystemExit("trajkit train: give a CONFIG (a YAML file or a packaged config: "
                          f"{', '.join(sorted(packaged_configs()))}), or --print-config")
-    if cfg.policy.fsdp and os.environ.get("RANK", "0") != "0":  # a sharded run's other ranks: rank 0 reports
+    if trainer_kind(cfg) == "fsdp" and os.environ.get("RANK", "0") != "0":  # a sharded run's other ranks: rank 0 reports
         cfg.log.quiet = True
     show_bar = not (args.no_progress or cfg.log.quiet)
     # A bar is drawn only on a terminal (piped, `2>&1 | cat`, it would print a line per refresh); the eval
@@ -98,14 +96,8 @@ def cmd_train(args) -> int:
         elif result.step % 10 == 0:
             bar.write(f"step {result.step}: reward {m['reward/raw']:.3f} | {result.timer.line()}")
 
-    if cfg.cluster.ray:  # one controller here, the policy and the rollouts on Ray actors
-        from trajkit.cluster import train
-    elif cfg.policy.fsdp:  # this rank of a torchrun launch; rank 0 drives the step
-        from trajkit.rl.sharded import train
-    else:
-        from trajkit.rl.trainer import train
-    with bar:
-        history = train(cfg, progress)
+    with bar:  # in process, this rank of a torchrun launch (rank 0 drives the step) or on Ray actors
+        history = trainer_for(cfg)(cfg, progress)
     evals = [h["eval/reward"] for h in history if "eval/reward" in h]
     if evals and not cfg.log.quiet:
         print(f"eval reward: {evals[0]:.3f} -> {evals[-1]:.3f}; logs in {cfg.log.out_dir}")

@@ -3,6 +3,8 @@
 
 - :mod:`~trajkit.trainers.sft`: ``trainer: sft``, the supervised warm start of the agentic loop (task
   families -> Oracle traces -> the checked token export -> fine-tuning with its loss -> held-out eval);
+- :mod:`~trajkit.trainers.door`: the one trainer door, ``trainer_for(cfg)``: SFT, in process, FSDP or Ray, for
+  ``trajkit train``, ``trajkit bench train`` and the demos;
 - :mod:`~trajkit.trainers.phases`: the resumable phases of such a pipeline (one JSON record per folder; a rerun
   under the same config resumes after the last finished phase), also used by ``trajkit demo agent``.
 
