@@ -392,3 +392,38 @@ def test_typed_call_bodies_read_as_the_exact_reader_reads_them(body):
         return
     value = jsonvalue.loads(body)
     assert typed_tree([value["name"], value["arguments"]]) == typed_tree(list(found))
+
+
+# tag layouts where "no <tool_call> before p" (scan_turns asks find(CALL_OPEN, 0, p) < 0) and a response's
+# closing tag (the next opener is looked for after it) could differ from the reference's whole-text finds
+TAG_LAYOUTS = [
+    ("gpt", OK_CALL + "<think>after the call</think>"),                   # a call before the think block
+    ("gpt", OK_CALL + "stray</think>"),                                   # a call before a stray </think>
+    ("gpt", "<think>" + OK_CALL + "</think>" + OK_CALL),                  # a call inside the think block
+    ("gpt", "<think></think><tool_call></tool_call>"),                    # adjacent tags, an empty body
+    ("gpt", "<think></think></think>" + OK_CALL),                         # two closers
+    ("gpt", "<think><think>x</think>" + OK_CALL),                         # two openers
+    ("gpt", "<tool_call><tool_call>" + OK_CALL[len("<tool_call>"):]),     # an opener right after an opener
+    ("gpt", OK_CALL[:-len("</tool_call>")] + "</tool_call></tool_call>"),  # a closer right after a closer
+    ("gpt", "</think><think>x</think>"),                                  # a closer before the opener
+    ("tool", FINE + FINE[:-len("</tool_response>")]),                     # the last response unclosed
+    ("tool", "<tool_response>" + FINE),                                   # an opener right before a block
+    ("tool", FINE + "</tool_response>" + FINE),                           # a stray closer between blocks
+    ("tool", "text before" + FINE + "text after"),                        # text around a block
+    ("tool", "  \n "),                                                    # blank: no block, no diagnostic
+    ("tool", FINE.replace("\n", "") + FAILED.replace("\n", "")),          # glued blocks
+]
+
+
+@pytest.mark.parametrize("layout", TAG_LAYOUTS)
+def test_tag_layouts_equal_the_reference(layout):
+    """Each layout alone, after a well-formed turn, and before one: the fast path either equals the
+    reference or leaves the row to it."""
+    for conv in ((layout,), (("gpt", OK_CALL), layout), (layout, ("gpt", OK_CALL), ("tool", FINE))):
+        assert_same(row(*conv))
+
+
+def test_tag_layouts_are_mostly_taken():
+    """The layouts above would check little if the fast path declined them all."""
+    taken = sum(assert_same(row(("gpt", OK_CALL), layout)) for layout in TAG_LAYOUTS)
+    assert taken >= 10, taken
