@@ -427,3 +427,24 @@ def test_tag_layouts_are_mostly_taken():
     """The layouts above would check little if the fast path declined them all."""
     taken = sum(assert_same(row(("gpt", OK_CALL), layout)) for layout in TAG_LAYOUTS)
     assert taken >= 10, taken
+
+
+@GENERATED
+@given(st.text(alphabet=st.sampled_from(list("ab\u00e9 \t\n\v\f\r\x1c\x1d\x1e\x1f\x85\xa0\u2003.")), max_size=40))
+def test_think_words_is_the_length_of_split(text):
+    """Every ASCII character str.split() splits at (the \\x1c-\\x1f separators too), and non-ASCII text (its
+    own whitespace: \\x85, \\xa0, \\u2003), against ``len(text.split())``."""
+    from trajkit.traces.scan_turns import think_words
+
+    assert think_words(text) == len(text.split())
+
+
+def test_think_words_of_every_sample_think_block():
+    from trajkit.traces.scan_turns import think_words
+
+    blocks = [v[v.index("<think>") + 7:v.index("</think>")] for name in ("kimi.jsonl.xz", "glm-5.1.jsonl.xz")
+              for r in sample_rows(name) for m in r["conversations"] for v in [m["value"]]
+              if m["from"] == "gpt" and "<think>" in v and "</think>" in v[v.index("<think>"):]]
+    assert len(blocks) > 500
+    assert [think_words(b) for b in blocks] == [len(b.split()) for b in blocks]
+    assert think_words("") == 0 and think_words("  a\x1cb  ") == 2 and think_words("a\xa0b") == 2 == len("a\xa0b".split())

@@ -109,7 +109,7 @@ def _assistant(text: str, diags: list[str]) -> tuple[int, list[Call] | tuple[Cal
         close_at = text.find(THINK_CLOSE, open_at + _THINK_BODY)
         if close_at < 0:
             return None  # unclosed_think
-        words = len(text[open_at + _THINK_BODY:close_at].split())
+        words = think_words(text[open_at + _THINK_BODY:close_at])
         cursor = close_at + _THINK_TAG
     else:
         close_at = text.find(THINK_CLOSE)
@@ -130,6 +130,21 @@ def _assistant(text: str, diags: list[str]) -> tuple[int, list[Call] | tuple[Cal
             calls.append(_call(text[start:nxt if nxt >= 0 else len(text)], diags))
         pos = nxt
     return words, calls
+
+
+# each ASCII character as b" " when str.split() splits at it (str.isspace: \t \n \v \f \r \x1c-\x1f and the
+# space), else b"x"; bytes 128-255 never occur (the text is checked ASCII first)
+_WORD_MAP = bytes(32 if chr(i).isspace() else 120 for i in range(128)) + b"x" * 128
+
+
+def think_words(text: str) -> int:
+    """``len(text.split())`` without building the words: an ASCII text is mapped to ``x`` (word) and space
+    bytes, and a word starts at the start of the text or right after a space (``" x"`` occurrences cannot
+    overlap); any other text is split. ~1.1 us less per think block of ~300 characters."""
+    if not text.isascii():
+        return len(text.split())
+    marks = text.encode("ascii").translate(_WORD_MAP)
+    return marks.count(b" x") + (marks[:1] == b"x")
 
 
 def _call(body: str, diags: list[str]) -> Call:
