@@ -392,3 +392,59 @@ def test_typed_call_bodies_read_as_the_exact_reader_reads_them(body):
         return
     value = jsonvalue.loads(body)
     assert typed_tree([value["name"], value["arguments"]]) == typed_tree(list(found))
+
+
+# tag layouts where "no <tool_call> before p" (scan_turns asks find(CALL_OPEN, 0, p) < 0) and a response's
+# closing tag (the next opener is looked for after it) could differ from the reference's whole-text finds
+TAG_LAYOUTS = [
+    ("gpt", OK_CALL + "<think>after the call</think>"),                   # a call before the think block
+    ("gpt", OK_CALL + "stray</think>"),                                   # a call before a stray </think>
+    ("gpt", "<think>" + OK_CALL + "</think>" + OK_CALL),                  # a call inside the think block
+    ("gpt", "<think></think><tool_call></tool_call>"),                    # adjacent tags, an empty body
+    ("gpt", "<think></think></think>" + OK_CALL),                         # two closers
+    ("gpt", "<think><think>x</think>" + OK_CALL),                         # two openers
+    ("gpt", "<tool_call><tool_call>" + OK_CALL[len("<tool_call>"):]),     # an opener right after an opener
+    ("gpt", OK_CALL[:-len("</tool_call>")] + "</tool_call></tool_call>"),  # a closer right after a closer
+    ("gpt", "</think><think>x</think>"),                                  # a closer before the opener
+    ("tool", FINE + FINE[:-len("</tool_response>")]),                     # the last response unclosed
+    ("tool", "<tool_response>" + FINE),                                   # an opener right before a block
+    ("tool", FINE + "</tool_response>" + FINE),                           # a stray closer between blocks
+    ("tool", "text before" + FINE + "text after"),                        # text around a block
+    ("tool", "  \n "),                                                    # blank: no block, no diagnostic
+    ("tool", FINE.replace("\n", "") + FAILED.replace("\n", "")),          # glued blocks
+]
+
+
+@pytest.mark.parametrize("layout", TAG_LAYOUTS)
+def test_tag_layouts_equal_the_reference(layout):
+    """Each layout alone, after a well-formed turn, and before one: the fast path either equals the
+    reference or leaves the row to it."""
+    for conv in ((layout,), (("gpt", OK_CALL), layout), (layout, ("gpt", OK_CALL), ("tool", FINE))):
+        assert_same(row(*conv))
+
+
+def test_tag_layouts_are_mostly_taken():
+    """The layouts above would check little if the fast path declined them all."""
+    taken = sum(assert_same(row(("gpt", OK_CALL), layout)) for layout in TAG_LAYOUTS)
+    assert taken >= 10, taken
+
+
+@GENERATED
+@given(st.text(alphabet=st.sampled_from(list("ab\u00e9 \t\n\v\f\r\x1c\x1d\x1e\x1f\x85\xa0\u2003.")), max_size=40))
+def test_think_words_is_the_length_of_split(text):
+    """Every ASCII character str.split() splits at (the \\x1c-\\x1f separators too), and non-ASCII text (its
+    own whitespace: \\x85, \\xa0, \\u2003), against ``len(text.split())``."""
+    from trajkit.traces.scan_turns import think_words
+
+    assert think_words(text) == len(text.split())
+
+
+def test_think_words_of_every_sample_think_block():
+    from trajkit.traces.scan_turns import think_words
+
+    blocks = [v[v.index("<think>") + 7:v.index("</think>")] for name in ("kimi.jsonl.xz", "glm-5.1.jsonl.xz")
+              for r in sample_rows(name) for m in r["conversations"] for v in [m["value"]]
+              if m["from"] == "gpt" and "<think>" in v and "</think>" in v[v.index("<think>"):]]
+    assert len(blocks) > 500
+    assert [think_words(b) for b in blocks] == [len(b.split()) for b in blocks]
+    assert think_words("") == 0 and think_words("  a\x1cb  ") == 2 and think_words("a\xa0b") == 2 == len("a\xa0b".split())

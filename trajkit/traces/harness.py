@@ -38,7 +38,7 @@ def judge(result: Any, *, decoded: bool = False) -> tuple[bool, int | None, bool
     the harness rule, the integer ``exit_code`` (bools are not exit codes) and the truncation marker.
 
     ``decoded=True`` says a JSON-in-a-string result was already decoded by the caller."""
-    if not decoded:
+    if not decoded and isinstance(result, str):  # (decode_json_text reads strings only)
         result, _ = decode_json_text(result)
     if isinstance(result, dict):
         failed = result.get("error") is not None or result.get("success") is False

@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 MAX_DEPTH = 200
+_SHORT = 2 * MAX_DEPTH  # a text at most this long cannot nest deeper than MAX_DEPTH (too_short_to_nest)
 _LOSSY = r"(?:^|[:\[,])\s*-?(?:[\d.]{16}|[\d.]+[eE][-+]?\d{3})"
 _MAYBE_LOSSY = re.compile(_LOSSY)
 _MAYBE_LOSSY_B = re.compile(_LOSSY.encode())
@@ -62,6 +63,8 @@ def loads_fast(text: str | bytes) -> Any:
         if "number" not in str(exc):
             raise
         return loads(text)
+    if len(text) <= _SHORT:  # (too_short_to_nest inline: this runs once per tool response)
+        return value
     return _check_depth(text, value)
 
 
@@ -143,7 +146,7 @@ def _check_depth(text: str | bytes, value: Any) -> Any:
 def too_short_to_nest(text: str | bytes) -> bool:
     """Whether ``text`` is too short to hold JSON nested deeper than :data:`MAX_DEPTH` levels (each level
     takes two bracket characters)."""
-    return len(text) <= 2 * MAX_DEPTH
+    return len(text) <= _SHORT
 
 
 def _openers(text: str | bytes) -> int:
