@@ -11,9 +11,9 @@ Only the positions from ``start`` on get the output layer (``logits_to_keep``), 
 longer than ``start``: every logit that is kept comes from the second forward.
 
 Used by :func:`trajkit.rl.batching.forward_logits` when the model takes ``logits_to_keep`` and a cache, the
-prefix is at least :data:`MIN_PREFIX` tokens and no layer checkpoints activations (a checkpointed layer
-drops the cache). Values agree with the dense forward to float32 rounding (the matmuls are blocked
-differently), not bitwise.
+prefix is at least :data:`MIN_PREFIX` tokens, no layer checkpoints activations (a checkpointed layer
+drops the cache) and the model is not FSDP2-sharded. Values agree with the dense forward to float32
+rounding (the matmuls are blocked differently), not bitwise.
 """
 from __future__ import annotations
 
@@ -34,11 +34,14 @@ def common_prefix(input_ids: torch.Tensor, attention: torch.Tensor) -> int:
 
 def can_share(model, keywords: tuple[str, bool], rows: int, prefix: int) -> bool:
     """Whether :func:`shared_prefix_logits` applies: several rows, a prefix of :data:`MIN_PREFIX` or more,
-    a model taking ``logits_to_keep``, and no activation checkpointing (which would drop the cache)."""
+    a model taking ``logits_to_keep``, no activation checkpointing (which would drop the cache) and no FSDP2
+    sharding (it reshards after each forward, and two forwards before one backward break its unshard)."""
+    from torch.distributed.fsdp import FSDPModule
+
     _, has_keep = keywords
     if rows < 2 or prefix < MIN_PREFIX or not has_keep:
         return False
-    return not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    return not any(getattr(m, "gradient_checkpointing", False) or isinstance(m, FSDPModule) for m in model.modules())
 
 
 def shared_prefix_logits(model, input_ids: torch.Tensor, attention: torch.Tensor, prefix: int, start: int,
