@@ -12,8 +12,14 @@ SPEC = ("draft.kind=eagle", "draft.distill=true", "draft.distill_lr=3e-3")
 
 
 def _forwards(model) -> list[int]:
+    """Counts the policy's forwards over the batch's rows; a shared prefix's one-row forward
+    (:mod:`trajkit.rl.shared_prefix`) belongs to the forward after it and is not counted."""
     calls = [0]
-    model.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+
+    def hook(_module, _args, kwargs):
+        if kwargs["input_ids"].shape[0] > 1:
+            calls[0] += 1
+    model.register_forward_pre_hook(hook, with_kwargs=True)
     return calls
 
 

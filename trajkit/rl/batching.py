@@ -9,7 +9,10 @@ positions; ``engine_logp`` holds the engine's log-probs there.
 Log-probs are taken from ``log_softmax(logits / temperature)``: the distribution the engine samples from
 when top-k and top-p are off (the RL trainer requires that, so the two are comparable). Forwards run
 under autocast in ``dtype`` when it is not float32 (:mod:`trajkit.rl.precision`); the log-softmax is
-always taken in float32. ``collate`` builds the batch on the CPU; ``Batch.to`` moves it to the policy's
+always taken in float32. Micro-batches take rows longest first (:func:`length_chunks`: less padding); the
+output layer runs from the batch's first scored column on (:meth:`Batch.first_scored`) and the rows' shared
+prefix once (:mod:`trajkit.rl.shared_prefix`): the same values as one dense forward per row, to float32
+rounding (tested). ``collate`` builds the batch on the CPU; ``Batch.to`` moves it to the policy's
 device, and every tensor computed from it stays there.
 """
 from __future__ import annotations
@@ -18,8 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
+from trajkit.engine.kvstate import forward_keywords
 from trajkit.models.logprobs import chunked_logprobs
 from trajkit.rl.precision import autocast, model_device
+from trajkit.rl.shared_prefix import can_share, common_prefix, shared_prefix_logits
 from trajkit.envs.sample import Sample
 
 
@@ -41,6 +46,14 @@ class Batch:
         adv = self.advantages[rows] if self.advantages.dim() == 1 else self.advantages[rows, :width - 1]
         return Batch(self.input_ids[rows, :width], self.attention[rows, :width], self.mask[rows, :width - 1],
                      self.engine_logp[rows, :width - 1], adv, self.lengths[rows])
+
+    def first_scored(self) -> int:
+        """The first next-token column where any row's ``mask`` is 1 (0 for an all-zero mask). Every reader
+        of a batch's log-probs (the losses, ECHO's forced tokens after the first sampled one, the mismatch
+        metrics, distillation) reads masked columns or later ones, so the columns before it, the shared
+        prompt positions, need no output layer (:func:`token_logprobs`)."""
+        scored = self.mask.any(0).nonzero()
+        return int(scored[0]) if len(scored) else 0
 
     def to(self, device) -> "Batch":
         """The same batch with every tensor on ``device`` (``lengths`` stays on the CPU: it sizes slices)."""
@@ -68,11 +81,22 @@ def collate(samples: list[Sample], advantages: torch.Tensor, pad_id: int) -> Bat
 
 
 def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32,
-                   feature_layers: tuple[int, ...] | None = None):
+                   feature_layers: tuple[int, ...] | None = None, start: int = 0):
     """``[B, L-1, V]`` float32 next-token logits of ``model`` over ``batch``, its forward autocast to ``dtype``;
     with ``feature_layers``, (logits, those hidden states concatenated ``[B, L, F]`` float32) from the same
-    forward."""
+    forward. ``start`` > 0: the output layer runs on positions ``start..L-2`` only (the model's
+    ``logits_to_keep``), giving ``[B, L-1-start, V]``, and the rows' shared prefix runs once
+    (:mod:`trajkit.rl.shared_prefix`) when it is long enough (not with ``feature_layers``)."""
+    if start and not feature_layers:
+        keywords = forward_keywords(model)
+        prefix = min(common_prefix(batch.input_ids, batch.attention), start)
+        if can_share(model, keywords, batch.input_ids.shape[0], prefix):
+            with autocast(model_device(model), dtype):
+                logits = shared_prefix_logits(model, batch.input_ids, batch.attention, prefix, start, keywords[0])
+            return logits[:, :-1].float()
     extra = {"output_hidden_states": True} if feature_layers else {}
+    if start:
+        extra["logits_to_keep"] = batch.input_ids.shape[1] - start
     with autocast(model_device(model), dtype):
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention, **extra)
     logits = out.logits[:, :-1].float()
@@ -84,9 +108,14 @@ def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32,
 def token_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype = torch.float32,
                    logits_chunk: int = 0) -> torch.Tensor:
     """``[B, L-1]`` log-probs of each next token of ``batch`` at ``temperature``; ``logits_chunk`` > 0 applies
-    the output layer that many positions at a time (:func:`trajkit.models.logprobs.chunked_logprobs`)."""
+    the output layer that many positions at a time (:func:`trajkit.models.logprobs.chunked_logprobs`).
+    Without it, the output layer and log-softmax run from :meth:`Batch.first_scored` on only, the columns
+    before it left 0 (for SmolLM2's chat prompts about half the positions, and of the ``[B, L, V]`` logits)."""
     if not logits_chunk:
-        return gather_logprobs(forward_logits(model, batch, dtype), batch.input_ids, temperature)
+        start = batch.first_scored() if forward_keywords(model)[1] else 0
+        logits = forward_logits(model, batch, dtype, start=start)  # [B, L-1-start, V]
+        lp = gather_logprobs(logits, batch.input_ids[:, start:], temperature)
+        return torch.nn.functional.pad(lp, (start, 0)) if start else lp
     with autocast(model_device(model), dtype):
         return chunked_logprobs(model, batch.input_ids, batch.attention, temperature, logits_chunk)
 
@@ -103,6 +132,20 @@ def chunks(n: int, size: int) -> list[torch.Tensor]:
     return [torch.arange(i, min(i + size, n)) for i in range(0, n, size)]
 
 
+def length_chunks(rows: torch.Tensor, lengths: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """``rows`` (indices into a batch with ``lengths: [B]``) longest first, in chunks of ``size``: each
+    micro-batch is trimmed to its longest row (:meth:`Batch.select`), so grouping rows of similar length
+    cuts the padding a forward computes on. The rows' results are the same in any grouping (each row is
+    scored alone; a loss normalised by the whole slice sums the same), up to floating-point order.
+
+    >>> [c.tolist() for c in length_chunks(torch.arange(4), torch.tensor([3, 9, 5, 9]), 2)]
+    [[1, 3], [2, 0]]
+    """
+    order = torch.sort(lengths[rows], descending=True, stable=True).indices
+    ranked = rows[order]
+    return [ranked[part] for part in chunks(len(ranked), size)]
+
+
 @torch.no_grad()
 def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: int,
                    keep_dists: bool = False, dtype: torch.dtype = torch.float32, logits_chunk: int = 0,
@@ -117,7 +160,7 @@ def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: in
     device = batch.input_ids.device
     out = torch.zeros(b, width - 1, device=device)
     dists = feats = None
-    for rows in chunks(b, micro_batch_size):
+    for rows in length_chunks(torch.arange(b), batch.lengths, micro_batch_size):
         mb = batch.select(rows)
         if not keep_dists:
             lp = token_logprobs(model, mb, temperature, dtype, logits_chunk)

@@ -29,16 +29,26 @@ from trajkit.rl.config import TrainConfig
 from trajkit.rl.distill import load_teacher, score_with_teacher
 from trajkit.rl.mismatch import mismatch_metrics
 from trajkit.rl.precision import DTYPES, grad_scaler, model_device
-from trajkit.rl.update import distill_draft, distill_eagle, make_optimizer, set_lr, update_policy
+from trajkit.rl.update import (
+    correction_needs_old,
+    distill_draft,
+    distill_eagle,
+    make_optimizer,
+    set_lr,
+    slices_of,
+    update_policy,
+)
 
 
 class Learner(Protocol):
     def push_weights(self, rollout) -> None:
         """The ``weight_sync`` stage: the policy's (and a trained draft's) weights into ``rollout``'s backend."""
 
-    def logprobs(self, batch: Batch, step: int) -> dict:
+    def logprobs(self, batch: Batch, step: int) -> dict | None:
         """Recompute the policy's (and the reference's) log-probs on ``batch`` (collated on the CPU) at step
-        ``step`` (0-based); -> the engine/policy gap (:func:`trajkit.rl.mismatch.mismatch_metrics`)."""
+        ``step`` (0-based); -> the engine/policy gap (:func:`trajkit.rl.mismatch.mismatch_metrics`), or None
+        when the update's own forward gives the old log-probs (:func:`reuses_update_forward`): the gap then
+        comes in :meth:`update`'s metrics as ``mismatch/*``."""
 
     def update(self, step: int) -> dict:
         """The update on the batch of the last :meth:`logprobs`; -> the ``loss/*``, ``optim/*``, ``draft/*``
@@ -89,6 +99,18 @@ def distill_due(side, step: int) -> bool:
     return side.draft_optimizer is not None and (step + 1) % side.cfg.draft.distill_every == 0
 
 
+def reuses_update_forward(side, rows: int, step: int) -> bool:
+    """Whether step ``step``'s update of ``rows`` rows scores its own old log-probs, skipping the ``logprob``
+    stage's forward: the update is one optimiser step (one slice, one pass), so the weights its forward
+    runs on are exactly the old policy's, and nothing needs the old log-probs before the update (no draft
+    distillation this step, which needs that forward's distributions; no teacher; no loss correction).
+    See :func:`trajkit.rl.update.update_policy` (``on_policy``); TRL skips the same forward at
+    ``num_iterations=1`` with aligned generation and optimiser steps."""
+    cfg = side.cfg
+    return (len(slices_of(rows, cfg)) == 1 and not distill_due(side, step)
+            and getattr(side, "teacher", None) is None and not correction_needs_old(cfg))
+
+
 class LocalLearner:
     """The learner over ``side``, a :class:`PolicySide` (read at each call)."""
 
@@ -108,21 +130,30 @@ class LocalLearner:
         s, cfg = self.side, self.side.cfg
         dtype = DTYPES[cfg.policy.dtype]
         batch = batch.to(model_device(s.policy))
+        if reuses_update_forward(s, batch.input_ids.shape[0], step):
+            self._last = (batch, None, self._reference_logprobs(batch), None, None, {})
+            return None
         distill = distill_due(s, step)
         # an EAGLE head learns from this same forward's hidden states (no extra policy forward)
         layers = getattr(s.draft, "layers", None) if distill and cfg.draft.kind == "eagle" else None
         old_logp, dists, *feats = batch_logprobs(s.policy, batch, cfg.rollout.temperature,
                                                  cfg.optim.micro_batch_size, keep_dists=distill, dtype=dtype,
                                                  logits_chunk=cfg.optim.logits_chunk, feature_layers=layers)
-        ref_logp = None
-        if s.reference is not None:
-            ref_logp, _ = batch_logprobs(s.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                         dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
+        ref_logp = self._reference_logprobs(batch)
         extra = {}
         if s.teacher is not None:  # the batch's advantages become per token [B, L-1]
             batch, extra = score_with_teacher(s.teacher, batch, old_logp, cfg)
         self._last = (batch, old_logp, ref_logp, dists, feats[0] if feats else None, extra)
         return mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
+
+    def _reference_logprobs(self, batch: Batch) -> torch.Tensor | None:
+        """The frozen reference's log-probs ``[B, L-1]`` on ``batch`` (None without a KL term)."""
+        s, cfg = self.side, self.side.cfg
+        if s.reference is None:
+            return None
+        ref_logp, _ = batch_logprobs(s.reference, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                     dtype=DTYPES[cfg.policy.dtype], logits_chunk=cfg.optim.logits_chunk)
+        return ref_logp
 
     def update(self, step: int) -> dict:
         if self._last is None:
@@ -132,7 +163,14 @@ class LocalLearner:
         self._last = None
         if cfg.optim.lr_schedule != "constant" or cfg.optim.warmup_steps:
             metrics["optim/lr_factor"] = set_lr(s.optimizer, cfg, step)
-        metrics.update(update_policy(s.policy, s.optimizer, batch, old_logp, ref_logp, cfg, s.grad_scaler))
+        on_policy = old_logp is None
+        if on_policy:  # filled in by the update's own forward (reuses_update_forward)
+            old_logp = torch.zeros(batch.mask.shape, device=batch.mask.device)
+        metrics.update(update_policy(s.policy, s.optimizer, batch, old_logp, ref_logp, cfg, s.grad_scaler,
+                                     on_policy=on_policy))
+        if on_policy:
+            gap = mismatch_metrics(batch.engine_logp, old_logp, batch.mask)
+            metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
         if feats is not None:
             metrics.update(distill_eagle(s.draft, s.draft_optimizer, batch, dists, feats, cfg))
         elif dists is not None:

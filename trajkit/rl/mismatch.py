@@ -24,6 +24,9 @@ import warnings
 import torch
 
 
+MISMATCH_KEYS = ("mean_abs", "kl", "max_abs")  # what mismatch_metrics returns
+
+
 class MismatchWarning(UserWarning):
     """The engine's log-probs no longer match the policy's: check the weight sync."""
 

@@ -8,7 +8,8 @@
                  advantages; with ``rollout.dynamic_sampling``, groups without signal are dropped and
                  refilled from the stream (:mod:`trajkit.rl.dynamic`)
     logprob      recompute the policy's (and the reference's) log-probs on the rollout tokens; compare
-                 with the engine's (mismatch alarm)
+                 with the engine's (mismatch alarm); when the update is one optimiser step, its own forward
+                 gives the old log-probs and the policy forward here is skipped (:mod:`trajkit.rl.learner`)
     policy_update  clipped policy-gradient loss, backward, AdamW step; draft distillation if enabled
 
 The last two stages (and the weight push) run through ``t.learner`` (:mod:`trajkit.rl.learner`): the
@@ -30,6 +31,7 @@ from trajkit.engine import SamplingParams
 from trajkit.models.chat import stop_token_ids
 from trajkit.rl.batching import collate
 from trajkit.rl.dynamic import Collected, collect_groups, round_seed
+from trajkit.rl.mismatch import MISMATCH_KEYS
 from trajkit.envs.sample import Sample, validate_sample
 from trajkit.rl.scoring import check_env_failures, score, shape_rewards
 from trajkit.rl.shaping import random_rewards
@@ -131,10 +133,13 @@ def learn(t: TrainState, samples: list[Sample], timer: StageTimer, alarm: bool =
     with timer.stage(LOGPROB):
         batch = collate(samples, advantages, t.tokenizer.pad_token_id)
         gap = t.learner.logprobs(batch, t.step)
-        metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
-        metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1)) if alarm else 0.0
     with timer.stage(POLICY_UPDATE):
-        metrics.update(t.learner.update(t.step))
+        updated = t.learner.update(t.step)
+    if gap is None:  # the update's own forward scored the old log-probs (Learner.logprobs)
+        gap = {k: updated.pop(f"mismatch/{k}") for k in MISMATCH_KEYS}
+    metrics.update({f"mismatch/{k}": v for k, v in gap.items()})
+    metrics["mismatch/alarm"] = float(t.alarm.check(gap, t.step + 1)) if alarm else 0.0
+    metrics.update(updated)
     return metrics
 
 

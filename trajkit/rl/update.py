@@ -27,9 +27,9 @@ import torch
 
 from trajkit.models.fit import soft_cross_entropy
 from trajkit.optim import LoGRA, MuonAdamW
-from trajkit.rl.batching import Batch, chunks, forward_logits, token_logprobs
+from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs
 from trajkit.rl.config import TrainConfig
-from trajkit.rl.correction import correction_weights
+from trajkit.rl.correction import correction_weights, masking
 from trajkit.rl.echo import echo_loss, observation_mask
 from trajkit.rl.losses import LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
@@ -104,21 +104,24 @@ def _step(optimizer, policy, batch: Batch, rows: torch.Tensor, cfg: TrainConfig)
 
 
 def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, weights, cfg: TrainConfig,
-                scaler=None, shard=None, obs=None) -> dict:
+                scaler=None, shard=None, obs=None, on_policy: bool = False) -> dict:
     """Backward the loss of ``rows`` (one optimiser step's slice) micro-batch by micro-batch; with ``shard``
     (:class:`trajkit.rl.fsdp.Shard`) only this rank's block of them, normalised by the whole slice's counts,
-    and the stats summed over the ranks. ``obs: [B, L-1]``: ECHO's observation tokens (None: ECHO off)."""
+    and the stats summed over the ranks. ``obs: [B, L-1]``: ECHO's observation tokens (None: ECHO off).
+    ``on_policy``: each micro-batch's old log-probs are its own detached log-probs, written into
+    ``old_logp`` before the loss reads them (see :func:`update_policy`)."""
     norm = LossNorm(num_seqs=len(rows), num_tokens=int(batch.mask[rows].sum()),
                     max_tokens=cfg.rollout.max_new_tokens)
     num_obs = int(obs[rows].sum()) if obs is not None else 0
     dtype = DTYPES[cfg.policy.dtype]
     totals: dict[str, float] = {}
     own = shard.rows(rows) if shard is not None else rows
-    for part in chunks(len(own), cfg.optim.micro_batch_size):
-        idx = own[part]
+    for idx in length_chunks(own, batch.lengths, cfg.optim.micro_batch_size):
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
         logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
+        if on_policy:
+            old_logp[idx, :width] = logp.detach()
         ref = ref_logp[idx, :width] if ref_logp is not None else None
         w = weights[idx, :width] if weights is not None else None
         loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
@@ -137,25 +140,42 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
     return totals
 
 
+def slices_of(b: int, cfg: TrainConfig) -> list[torch.Tensor]:
+    """The rows of each optimiser step of the update of ``b`` rows, in order: ``optim.num_iterations``
+    passes over up to ``optim.minibatches`` consecutive slices (5 rows in 4 minibatches: 2, 2, 1)."""
+    per_step = -(-b // cfg.optim.minibatches)
+    return chunks(b, per_step) * cfg.optim.num_iterations
+
+
 def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
-                  cfg: TrainConfig, scaler=None, shard=None) -> dict:
+                  cfg: TrainConfig, scaler=None, shard=None, on_policy: bool = False) -> dict:
     """``old_logp, ref_logp: [B, L-1]``; runs ``cfg.optim.num_iterations`` passes of up to
     ``cfg.optim.minibatches`` optimiser steps (fewer when the rows do not fill them: 5 rows in 4 minibatches
     make 3 slices of 2, 2, 1) -> metrics averaged over the steps that ran. ``scaler``: a
     ``torch.amp.GradScaler`` for float16, else None. ``shard`` (:class:`trajkit.rl.fsdp.Shard`): this rank
-    backs its block of each slice (``ref_logp`` need only be filled there) and the metrics are the ranks'."""
+    backs its block of each slice (``ref_logp`` need only be filled there) and the metrics are the ranks'.
+
+    ``on_policy``: the update is one optimiser step (one slice, one pass), so the policy that scores the
+    batch *is* the old policy: its old log-probs are the step's own forward, detached (ratio exactly 1),
+    and the ``logprob`` stage's separate no-grad forward is skipped (TRL's ``old_per_token_logps=None``
+    at ``num_iterations=1``). ``old_logp`` is then a zero ``[B, L-1]`` tensor that this fills in, for the
+    caller's mismatch metrics; the correction weights (TIS, decoupled, masks) need the old log-probs
+    before the update, so they must be off."""
     b = batch.input_ids.shape[0]
-    per_step = -(-b // cfg.optim.minibatches)
-    slices = chunks(b, per_step) * cfg.optim.num_iterations
+    slices = slices_of(b, cfg)
     n_steps = len(slices)
+    if on_policy and (n_steps != 1 or shard is not None or correction_needs_old(cfg)):
+        raise ValueError("update_policy(on_policy=True) needs one optimiser step (optim.minibatches=1, "
+                         "optim.num_iterations=1), no shard and no loss correction (tis, decoupled, masks)")
     metrics: dict[str, float] = {"loss/pg": 0.0, "loss/grad_norm": 0.0, "loss/clip_frac": 0.0, "loss/ratio": 0.0}
-    weights, correction = correction_weights(cfg.loss, old_logp, batch.engine_logp, batch.mask)
+    weights, correction = (None, {}) if on_policy else \
+        correction_weights(cfg.loss, old_logp, batch.engine_logp, batch.mask)
     metrics.update(correction)
     obs = observation_mask(batch.mask, batch.lengths) if cfg.loss.echo_coef > 0 else None
     tokens = 0
     for rows in slices:
         optimizer.zero_grad(set_to_none=True)
-        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler, shard, obs)
+        totals = _accumulate(policy, batch, rows, old_logp, ref_logp, weights, cfg, scaler, shard, obs, on_policy)
         if scaler is not None:
             scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.grad_clip)
@@ -180,6 +200,11 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
     metrics["loss/clip_frac"] /= denom
     metrics["loss/ratio"] /= denom
     return metrics
+
+
+def correction_needs_old(cfg: TrainConfig) -> bool:
+    """Whether the loss weights tokens by the old log-probs before the update (TIS, decoupled, masks)."""
+    return bool(cfg.loss.tis or cfg.loss.decoupled or masking(cfg.loss))
 
 
 def distill_eagle(head, optimizer, batch: Batch, target_logp: torch.Tensor, features: torch.Tensor,
