@@ -136,7 +136,7 @@ def _count_forwards(trainer) -> list[int]:
     def hook(_module, _args, kwargs, _out):
         if kwargs["input_ids"].shape[0] > 1:
             calls[0] += 1
-    trainer.state.policy.register_forward_hook(hook, with_kwargs=True)
+    trainer.state.side.policy.register_forward_hook(hook, with_kwargs=True)
     return calls
 
 
@@ -145,7 +145,7 @@ def _count_forwards(trainer) -> list[int]:
 def test_the_step_skips_the_logprob_forward_only_when_the_update_is_one_step(tiny, overrides, reused):
     t = Trainer(tiny("eval.every=0", "checkpoint.every=0", "optim.micro_batch_size=4", *overrides), logger=False)
     try:
-        assert reuses_update_forward(t.state, 8, 0) is reused
+        assert reuses_update_forward(t.state.side, 8, 0) is reused
         calls = _count_forwards(t)
         m = t.step_once().metrics
     finally:

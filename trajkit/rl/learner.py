@@ -108,7 +108,7 @@ def reuses_update_forward(side, rows: int, step: int) -> bool:
     ``num_iterations=1`` with aligned generation and optimiser steps."""
     cfg = side.cfg
     return (len(slices_of(rows, cfg)) == 1 and not distill_due(side, step)
-            and getattr(side, "teacher", None) is None and not correction_needs_old(cfg))
+            and side.teacher is None and not correction_needs_old(cfg))
 
 
 class LocalLearner:
