@@ -21,10 +21,10 @@ step from one process (``stepper_for``); a sharded run's other ranks must run th
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from trajkit.envs.imports import import_object
 from trajkit.errors import ConfigError
 
 Kind = Literal["sft", "in_process", "fsdp", "ray"]
@@ -76,7 +76,7 @@ def trainer_kind(cfg) -> Kind:
 
 def trainer_for(cfg) -> Callable:
     """The entry function of ``cfg``'s trainer kind (imported only now: Ray loads only for a Ray run)."""
-    return _load(TRAINERS[trainer_kind(cfg)].run)
+    return import_object(TRAINERS[trainer_kind(cfg)].run, "trainer")
 
 
 def stepper_for(cfg) -> type:
@@ -89,9 +89,5 @@ def stepper_for(cfg) -> type:
         hint = (" (launch it with torchrun: trajkit train CONFIG policy.fsdp=true)" if kind == "fsdp" else "")
         raise ConfigError(f"{entry.what} is not stepped one step at a time from one process{hint}; "
                           f"this needs a trainer of kind {steppable}")
-    return _load(entry.stepper)
+    return import_object(entry.stepper, "trainer")
 
-
-def _load(path: str):
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
