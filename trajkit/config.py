@@ -5,13 +5,19 @@ of a config dataclass after construction (floats must be finite), checks the int
 declare (``{"beta1": "[0, 1)", "lr": "(0, inf)"}``) and runs its ``validate``; ``add_arguments`` derives argparse
 flags from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads
 them back. ``load_tree`` reads a YAML file (or a config shipped in ``trajkit/configs``) plus dotted ``key=value``
-overrides into the nested dict ``from_dict`` builds from; ``describe`` writes any config back as commented YAML.
+overrides into the nested dict ``from_dict`` builds from; ``describe`` writes any config back as commented YAML,
+``to_tree`` as the plain dict a YAML file of it would hold.
+
+A :class:`Kinded` section's ``name`` chooses a kind from a registry, and each kind declares its own small
+section of knobs (``optim: {name: muon, muon: {momentum: 0.9}}``; ``task: {name: harbor, harbor: {max_turns: 4}}``),
+held as the section's ``options``: the knobs grow with the registry, not with one flat union of keys.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import difflib
+import logging
 import math
 import os
 import types
@@ -49,6 +55,8 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{cls.__name__}{' in ' + where if where else ''} must be a mapping, got {type(data).__name__}")
+    if isinstance(cls, type) and issubclass(cls, Kinded):
+        data = cls.fold_options(data)
     check_keys(cls, data.keys(), where)
     types_ = _field_types(cls)
     kwargs = {}
@@ -224,6 +232,134 @@ class Checked:
         """Cross-field checks; subclasses override."""
 
 
+_log = logging.getLogger("trajkit.config")
+
+
+class Kinded(Checked):
+    """Mixin for a section whose ``name`` chooses a kind, each kind with its own section of knobs.
+
+    A subclass declares ``name: str`` and, last, ``options: Any = None``, and implements :meth:`kinds`
+    (kind -> its section class, or None for a kind without knobs). In a tree the kind's section is keyed by
+    the kind's name (``{name: muon, muon: {momentum: 0.9}}``); :func:`from_dict` builds it into ``options``
+    (its defaults when absent); the section of another kind than ``name`` is refused, or ignored with a warning
+when ``__strays__ == "ignore"`` (a config file's task with ``task.name=...`` switched on the command line). ``__flat__`` maps
+    the flat keys of older configs to ``(kind, key)`` (kind None: the chosen one): such a key is read into
+    the chosen kind's section, with one warning naming the new key (refused when the section sets it otherwise); a flat
+    key the chosen kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused
+    when it differs from its default. Reading a moved attribute (``cfg.task.max_turns``) raises an
+    AttributeError naming ``options``."""
+
+    __flat__: dict[str, tuple[str | None, str]] = {}
+    __strays__: str = "refuse"
+
+    @classmethod
+    def kinds(cls) -> dict[str, type | None]:
+        raise NotImplementedError
+
+    @classmethod
+    def _owner(cls) -> str:
+        return cls.__section__ or cls.__name__
+
+    @classmethod
+    def options_class(cls, name: str) -> type | None:
+        """The section class of the kind ``name``; None for a kind without knobs or one not registered."""
+        return cls.kinds().get(name)
+
+    @classmethod
+    def fold_options(cls, data: dict) -> dict:
+        """``data`` with the chosen kind's section (and the older flat keys it reads) built into ``options``."""
+        data, owner = dict(data), cls._owner()
+        name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
+        own = cls.options_class(name) if isinstance(name, str) else None
+        given: dict = {}
+        for kind in cls.kinds():
+            if kind not in data:
+                continue
+            section = data.pop(kind)
+            if kind != name and cls.__strays__ == "ignore":
+                _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; ignored", owner, kind, owner, kind,
+                             owner, name)
+                continue
+            if kind != name:
+                raise ConfigError(f"{owner}.{kind} is the section of {owner}.name={kind}, but {owner}.name={name}; "
+                                  f"set {owner}.name={kind} or drop {owner}.{kind}")
+            if section is not None and not isinstance(section, dict):
+                raise ConfigError(f"{owner}.{kind} is a section (set its keys, e.g. {owner}.{kind}.KEY=...), "
+                                  f"got {section!r}")
+            given = dict(section or {})
+        if "options" in data:
+            raise ConfigError(f"{owner}.options: write the kind's section under its name, {owner}.{name}: {{...}}")
+        cls._fold_flat(data, given, name, own)
+        if own is not None:
+            try:
+                data["options"] = from_dict(own, given, f"{owner}.{name}")
+            except ConfigError as exc:  # a section shared by several kinds names its keys owner.options.KEY
+                raise ConfigError(str(exc).replace(f"{owner}.options.", f"{owner}.{name}.")) from None
+        elif given:
+            raise ConfigError(f"{owner}.{name} has no settings of its own; drop {owner}.{name}")
+        return data
+
+    @classmethod
+    def _fold_flat(cls, data: dict, given: dict, name: str, own: type | None) -> None:
+        owner = cls._owner()
+        reads = {f.name for f in dataclasses.fields(own)} if own is not None else set()
+        for key in [k for k in data if k in cls.__flat__]:
+            value = data.pop(key)
+            kind, field = cls.__flat__[key]
+            if (kind is None or kind == name) and field in reads:
+                if field in given and given[field] != value:
+                    raise ConfigError(f"{owner}.{key}={value!r} and {owner}.{name}.{field}={given[field]!r} are both "
+                                      f"set: {owner}.{key} is the older name of {owner}.{name}.{field}; set only "
+                                      f"{owner}.{name}.{field}")
+                given[field] = value
+                _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name, field)
+                continue
+            target = kind or "another"
+            default = next((f.default for f in dataclasses.fields(cls.options_class(kind)) if f.name == field),
+                           None) if kind and cls.options_class(kind) else None
+            if cls.__strays__ == "ignore" or value == default:
+                _log.warning("%s.%s is not read by %s.name=%s; ignored", owner, key, owner, name)
+                continue
+            raise ConfigError(f"{owner}.{key} (now {owner}.{kind}.{field}) is a setting of {owner}.name={target}, "
+                              f"but {owner}.name={name}; set {owner}.name={target} or drop {owner}.{key}")
+
+    def __post_init__(self) -> None:
+        own = self.options_class(self.name) if isinstance(self.name, str) else None
+        if self.options is None and own is not None:
+            object.__setattr__(self, "options", own())
+        elif own is None and self.options is not None or own is not None and not isinstance(self.options, own):
+            want = own.__name__ if own is not None else "None (the kind has no settings)"
+            raise ConfigError(f"{self._owner()}.options for {self._owner()}.name={self.name} must be {want}, "
+                              f"got {type(self.options).__name__}")
+        super().__post_init__()
+
+    def __getattr__(self, key: str):
+        flat = type(self).__flat__
+        if key in flat:
+            kind, field = flat[key]
+            owner = self._owner()
+            raise AttributeError(f"{owner}.{key} moved into the kind's own section: read "
+                                 f"{owner}.options.{field} ({owner}.{kind or self.__dict__.get('name', 'KIND')}.{field} "
+                                 "in a config file)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
+
+
+def to_tree(cfg: Any) -> Any:
+    """The config dataclass ``cfg`` as the nested plain dict its YAML file holds (a :class:`Kinded`
+    section's ``options`` under its kind's name), which :func:`from_dict` reads back to an equal config."""
+    if not dataclasses.is_dataclass(cfg):
+        return [to_tree(v) for v in cfg] if isinstance(cfg, (list, tuple)) else cfg
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(cfg, Kinded) and f.name == "options":
+            if value is not None:
+                out[cfg.name] = to_tree(value)
+            continue
+        out[f.name] = to_tree(value)
+    return out
+
+
 def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:
     node = tree
     for key in keys[:-1]:
@@ -306,10 +442,13 @@ def describe(cfg: Any) -> str:
         for f in dataclasses.fields(obj):
             value, base = getattr(obj, f.name), getattr(ref, f.name)
             if dataclasses.is_dataclass(value):
+                kinded = isinstance(obj, Kinded) and f.name == "options"
                 lines.append("")
                 lines.extend(f"{indent}# {line}" for line in wrap(type(value).__doc__ or "", 100 - len(indent)))
-                lines.append(f"{indent}{f.name}:")
-                emit(value, base, indent + "  ")
+                lines.append(f"{indent}{obj.name if kinded else f.name}:")
+                emit(value, type(value)() if kinded else base, indent + "  ")
+                continue
+            if isinstance(obj, Kinded) and f.name == "options":
                 continue
             note = "" if value == base else f"  # default: {scalar(base)}"
             lines.append(f"{indent}{f.name}: {scalar(value)}{note}")

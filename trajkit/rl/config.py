@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trajkit.backends.registry import BackendName
-from trajkit.config import Checked, config_path, from_dict, load_tree, packaged_configs  # noqa: F401 (re-exported)
+from trajkit.config import Checked, config_path, from_dict, load_tree, packaged_configs, to_tree  # noqa: F401 (re-exported)
 from trajkit.config import describe as describe_config
 from trajkit.envs.registry import TaskConfig
 from trajkit.errors import ConfigError
@@ -468,7 +468,8 @@ REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default),
 
 
 def to_dict(cfg: TrainConfig) -> dict:
-    return dataclasses.asdict(cfg)
+    """``cfg`` as the tree of its YAML file (each kind's own section under its name), read back by ``load_config``."""
+    return to_tree(cfg)
 
 
 def describe(cfg: TrainConfig) -> str:

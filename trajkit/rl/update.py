@@ -36,21 +36,26 @@ from trajkit.rl.precision import DTYPES
 
 
 def _adamw(model, o, lr: float) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
+    params = model.parameters() if isinstance(model, torch.nn.Module) else model
+    return torch.optim.AdamW(params, lr=lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
 
 
 def _logra(model, o, lr: float) -> torch.optim.Optimizer:
-    return LoGRA(model, lr=lr, rank=o.logra_rank, distribution=o.logra_distribution, seed=o.logra_seed,
-                 beta2=o.beta2, eps=o.logra_eps, weight_decay=o.weight_decay, kl_budget=o.kl_budget or None,
-                 targets=o.logra_targets, embeddings=o.logra_embeddings, native_betas=(o.beta1, o.beta2))
+    s = o.options
+    return LoGRA(model, lr=lr, rank=s.rank, distribution=s.distribution, seed=s.seed, beta2=o.beta2, eps=s.eps,
+                 weight_decay=o.weight_decay, kl_budget=s.kl_budget or None, targets=s.targets,
+                 embeddings=s.embeddings, native_betas=(o.beta1, o.beta2))
 
 
 def _muon(model, o, lr: float) -> torch.optim.Optimizer:
-    return MuonAdamW(model, lr=lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2),
-                     muon_lr=o.muon_lr or lr, muon_weight_decay=o.muon_weight_decay, momentum=o.muon_momentum,
-                     nesterov=o.muon_nesterov, adjust_lr=o.muon_adjust_lr, ns_steps=o.muon_ns_steps)
+    s = o.options
+    return MuonAdamW(model, lr=lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps,
+                     muon_lr=s.lr or lr, muon_weight_decay=s.weight_decay, momentum=s.momentum,
+                     nesterov=s.nesterov, adjust_lr=s.adjust_lr, ns_steps=s.ns_steps)
 
 
+# optim.name -> builder (model or parameters, OptimConfig, lr) -> optimiser; each kind's own settings are
+# trajkit.optim.config.OPTIONS (the same names, without torch). The Tinker server's clients use "adamw" too.
 OPTIMIZERS = {"adamw": _adamw, "logra": _logra, "muon": _muon}
 
 

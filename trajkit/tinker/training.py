@@ -2,7 +2,7 @@
 
 One ``peft.PeftModel`` wraps the base model; every ``create_model`` adds a named LoRA adapter to it
 (``rank``, ``seed``, ``train_attn``/``train_mlp``/``train_unembed`` -> :data:`trajkit.rl.lora.TARGET_MODULES`
-groups) with its own ``torch.optim.AdamW``. An operation activates its client's adapter first, so the
+groups) with its own AdamW, the RL trainer's (:data:`trajkit.rl.update.OPTIMIZERS` ``adamw``). An operation activates its client's adapter first, so the
 other adapters take no part in its forward and their accumulated gradients are untouched:
 ``forward_backward`` calls accumulate into the adapter's ``.grad`` until ``optim_step`` (Tinker's
 contract: a large batch arrives as several requests). Operations are not thread-safe; the server runs
@@ -11,19 +11,23 @@ them one at a time (:mod:`trajkit.tinker.futures`).
 Per datum: ``logp[t] = log softmax(model(tokens)[t])[target_tokens[t]]`` (temperature 1), the loss of
 :mod:`trajkit.tinker.losses`, summed over the datum's tokens and over the request's data (Tinker
 reports it as ``loss:sum``). ``optim_step`` applies ``AdamParams`` (learning rate, betas, eps, decoupled
-weight decay; ``grad_clip_norm`` > 0 clips the adapter's gradient norm first).
+weight decay, checked as the trainer's ``optim`` section: :func:`adam_config`; ``grad_clip_norm`` > 0 clips
+the adapter's gradient norm first).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 
 from trajkit.engine.adapters import LoraAdapter
-from trajkit.errors import InputError
+from trajkit.errors import ConfigError, InputError
+from trajkit.optim.config import OptimConfig
 from trajkit.rl.config import LoRAConfig
 from trajkit.rl.lora import adapter_of, peft_config
+from trajkit.rl.update import OPTIMIZERS
 from trajkit.tinker.losses import INPUTS, loss_fn
 
 
@@ -46,6 +50,22 @@ class Client:
     steps: int = 0
     pending: int = 0  # forward_backward calls since the last optim_step
     meta: dict = field(default_factory=dict)
+
+
+# Tinker's AdamParams defaults (tinker 0.38.0 types.AdamParams), as the trainer's optim section
+TINKER_ADAM = OptimConfig(lr=1e-4, beta1=0.9, beta2=0.95, eps=1e-12, weight_decay=0.0)
+
+
+def adam_config(adam: dict) -> OptimConfig:
+    """Tinker's ``AdamParams`` (a dict) as the ``optim`` section the trainer's AdamW is built from; a value out
+    of range is an :class:`InputError` naming its AdamParams field."""
+    keys = {"learning_rate": "lr", "beta1": "beta1", "beta2": "beta2", "eps": "eps", "weight_decay": "weight_decay"}
+    given = {ours: float(adam[theirs]) for theirs, ours in keys.items() if adam.get(theirs) is not None}
+    try:
+        return dataclasses.replace(TINKER_ADAM, **given)
+    except ConfigError as exc:
+        raise InputError(str(exc).replace("optim.lr", "learning_rate").replace("optim.", ""),
+                         field="adam_params") from None
 
 
 def lora_config(rank: int, seed: int | None, train_attn=True, train_mlp=True, train_unembed=True) -> LoRAConfig:
@@ -79,7 +99,7 @@ class TrainingClients:
             else:
                 self.model.add_adapter(name, peft_config(lc))
         client = Client(name, lc)
-        client.optimizer = torch.optim.AdamW(self._params(client), lr=1e-4)
+        client.optimizer = OPTIMIZERS["adamw"](self._params(client), TINKER_ADAM, TINKER_ADAM.lr)
         self.clients[model_id] = client
 
     def client(self, model_id: str) -> Client:
@@ -148,11 +168,9 @@ class TrainingClients:
         norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
+        o = adam_config(adam)
         for group in client.optimizer.param_groups:
-            group["lr"] = float(adam.get("learning_rate", 1e-4))
-            group["betas"] = (float(adam.get("beta1", 0.9)), float(adam.get("beta2", 0.95)))
-            group["eps"] = float(adam.get("eps", 1e-12))
-            group["weight_decay"] = float(adam.get("weight_decay", 0.0))
+            group.update(lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
         client.optimizer.step()
         client.optimizer.zero_grad(set_to_none=True)
         client.steps += 1

@@ -1,0 +1,181 @@
+"""Each task kind and optimiser has its own config section (``task.KIND``, ``optim.KIND``, read as ``options``):
+the packaged configs load and write back the same, the flat keys of older configs land in the chosen kind's
+section, the docs/extending.md examples of registering a kind with knobs work, and the Tinker server's AdamW
+is the trainer's."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import pytest
+import yaml
+
+from trajkit.config import from_dict, to_tree
+from trajkit.envs import registry
+from trajkit.envs.registry import OPTIONS as TASK_OPTIONS
+from trajkit.envs.registry import TASKS, HarborOptions, TaskConfig
+from trajkit.errors import ConfigError, InputError
+from trajkit.optim.config import OPTIONS as OPTIM_OPTIONS
+from trajkit.optim.config import MuonOptions, OptimConfig
+from trajkit.rl.config import TrainConfig, describe, load_config, packaged_configs, to_dict
+
+LOG = "trajkit.config"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in packaged_configs() if not n.startswith("sft")))
+def test_a_packaged_config_writes_back_to_itself(name):
+    cfg = load_config(name)
+    assert from_dict(TrainConfig, to_dict(cfg)) == cfg
+    assert from_dict(TrainConfig, yaml.safe_load(describe(cfg))) == cfg  # --print-config's YAML loads back
+    tree = yaml.safe_load(open(packaged_configs()[name]))
+    assert to_dict(cfg)["task"][cfg.task.name] == {**to_tree(type(cfg.task.options)()), **tree["task"][cfg.task.name]}
+
+
+def test_the_sections_hold_the_values_the_file_gives():
+    cfg = load_config("grpo_harbor_smollm2")
+    assert cfg.task.options == HarborOptions(max_turns=3, timeout_multiplier=4.0)
+    cfg = load_config("rep", ["optim.name=muon", "optim.muon.lr=0.02", "optim.muon.nesterov=false"])
+    assert cfg.optim.options == MuonOptions(lr=0.02, nesterov=False)
+    assert load_config("rep").optim.options is None  # adamw has no section of its own
+
+
+def _flat_value(section: type, key: str):
+    field = next(f for f in dataclasses.fields(section) if f.name == key)
+    if field.type in ("int", int):
+        return field.default + 2
+    if field.type in ("float", float):
+        return field.default * 2 + 1
+    if field.type in ("bool", bool):
+        return not field.default
+    return "docker" if key == "sandbox" else "x:y" if key in ("env", "adapter") else "w"
+
+
+@pytest.mark.parametrize("kind", sorted(TASK_OPTIONS))
+def test_every_older_flat_task_key_lands_in_its_kinds_section(kind, caplog):
+    section = TASK_OPTIONS[kind]
+    keys = [f.name for f in dataclasses.fields(section) if f.name not in ("url", "adapter")]  # each excludes another
+    needs = {"agent": ["task.path=rows.jsonl"], "harbor": ["task.path=tasks"]}.get(kind, [])
+    values = {key: _flat_value(section, key) for key in keys}
+    if "min_len" in values:
+        values["max_len"] = values["min_len"] + 3
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        cfg = load_config(None, [f"task.name={kind}", *needs, *(f"task.{k}={v}" for k, v in values.items())])
+    assert dataclasses.asdict(cfg.task.options) == {**dataclasses.asdict(section()), **values}
+    said = {r.getMessage() for r in caplog.records if r.name == LOG}
+    assert said == {f"task.{k} is now task.{kind}.{k} (the flat key is still read)" for k in values}
+
+
+def test_every_older_flat_key_has_a_section_that_reads_it():
+    readers = {f.name for section in TASK_OPTIONS.values() for f in dataclasses.fields(section)}
+    assert set(TaskConfig.__flat__) == readers
+    for key, (kind, field) in OptimConfig.__flat__.items():
+        assert field in {f.name for f in dataclasses.fields(OPTIM_OPTIONS[kind])}, key
+
+
+def test_a_kinds_name_is_never_a_shared_key():
+    for cls, kinds in ((TaskConfig, TASKS), (OptimConfig, OptimConfig.kinds())):
+        assert not set(kinds) & {f.name for f in dataclasses.fields(cls)}, cls
+
+
+def test_the_same_setting_given_both_ways_is_refused_and_equal_values_are_one():
+    with pytest.raises(ConfigError, match=r"task.max_len=12 and task.rep.max_len=16 are both set: task.max_len is "
+                                          r"the older name of task.rep.max_len; set only task.rep.max_len"):
+        load_config("rep", ["task.max_len=12"])
+    assert load_config("rep", ["task.max_len=16"]) == load_config("rep")
+    assert load_config("rep", ["task.rep.max_len=12"]).task.options.max_len == 12
+
+
+def test_a_flat_key_the_kind_does_not_read_is_ignored_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        cfg = load_config(None, ["task.name=copy", "task.sandbox=docker", "task.max_len=5"])
+    assert cfg.task.options.max_len == 5 and not hasattr(cfg.task.options, "sandbox")
+    assert "task.sandbox is not read by task.name=copy; ignored" in {r.getMessage() for r in caplog.records}
+
+
+def test_a_moved_attribute_names_its_new_place():
+    cfg = load_config("grpo_harbor_smollm2")
+    with pytest.raises(AttributeError, match=r"task.max_turns moved into the kind's own section: read "
+                                             r"task.options.max_turns \(task.harbor.max_turns in a config file\)"):
+        cfg.task.max_turns
+    with pytest.raises(AttributeError, match=r"optim.muon_lr moved .* read optim.options.lr"):
+        cfg.optim.muon_lr
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        cfg.task.nothing
+
+
+def test_options_of_the_wrong_kind_are_refused_in_python():
+    with pytest.raises(ConfigError, match=r"task.options for task.name=rep must be StringOptions, got HarborOptions"):
+        TaskConfig(name="rep", options=HarborOptions())
+    with pytest.raises(ConfigError, match=r"task.options for task.name=dataset must be None"):
+        TaskConfig(name="dataset", path="rows.jsonl", options=HarborOptions())
+    with pytest.raises(ConfigError, match=r"optim.name must be one of \['adamw', 'logra', 'muon'\]"):
+        OptimConfig(name="sgd")
+
+
+def test_the_extending_pages_task_with_settings(monkeypatch):
+    from trajkit.config import Checked
+    from trajkit.envs.single_turn import StringTask
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    @dataclasses.dataclass
+    class ParityOptions(Checked):
+        max_len: int = 8
+        __section__ = "task.parity"
+        __ranges__ = {"max_len": "[1, inf)"}
+
+    def make_parity(cfg, seed, tokenizer):
+        return StringTask("copy", seed, tokenizer, 1, cfg.options.max_len, "01")
+
+    monkeypatch.setitem(TASKS, "parity", make_parity)
+    monkeypatch.setitem(TASK_OPTIONS, "parity", ParityOptions)
+    cfg = load_config(None, ["task.name=parity", "task.parity.max_len=3"])
+    assert cfg.task.options == ParityOptions(max_len=3)
+    task = registry.make_task(cfg.task, 0, byte_tokenizer())
+    answers = [task.prompt(i).columns["answer"] for i in range(16)]
+    assert all(set(a) <= set("01") and 1 <= len(a) <= 3 for a in answers) and len(set(answers)) > 2
+    with pytest.raises(ConfigError, match="task.parity.max_len must be >= 1, got 0"):
+        load_config(None, ["task.name=parity", "task.parity.max_len=0"])
+
+
+def test_the_extending_pages_optimizer_with_settings(monkeypatch):
+    import torch
+
+    from trajkit.config import Checked
+    from trajkit.rl.update import OPTIMIZERS, make_optimizer
+
+    @dataclasses.dataclass
+    class SgdOptions(Checked):
+        momentum: float = 0.0
+        __section__ = "optim.sgd"
+        __ranges__ = {"momentum": "[0, 1)"}
+
+    def _sgd(model, o, lr):
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=o.options.momentum, weight_decay=o.weight_decay)
+
+    monkeypatch.setitem(OPTIMIZERS, "sgd", _sgd)
+    monkeypatch.setitem(OPTIM_OPTIONS, "sgd", SgdOptions)
+    cfg = load_config("rep", ["optim.name=sgd", "optim.sgd.momentum=0.9"])
+    opt = make_optimizer(torch.nn.Linear(2, 2), cfg)
+    assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["momentum"] == 0.9
+    assert opt.param_groups[0]["lr"] == cfg.optim.lr
+    with pytest.raises(ConfigError, match=r"optim.sgd.momentum must be in \[0, 1\), got 1.0"):
+        load_config("rep", ["optim.name=sgd", "optim.sgd.momentum=1"])
+
+
+def test_the_tinker_clients_adamw_is_the_trainers():
+    import torch
+
+    from trajkit.rl.update import OPTIMIZERS
+    from trajkit.tinker.training import TINKER_ADAM, adam_config
+
+    assert (TINKER_ADAM.lr, TINKER_ADAM.beta1, TINKER_ADAM.beta2, TINKER_ADAM.eps) == (1e-4, 0.9, 0.95, 1e-12)
+    o = adam_config({"learning_rate": 1e-2, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.1})
+    assert (o.lr, o.beta1, o.beta2, o.eps, o.weight_decay) == (1e-2, 0.9, 0.999, 1e-8, 0.1)
+    with pytest.raises(InputError, match=r"beta2 must be in \[0, 1\), got 1.5"):
+        adam_config({"beta2": 1.5})
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    ours = OPTIMIZERS["adamw"](list(layer.parameters()), o, o.lr)
+    assert isinstance(ours, torch.optim.AdamW)
+    group = ours.param_groups[0]
+    assert (group["lr"], group["betas"], group["eps"], group["weight_decay"]) == (1e-2, (0.9, 0.999), 1e-8, 0.1)
