@@ -77,12 +77,14 @@ def test_a_kinds_name_is_never_a_shared_key():
         assert not set(kinds) & {f.name for f in dataclasses.fields(cls)}, cls
 
 
-def test_the_same_setting_given_both_ways_is_refused_and_equal_values_are_one():
-    with pytest.raises(ConfigError, match=r"task.max_len=12 and task.rep.max_len=16 are both set: task.max_len is "
-                                          r"the older name of task.rep.max_len; set only task.rep.max_len"):
-        load_config("rep", ["task.max_len=12"])
+def test_a_flat_key_on_the_command_line_overrides_the_files_section(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        cfg = load_config("rep", ["task.max_len=12"])  # rep.yaml: task.rep.max_len 16
+    assert cfg == load_config("rep", ["task.rep.max_len=12"])
+    assert [r.getMessage() for r in caplog.records if r.name == LOG] == [
+        "task.max_len=12 replaces task.rep.max_len=16 (a flat key is an older config's or the command line's); write "
+        "task.rep.max_len"]
     assert load_config("rep", ["task.max_len=16"]) == load_config("rep")
-    assert load_config("rep", ["task.rep.max_len=12"]).task.options.max_len == 12
 
 
 def test_a_flat_key_the_kind_does_not_read_is_ignored_with_a_warning(caplog):
@@ -141,7 +143,8 @@ def test_the_extending_pages_optimizer_with_settings(monkeypatch):
     import torch
 
     from trajkit.config import Checked
-    from trajkit.rl.update import OPTIMIZERS, make_optimizer
+    from trajkit.optim.build import OPTIMIZERS
+    from trajkit.rl.update import make_optimizer
 
     @dataclasses.dataclass
     class SgdOptions(Checked):
@@ -165,7 +168,7 @@ def test_the_extending_pages_optimizer_with_settings(monkeypatch):
 def test_the_tinker_clients_adamw_is_the_trainers():
     import torch
 
-    from trajkit.rl.update import OPTIMIZERS
+    from trajkit.optim.build import OPTIMIZERS
     from trajkit.tinker.training import TINKER_ADAM, adam_config
 
     assert (TINKER_ADAM.lr, TINKER_ADAM.beta1, TINKER_ADAM.beta2, TINKER_ADAM.eps) == (1e-4, 0.9, 0.95, 1e-12)

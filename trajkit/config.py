@@ -37,7 +37,11 @@ def _field_types(cls: type) -> dict[str, Any]:
 def check_keys(cls: type, keys, where: str = "") -> None:
     """Raise ConfigError naming every key that ``cls`` does not declare, with close matches."""
     known = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in keys if k not in known]
+    built = set()
+    if isinstance(cls, type) and issubclass(cls, Kinded):  # options is written as the kind's section
+        known = [k for k in known if k != "options"] + [k for k, section in cls.kinds().items() if section]
+        built = {"options"}  # already folded from that section by from_dict
+    unknown = [k for k in keys if k not in known and k not in built]
     if not unknown:
         return
     parts = []
@@ -244,7 +248,8 @@ class Kinded(Checked):
     (its defaults when absent); the section of another kind than ``name`` is refused, or ignored with a warning
 when ``__strays__ == "ignore"`` (a config file's task with ``task.name=...`` switched on the command line). ``__flat__`` maps
     the flat keys of older configs to ``(kind, key)`` (kind None: the chosen one): such a key is read into
-    the chosen kind's section, with one warning naming the new key (refused when the section sets it otherwise); a flat
+    the chosen kind's section, with one warning naming the new key (it replaces the section's value, since a
+    config file's section set otherwise is overridden by a command line's flat key); a flat
     key the chosen kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused
     when it differs from its default. Reading a moved attribute (``cfg.task.max_turns``) raises an
     AttributeError naming ``options``."""
@@ -308,11 +313,13 @@ when ``__strays__ == "ignore"`` (a config file's task with ``task.name=...`` swi
             kind, field = cls.__flat__[key]
             if (kind is None or kind == name) and field in reads:
                 if field in given and given[field] != value:
-                    raise ConfigError(f"{owner}.{key}={value!r} and {owner}.{name}.{field}={given[field]!r} are both "
-                                      f"set: {owner}.{key} is the older name of {owner}.{name}.{field}; set only "
-                                      f"{owner}.{name}.{field}")
+                    _log.warning("%s.%s=%r replaces %s.%s.%s=%r (a flat key is an older config's or the command "
+                                 "line's); write %s.%s.%s", owner, key, value, owner, name, field, given[field], owner,
+                                 name, field)
+                else:
+                    _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name,
+                                 field)
                 given[field] = value
-                _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name, field)
                 continue
             target = kind or "another"
             default = next((f.default for f in dataclasses.fields(cls.options_class(kind)) if f.name == field),

@@ -54,9 +54,9 @@ class MuonOptions(Checked):
 
 
 # optim.name -> its own section (``optim.KIND: {...}``, read as ``optim.options``), for an optimiser with knobs of
-# its own; the optimisers themselves are trajkit.rl.update.OPTIMIZERS (torch), the registry of names.
+# its own; the optimisers themselves are trajkit.optim.build.OPTIMIZERS (torch), the registry of names.
 OPTIONS: dict[str, type] = {"logra": LograOptions, "muon": MuonOptions}
-BUILT_IN = ("adamw", "logra", "muon")  # the names trajkit.rl.update.OPTIMIZERS ships with
+BUILT_IN = ("adamw", "logra", "muon")  # the names trajkit.optim.build.OPTIMIZERS ships with
 
 # the flat keys of configs before the optimisers had sections -> (kind, key in its section)
 _FLAT = {**{f"logra_{f.name}": ("logra", f.name) for f in dataclasses.fields(LograOptions) if f.name != "kl_budget"},
@@ -66,7 +66,7 @@ _FLAT = {**{f"logra_{f.name}": ("logra", f.name) for f in dataclasses.fields(Log
 
 @dataclass
 class OptimConfig(Kinded):
-    """The policy's optimiser: ``name`` one of :data:`trajkit.rl.update.OPTIMIZERS` (``adamw``; ``logra``;
+    """The policy's optimiser: ``name`` one of :data:`trajkit.optim.build.OPTIMIZERS` (``adamw``; ``logra``;
     ``muon``), the settings of one with a section in :data:`OPTIONS`
     under its name (``optim: {name: muon, muon: {momentum: 0.9}}``, read as ``optim.options``; LoGRA and Muon
     are exclusive: LoGRA's sketched weights never hold the dense gradient Muon orthogonalises). ``minibatches``
@@ -112,8 +112,8 @@ class OptimConfig(Kinded):
     def validate(self) -> None:
         if self.name in BUILT_IN:
             return
-        from trajkit.rl.update import OPTIMIZERS  # torch: only for a name trajkit does not ship
+        from trajkit.optim.build import OPTIMIZERS  # torch: only for a name trajkit does not ship
 
         if self.name not in OPTIMIZERS:
-            raise ConfigError(f"optim.name must be one of {sorted(OPTIMIZERS)} (trajkit.rl.update.OPTIMIZERS), "
+            raise ConfigError(f"optim.name must be one of {sorted(OPTIMIZERS)} (trajkit.optim.build.OPTIMIZERS), "
                               f"got {self.name!r}")

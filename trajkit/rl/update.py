@@ -26,37 +26,13 @@ import math
 import torch
 
 from trajkit.models.fit import soft_cross_entropy
-from trajkit.optim import LoGRA, MuonAdamW
+from trajkit.optim.build import OPTIMIZERS  # noqa: F401 (the registry's older import path, kept)
 from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.correction import correction_weights, masking
 from trajkit.rl.echo import echo_loss, observation_mask
 from trajkit.rl.losses import LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
-
-
-def _adamw(model, o, lr: float) -> torch.optim.Optimizer:
-    params = model.parameters() if isinstance(model, torch.nn.Module) else model
-    return torch.optim.AdamW(params, lr=lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
-
-
-def _logra(model, o, lr: float) -> torch.optim.Optimizer:
-    s = o.options
-    return LoGRA(model, lr=lr, rank=s.rank, distribution=s.distribution, seed=s.seed, beta2=o.beta2, eps=s.eps,
-                 weight_decay=o.weight_decay, kl_budget=s.kl_budget or None, targets=s.targets,
-                 embeddings=s.embeddings, native_betas=(o.beta1, o.beta2))
-
-
-def _muon(model, o, lr: float) -> torch.optim.Optimizer:
-    s = o.options
-    return MuonAdamW(model, lr=lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps,
-                     muon_lr=s.lr or lr, muon_weight_decay=s.weight_decay, momentum=s.momentum,
-                     nesterov=s.nesterov, adjust_lr=s.adjust_lr, ns_steps=s.ns_steps)
-
-
-# optim.name -> builder (model or parameters, OptimConfig, lr) -> optimiser; each kind's own settings are
-# trajkit.optim.config.OPTIONS (the same names, without torch). The Tinker server's clients use "adamw" too.
-OPTIMIZERS = {"adamw": _adamw, "logra": _logra, "muon": _muon}
 
 
 def make_optimizer(model, cfg: TrainConfig, lr: float | None = None, name: str | None = None) -> torch.optim.Optimizer:

@@ -2,8 +2,8 @@
 
 One ``peft.PeftModel`` wraps the base model; every ``create_model`` adds a named LoRA adapter to it
 (``rank``, ``seed``, ``train_attn``/``train_mlp``/``train_unembed`` -> :data:`trajkit.rl.lora.TARGET_MODULES`
-groups) with its own AdamW, the RL trainer's (:data:`trajkit.rl.update.OPTIMIZERS` ``adamw``). An operation activates its client's adapter first, so the
-other adapters take no part in its forward and their accumulated gradients are untouched:
+groups) with its own AdamW, the RL trainer's (:data:`trajkit.optim.build.OPTIMIZERS` ``adamw``). An operation
+activates its client's adapter first, so the other adapters take no part in its forward and their accumulated gradients are untouched:
 ``forward_backward`` calls accumulate into the adapter's ``.grad`` until ``optim_step`` (Tinker's
 contract: a large batch arrives as several requests). Operations are not thread-safe; the server runs
 them one at a time (:mod:`trajkit.tinker.futures`).
@@ -27,7 +27,7 @@ from trajkit.errors import ConfigError, InputError
 from trajkit.optim.config import OptimConfig
 from trajkit.rl.config import LoRAConfig
 from trajkit.rl.lora import adapter_of, peft_config
-from trajkit.rl.update import OPTIMIZERS
+from trajkit.optim.build import OPTIMIZERS
 from trajkit.tinker.losses import INPUTS, loss_fn
 
 
