@@ -245,14 +245,14 @@ class Kinded(Checked):
     A subclass declares ``name: str`` and, last, ``options: Any = None``, and implements :meth:`kinds`
     (kind -> its section class, or None for a kind without knobs). In a tree the kind's section is keyed by
     the kind's name (``{name: muon, muon: {momentum: 0.9}}``); :func:`from_dict` builds it into ``options``
-    (its defaults when absent); the section of another kind than ``name`` is refused, or ignored with a warning
-when ``__strays__ == "ignore"`` (a config file's task with ``task.name=...`` switched on the command line). ``__flat__`` maps
-    the flat keys of older configs to ``(kind, key)`` (kind None: the chosen one): such a key is read into
-    the chosen kind's section, with one warning naming the new key (it replaces the section's value, since a
-    config file's section set otherwise is overridden by a command line's flat key); a flat
-    key the chosen kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused
-    when it differs from its default. Reading a moved attribute (``cfg.task.max_turns``) raises an
-    AttributeError naming ``options``."""
+    (its defaults when absent). The section of another kind than ``name`` is refused, or ignored with a
+    warning when ``__strays__ == "ignore"`` (a config file's task, its ``task.name`` switched on the command
+    line). ``__flat__`` maps the flat keys of older configs to ``(kind, key)`` (kind None: the chosen one):
+    such a key is read into the chosen kind's section with one warning naming the new key, and replaces the
+    section's value (a command line's flat key overrides a config file's section). A flat key the chosen
+    kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused when it
+    differs from its default. Reading a moved attribute (``cfg.task.max_turns``) raises an AttributeError
+    naming ``options``."""
 
     __flat__: dict[str, tuple[str | None, str]] = {}
     __strays__: str = "refuse"
@@ -345,9 +345,9 @@ when ``__strays__ == "ignore"`` (a config file's task with ``task.name=...`` swi
         if key in flat:
             kind, field = flat[key]
             owner = self._owner()
-            raise AttributeError(f"{owner}.{key} moved into the kind's own section: read "
-                                 f"{owner}.options.{field} ({owner}.{kind or self.__dict__.get('name', 'KIND')}.{field} "
-                                 "in a config file)")
+            where = f"{owner}.{kind or self.__dict__.get('name', 'KIND')}.{field}"
+            raise AttributeError(f"{owner}.{key} moved into the kind's own section: read {owner}.options.{field} "
+                                 f"({where} in a config file)")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
 
 

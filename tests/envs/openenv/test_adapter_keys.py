@@ -109,7 +109,8 @@ def test_the_adapter_keys_are_refused_with_an_adapter_and_unread_elsewhere(caplo
     with caplog.at_level(logging.WARNING, logger="trajkit.config"):
         cfg = load_config(None, TINY + ["task.openenv.action_field=answer"])
     assert cfg.task.name == "copy" and not hasattr(cfg.task.options, "action_field")
-    assert [r.getMessage() for r in caplog.records if r.name == "trajkit.config" and r.getMessage().startswith("task.openenv")] == [
+    said = [r.getMessage() for r in caplog.records if r.name == "trajkit.config"]
+    assert [line for line in said if line.startswith("task.openenv")] == [
         "task.openenv is the section of task.name=openenv, but task.name=copy; ignored"]
 
 
