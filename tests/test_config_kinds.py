@@ -94,15 +94,54 @@ def test_a_flat_key_the_kind_does_not_read_is_ignored_with_a_warning(caplog):
     assert "task.sandbox is not read by task.name=copy; ignored" in {r.getMessage() for r in caplog.records}
 
 
-def test_a_moved_attribute_names_its_new_place():
+def test_a_moved_attribute_reads_the_kinds_value_or_names_its_new_place():
     cfg = load_config("grpo_harbor_smollm2")
-    with pytest.raises(AttributeError, match=r"task.max_turns moved into the kind's own section: read "
-                                             r"task.options.max_turns \(task.harbor.max_turns in a config file\)"):
-        cfg.task.max_turns
+    assert cfg.task.max_turns == cfg.task.options.max_turns == 3  # an older reader keeps working
+    with pytest.raises(AttributeError, match=r"task.min_len moved into the kind's own section: read "
+                                             r"task.options.min_len \(task.harbor.min_len in a config file\)"):
+        cfg.task.min_len
     with pytest.raises(AttributeError, match=r"optim.muon_lr moved .* read optim.options.lr"):
         cfg.optim.muon_lr
+    assert load_config("rep", ["optim.name=muon", "optim.muon.lr=0.02"]).optim.muon_lr == 0.02
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         cfg.task.nothing
+
+
+def test_an_override_in_either_spelling_wins_over_an_older_files_flat_key(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("task:\n  name: harbor\n  path: tasks\n  max_turns: 5\n")
+    assert load_config(str(old)).task.options.max_turns == 5
+    assert load_config(str(old), ["task.harbor.max_turns=7"]).task.options.max_turns == 7
+    assert load_config(str(old), ["task.max_turns=6"]).task.options.max_turns == 6
+
+
+def test_switching_the_kind_carries_the_settings_both_kinds_read(caplog):
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        cfg = load_config("rep", ["task.name=copy"])  # rep.yaml: task.rep {min_len 4, max_len 16}
+    assert (cfg.task.options.min_len, cfg.task.options.max_len) == (4, 16)
+    assert "task.rep is the section of task.name=rep, but task.name=copy; its max_len, min_len carried over, the " \
+           "rest ignored" in {r.getMessage() for r in caplog.records}
+    assert load_config("rep", ["task.name=copy", "task.copy.max_len=9"]).task.options.max_len == 9
+    cfg = load_config("grpo_smollm2", ["task.name=openenv", "task.openenv.env=x:Y"])  # nothing shared
+    assert cfg.task.options.max_turns == 3
+
+
+def test_a_task_given_by_import_path_keeps_its_flat_keys(tmp_path, monkeypatch, caplog):
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    (tmp_path / "trajkit_test_flat_task.py").write_text(
+        "from trajkit.envs.single_turn import StringTask\n"
+        "def make(cfg, seed, tok):\n"
+        "    return StringTask('copy', seed, tok, cfg.min_len, cfg.max_len, '01')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        cfg = load_config(None, ["task.name=trajkit_test_flat_task:make", "task.min_len=2", "task.max_len=3"])
+    assert (cfg.task.options.min_len, cfg.task.options.max_len) == (2, 3)
+    assert not [r for r in caplog.records if r.name == LOG]  # the flat spelling is this kind's only one
+    answers = {registry.make_task(cfg.task, 0, byte_tokenizer()).prompt(i).columns["answer"] for i in range(32)}
+    assert answers and all(2 <= len(a) <= 3 and set(a) <= set("01") for a in answers)
+    with pytest.raises(ConfigError, match=r"task.min_len \(4\) must be <= task.max_len \(2\)"):
+        load_config(None, ["task.name=trajkit_test_flat_task:make", "task.max_len=2"])
 
 
 def test_options_of_the_wrong_kind_are_refused_in_python():
@@ -172,13 +211,26 @@ def test_the_tinker_clients_adamw_is_the_trainers():
     from trajkit.tinker.training import TINKER_ADAM, adam_config
 
     assert (TINKER_ADAM.lr, TINKER_ADAM.beta1, TINKER_ADAM.beta2, TINKER_ADAM.eps) == (1e-4, 0.9, 0.95, 1e-12)
-    o = adam_config({"learning_rate": 1e-2, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.1})
-    assert (o.lr, o.beta1, o.beta2, o.eps, o.weight_decay) == (1e-2, 0.9, 0.999, 1e-8, 0.1)
+    got = adam_config({"learning_rate": 0.0, "beta2": 0.999, "eps": None, "weight_decay": 0.1})
+    assert got == {"lr": 0.0, "beta1": 0.9, "beta2": 0.999, "eps": 1e-12, "weight_decay": 0.1}  # lr 0: a warm-up
     with pytest.raises(InputError, match=r"beta2 must be in \[0, 1\), got 1.5"):
         adam_config({"beta2": 1.5})
+    with pytest.raises(InputError, match=r"learning_rate must be >= 0"):
+        adam_config({"learning_rate": -1.0})
+    # the registry's AdamW, stepped with Tinker's values, moves the weights as torch's AdamW does
     torch.manual_seed(0)
-    layer = torch.nn.Linear(3, 2)
-    ours = OPTIMIZERS["adamw"](list(layer.parameters()), o, o.lr)
-    assert isinstance(ours, torch.optim.AdamW)
-    group = ours.param_groups[0]
-    assert (group["lr"], group["betas"], group["eps"], group["weight_decay"]) == (1e-2, (0.9, 0.999), 1e-8, 0.1)
+    ours, ref = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    ref.load_state_dict(ours.state_dict())
+    opt = OPTIMIZERS["adamw"](list(ours.parameters()), TINKER_ADAM, TINKER_ADAM.lr)
+    values = adam_config({"learning_rate": 1e-2, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1})
+    opt.param_groups[0].update(lr=values["lr"], betas=(values["beta1"], values["beta2"]), eps=values["eps"],
+                               weight_decay=values["weight_decay"])
+    want = torch.optim.AdamW(ref.parameters(), lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+    x = torch.randn(4, 3)
+    for model, step in ((ours, opt), (ref, want)):
+        for _ in range(3):
+            step.zero_grad()
+            model(x).pow(2).sum().backward()
+            step.step()
+    for a, b in zip(ours.parameters(), ref.parameters()):
+        assert torch.equal(a, b)

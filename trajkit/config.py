@@ -190,6 +190,15 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
     return float(value) if tp is float else value
 
 
+def check_value(name: str, tp: type, value: Any, interval: str | None = None) -> Any:
+    """``value`` checked (and coerced) as a config field ``name`` of type ``tp`` within ``interval``
+    (``"[0, 1)"``), outside a config dataclass; a :class:`ConfigError` naming ``name`` otherwise."""
+    value = _check_field("", name, tp, value)
+    if interval is not None:
+        _check_range("", name, value, interval)
+    return value
+
+
 def _qual(owner: str, name: str) -> str:
     return f"{owner}.{name}" if owner else name
 
@@ -251,8 +260,10 @@ class Kinded(Checked):
     such a key is read into the chosen kind's section with one warning naming the new key, and replaces the
     section's value (a command line's flat key overrides a config file's section). A flat key the chosen
     kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused when it
-    differs from its default. Reading a moved attribute (``cfg.task.max_turns``) raises an AttributeError
-    naming ``options``."""
+    differs from its default. Reading a moved attribute (``cfg.task.max_turns``) gives the chosen kind's value
+    when its section has that key (older readers keep working), else raises an AttributeError naming
+    ``options``. :meth:`unregistered` gives a name outside the registry (an import path) a section whose keys
+    stay flat."""
 
     __flat__: dict[str, tuple[str | None, str]] = {}
     __strays__: str = "refuse"
@@ -267,8 +278,35 @@ class Kinded(Checked):
 
     @classmethod
     def options_class(cls, name: str) -> type | None:
-        """The section class of the kind ``name``; None for a kind without knobs or one not registered."""
-        return cls.kinds().get(name)
+        """The section class of the kind ``name``; None for a kind without knobs; :meth:`unregistered` for a
+        name outside the registry (a task given by import path)."""
+        kinds = cls.kinds()
+        return kinds[name] if name in kinds else cls.unregistered(name)
+
+    @classmethod
+    def unregistered(cls, name: str) -> type | None:
+        """The section of a name outside :meth:`kinds`, whose keys stay flat (they cannot be keyed by the
+        name); None: no section."""
+        return None
+
+    @classmethod
+    def move_flat_keys(cls, data: dict) -> dict:
+        """A config file's section with its flat keys moved into the chosen kind's section (one warning each),
+        so a command line's override of either spelling wins over the file's (:func:`load_tree`)."""
+        data, owner = dict(data), cls._owner()
+        name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
+        own = cls.options_class(name) if isinstance(name, str) and name in cls.kinds() else None
+        if own is None or not isinstance(data.get(name, {}), dict):
+            return data
+        reads = {f.name for f in dataclasses.fields(own)}
+        for key in [k for k in data if k in cls.__flat__]:
+            kind, field = cls.__flat__[key]
+            if (kind is None or kind == name) and field in reads:
+                section = dict(data.get(name) or {})
+                section[field] = data.pop(key)
+                data[name] = section
+                _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name, field)
+        return data
 
     @classmethod
     def fold_options(cls, data: dict) -> dict:
@@ -277,13 +315,18 @@ class Kinded(Checked):
         name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
         own = cls.options_class(name) if isinstance(name, str) else None
         given: dict = {}
+        carried: dict = {}
+        reads = {f.name for f in dataclasses.fields(own)} if own is not None else set()
         for kind in cls.kinds():
             if kind not in data:
                 continue
             section = data.pop(kind)
             if kind != name and cls.__strays__ == "ignore":
-                _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; ignored", owner, kind, owner, kind,
-                             owner, name)
+                keep = {k: v for k, v in (section or {}).items() if k in reads} if isinstance(section, dict) else {}
+                carried.update(keep)
+                _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; %s", owner, kind, owner, kind,
+                             owner, name, f"its {', '.join(sorted(keep))} carried over, the rest ignored" if keep
+                             else "ignored")
                 continue
             if kind != name:
                 raise ConfigError(f"{owner}.{kind} is the section of {owner}.name={kind}, but {owner}.name={name}; "
@@ -292,6 +335,7 @@ class Kinded(Checked):
                 raise ConfigError(f"{owner}.{kind} is a section (set its keys, e.g. {owner}.{kind}.KEY=...), "
                                   f"got {section!r}")
             given = dict(section or {})
+        given = {**carried, **given}
         if "options" in data:
             raise ConfigError(f"{owner}.options: write the kind's section under its name, {owner}.{name}: {{...}}")
         cls._fold_flat(data, given, name, own)
@@ -311,6 +355,9 @@ class Kinded(Checked):
         for key in [k for k in data if k in cls.__flat__]:
             value = data.pop(key)
             kind, field = cls.__flat__[key]
+            if (kind is None or kind == name) and field in reads and name not in cls.kinds():
+                given[field] = value  # a name outside the registry: its keys stay flat, the only spelling
+                continue
             if (kind is None or kind == name) and field in reads:
                 if field in given and given[field] != value:
                     _log.warning("%s.%s=%r replaces %s.%s.%s=%r (a flat key is an older config's or the command "
@@ -344,6 +391,10 @@ class Kinded(Checked):
         flat = type(self).__flat__
         if key in flat:
             kind, field = flat[key]
+            options = self.__dict__.get("options")
+            chosen = kind is None or kind == self.__dict__.get("name")
+            if options is not None and chosen and hasattr(options, field):
+                return getattr(options, field)  # an older reader (a user's task factory): the kind's own value
             owner = self._owner()
             where = f"{owner}.{kind or self.__dict__.get('name', 'KIND')}.{field}"
             raise AttributeError(f"{owner}.{key} moved into the kind's own section: read {owner}.options.{field} "
@@ -416,11 +467,27 @@ def read_yaml(path: str) -> dict:
     return tree
 
 
-def load_tree(path: str | None, overrides=(), replaced: dict[tuple[str, str], str] | None = None) -> dict:
+def _move_flat(cls: type, tree: dict) -> dict:
+    """``tree`` (for the config class ``cls``) with every :class:`Kinded` section's flat keys in its kind's section."""
+    if not isinstance(tree, dict):
+        return tree
+    if issubclass(cls, Kinded):
+        return cls.move_flat_keys(tree)
+    types_ = _field_types(cls)
+    return {k: _move_flat(types_[k], v) if k in types_ and dataclasses.is_dataclass(types_[k]) else v
+            for k, v in tree.items()}
+
+
+def load_tree(path: str | None, overrides=(), replaced: dict[tuple[str, str], str] | None = None,
+              cls: type | None = None) -> dict:
     """YAML file or packaged config name (None: empty) + ``key=value`` overrides -> the nested dict of
     sections. ``replaced``: ``{(section, key): what replaced it}`` for keys of older configs, refused naming
-    the new key instead of as unknown."""
+    the new key instead of as unknown. With ``cls`` (the config class the tree is for), the file's flat keys
+    of a :class:`Kinded` section move into its kind's section before the overrides apply, so an override in
+    either spelling wins over the file."""
     tree: dict = read_yaml(config_path(path)) if path else {}
+    if cls is not None:
+        tree = _move_flat(cls, tree)
     for text in overrides:
         keys, value = parse_override(text)
         _set(tree, keys, value, text)

@@ -156,6 +156,40 @@ TASKS: dict[str, TaskFactory | str] = {
     "verifiers": lambda c, seed, tok: _verifiers(c, seed, tok),
 }
 
+@dataclass
+class FlatOptions(Checked):
+    """A task given by import path (``task.name=my_pkg.tasks:make_task``): the keys of every built-in kind,
+    written flat (``task.max_len=12``: the name cannot key a section), read as ``cfg.options.max_len`` or, as
+    before, ``cfg.max_len``."""
+
+    min_len: int = 4
+    max_len: int = 8
+    alphabet: str = "abcdefgh"
+    max_turns: int = 3
+    tool_timeout_s: float = 0.5
+    command: str | None = None
+    harness_timeout_s: float = 300.0
+    sandbox: Literal["namespace", "docker"] = "namespace"
+    judge_url: str | None = None
+    judge_model: str = "judge"
+    timeout_multiplier: float = 1.0
+    env: str | None = None
+    url: str | None = None
+    adapter: str | None = None
+    system_prompt: str | None = None
+    env_config: str | None = None
+    action_field: str | None = None
+    observation_field: str | None = None
+
+    __section__ = "task"
+    __ranges__ = {**StringOptions.__ranges__, **CalculatorOptions.__ranges__, **AgentOptions.__ranges__,
+                  **HarborOptions.__ranges__}
+
+    def validate(self) -> None:
+        if self.min_len > self.max_len:
+            raise ConfigError(f"task.min_len ({self.min_len}) must be <= task.max_len ({self.max_len})")
+
+
 # kind -> its own section of TaskConfig (``task.KIND: {...}``, read as ``task.options``); absent: no knobs
 OPTIONS: dict[str, type] = {
     **{op: StringOptions for op in ("copy", "rev", "sort", "add", "rep")},
@@ -217,6 +251,10 @@ class TaskConfig(Kinded):
     @classmethod
     def kinds(cls) -> dict[str, type | None]:
         return {name: OPTIONS.get(name) for name in TASKS}
+
+    @classmethod
+    def unregistered(cls, name: str) -> type | None:
+        return FlatOptions if is_import_path(name) else None
 
     def validate(self) -> None:
         if self.name not in TASKS and not is_import_path(self.name):

@@ -79,7 +79,7 @@ class OptimConfig(Kinded):
     linear warm-up (TRL's ``lr_scheduler_type``; :func:`trajkit.rl.update.lr_factor`). ``num_iterations``
     (GRPO's mu): passes of ``minibatches`` optimiser steps over each step's rollouts; after the first, the
     ratio to the rollout policy's log-probs leaves 1 and the loss's clipping acts. The flat keys of older
-    configs (``optim.muon.lr``, ``optim.logra.rank``, ``optim.logra.kl_budget``) are read into the section, with a
+    configs (``optim.muon_lr``, ``optim.logra_rank``, ``optim.kl_budget``) are read into the section, with a
     warning; one of another optimiser than ``name`` is refused when set."""
 
     name: str = "adamw"

@@ -459,7 +459,7 @@ class TrainConfig(Checked):
 def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
     """YAML file or packaged config name (or None for defaults) + ``key=value`` overrides -> validated
     :class:`TrainConfig`."""
-    return from_dict(TrainConfig, load_tree(path, overrides, REPLACED))
+    return from_dict(TrainConfig, load_tree(path, overrides, REPLACED, TrainConfig))
 
 
 REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default), [] for metrics.jsonl only, "

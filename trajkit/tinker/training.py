@@ -17,12 +17,12 @@ the adapter's gradient norm first).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 
 from trajkit.engine.adapters import LoraAdapter
+from trajkit.config import check_value
 from trajkit.errors import ConfigError, InputError
 from trajkit.optim.config import OptimConfig
 from trajkit.rl.config import LoRAConfig
@@ -56,16 +56,24 @@ class Client:
 TINKER_ADAM = OptimConfig(lr=1e-4, beta1=0.9, beta2=0.95, eps=1e-12, weight_decay=0.0)
 
 
-def adam_config(adam: dict) -> OptimConfig:
-    """Tinker's ``AdamParams`` (a dict) as the ``optim`` section the trainer's AdamW is built from; a value out
-    of range is an :class:`InputError` naming its AdamParams field."""
-    keys = {"learning_rate": "lr", "beta1": "beta1", "beta2": "beta2", "eps": "eps", "weight_decay": "weight_decay"}
-    given = {ours: float(adam[theirs]) for theirs, ours in keys.items() if adam.get(theirs) is not None}
-    try:
-        return dataclasses.replace(TINKER_ADAM, **given)
-    except ConfigError as exc:
-        raise InputError(str(exc).replace("optim.lr", "learning_rate").replace("optim.", ""),
-                         field="adam_params") from None
+# AdamParams field -> (the AdamW group key, its interval: Tinker allows lr = 0, e.g. a warm-up's first step)
+ADAM_FIELDS = {"learning_rate": ("lr", "[0, inf)"), "beta1": ("beta1", "[0, 1)"), "beta2": ("beta2", "[0, 1)"),
+               "eps": ("eps", "[0, inf)"), "weight_decay": ("weight_decay", "[0, inf)")}
+
+
+def adam_config(adam: dict) -> dict:
+    """Tinker's ``AdamParams`` (a dict; absent or None fields take :data:`TINKER_ADAM`'s) as the values the
+    step gives the AdamW group (``lr``, ``beta1``, ``beta2``, ``eps``, ``weight_decay``); a value that is not a
+    finite number in its interval is an :class:`InputError` naming its AdamParams field."""
+    out = {ours: getattr(TINKER_ADAM, ours) for ours, _ in ADAM_FIELDS.values()}
+    for theirs, (ours, interval) in ADAM_FIELDS.items():
+        if adam.get(theirs) is None:
+            continue
+        try:
+            out[ours] = check_value(theirs, float, adam[theirs], interval)
+        except ConfigError as exc:
+            raise InputError(str(exc), field=f"adam_params.{theirs}") from None
+    return out
 
 
 def lora_config(rank: int, seed: int | None, train_attn=True, train_mlp=True, train_unembed=True) -> LoRAConfig:
@@ -170,7 +178,7 @@ class TrainingClients:
             torch.nn.utils.clip_grad_norm_(params, clip)
         o = adam_config(adam)
         for group in client.optimizer.param_groups:
-            group.update(lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
+            group.update(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["weight_decay"])
         client.optimizer.step()
         client.optimizer.zero_grad(set_to_none=True)
         client.steps += 1
