@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "extending.md"
 ENTRY = re.compile(r"^\| [^|]+ \| `([\w.]+):([A-Z_]+)` \|", re.M)
 # names the package gives its registries; a module-level assignment of one of them is an extension point
-REGISTRY_NAMES = {"BACKENDS", "DRAFT_KINDS", "TASKS", "NEEDS", "LOSSES", "OPTIMIZERS", "REPORTERS", "FORMATS",
+REGISTRY_NAMES = {"BACKENDS", "DRAFT_KINDS", "TASKS", "NEEDS", "OPTIONS", "LOSSES", "OPTIMIZERS", "REPORTERS", "FORMATS",
                   "PREDICATES", "CHARTS", "THINK_POLICIES", "FAMILIES", "AGENTS", "PROBES", "PREPARE",
                   "DISTRIBUTIONS", "UPDATES", "BENCHMARKS", "COMMANDS", "STAGES", "GUARDED", "SUFFIXES", "TRAINERS"}
 NOT_EXTENSION_POINTS = {"trajkit.synth.text:TASKS",  # the synthetic generator's scenario data

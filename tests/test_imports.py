@@ -191,8 +191,8 @@ def test_ecosystem_environment_packages_load_only_when_a_run_chooses_them():
 
     code = ("import sys, trajkit.envs.openenv, trajkit.envs.openenv.episode, trajkit.envs.openenv.check, "
             "trajkit.envs.registry, trajkit.gateway.app\n"
-            "from trajkit.envs.registry import TaskConfig\n"
-            "TaskConfig(name='openenv', env='trajkit.envs.openenv.examples:SumEnv')\n"
+            "from trajkit.envs.registry import OpenEnvOptions, TaskConfig\n"
+            "TaskConfig(name='openenv', options=OpenEnvOptions(env='trajkit.envs.openenv.examples:SumEnv'))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openenv', 'fastmcp', 'gradio', 'verifiers', "
             "'websockets')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -5,13 +5,19 @@ of a config dataclass after construction (floats must be finite), checks the int
 declare (``{"beta1": "[0, 1)", "lr": "(0, inf)"}``) and runs its ``validate``; ``add_arguments`` derives argparse
 flags from the dataclass fields (so the CLI never keeps a second list of defaults); ``from_args`` reads
 them back. ``load_tree`` reads a YAML file (or a config shipped in ``trajkit/configs``) plus dotted ``key=value``
-overrides into the nested dict ``from_dict`` builds from; ``describe`` writes any config back as commented YAML.
+overrides into the nested dict ``from_dict`` builds from; ``describe`` writes any config back as commented YAML,
+``to_tree`` as the plain dict a YAML file of it would hold.
+
+A :class:`Kinded` section's ``name`` chooses a kind from a registry, and each kind declares its own small
+section of knobs (``optim: {name: muon, muon: {momentum: 0.9}}``; ``task: {name: harbor, harbor: {max_turns: 4}}``),
+held as the section's ``options``: the knobs grow with the registry, not with one flat union of keys.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import difflib
+import logging
 import math
 import os
 import types
@@ -31,7 +37,11 @@ def _field_types(cls: type) -> dict[str, Any]:
 def check_keys(cls: type, keys, where: str = "") -> None:
     """Raise ConfigError naming every key that ``cls`` does not declare, with close matches."""
     known = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in keys if k not in known]
+    built = set()
+    if isinstance(cls, type) and issubclass(cls, Kinded):  # options is written as the kind's section
+        known = [k for k in known if k != "options"] + [k for k, section in cls.kinds().items() if section]
+        built = {"options"}  # already folded from that section by from_dict
+    unknown = [k for k in keys if k not in known and k not in built]
     if not unknown:
         return
     parts = []
@@ -49,6 +59,8 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{cls.__name__}{' in ' + where if where else ''} must be a mapping, got {type(data).__name__}")
+    if isinstance(cls, type) and issubclass(cls, Kinded):
+        data = cls.fold_options(data)
     check_keys(cls, data.keys(), where)
     types_ = _field_types(cls)
     kwargs = {}
@@ -178,6 +190,15 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
     return float(value) if tp is float else value
 
 
+def check_value(name: str, tp: type, value: Any, interval: str | None = None) -> Any:
+    """``value`` checked (and coerced) as a config field ``name`` of type ``tp`` within ``interval``
+    (``"[0, 1)"``), outside a config dataclass; a :class:`ConfigError` naming ``name`` otherwise."""
+    value = _check_field("", name, tp, value)
+    if interval is not None:
+        _check_range("", name, value, interval)
+    return value
+
+
 def _qual(owner: str, name: str) -> str:
     return f"{owner}.{name}" if owner else name
 
@@ -222,6 +243,179 @@ class Checked:
 
     def validate(self) -> None:
         """Cross-field checks; subclasses override."""
+
+
+_log = logging.getLogger("trajkit.config")
+
+
+class Kinded(Checked):
+    """Mixin for a section whose ``name`` chooses a kind, each kind with its own section of knobs.
+
+    A subclass declares ``name: str`` and, last, ``options: Any = None``, and implements :meth:`kinds`
+    (kind -> its section class, or None for a kind without knobs). In a tree the kind's section is keyed by
+    the kind's name (``{name: muon, muon: {momentum: 0.9}}``); :func:`from_dict` builds it into ``options``
+    (its defaults when absent). The section of another kind than ``name`` is refused, or ignored with a
+    warning when ``__strays__ == "ignore"`` (a config file's task, its ``task.name`` switched on the command
+    line). ``__flat__`` maps the flat keys of older configs to ``(kind, key)`` (kind None: the chosen one):
+    such a key is read into the chosen kind's section with one warning naming the new key, and replaces the
+    section's value (a command line's flat key overrides a config file's section). A flat key the chosen
+    kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused when it
+    differs from its default. Reading a moved attribute (``cfg.task.max_turns``) gives the chosen kind's value
+    when its section has that key (older readers keep working), else raises an AttributeError naming
+    ``options``. :meth:`unregistered` gives a name outside the registry (an import path) a section whose keys
+    stay flat."""
+
+    __flat__: dict[str, tuple[str | None, str]] = {}
+    __strays__: str = "refuse"
+
+    @classmethod
+    def kinds(cls) -> dict[str, type | None]:
+        raise NotImplementedError
+
+    @classmethod
+    def _owner(cls) -> str:
+        return cls.__section__ or cls.__name__
+
+    @classmethod
+    def options_class(cls, name: str) -> type | None:
+        """The section class of the kind ``name``; None for a kind without knobs; :meth:`unregistered` for a
+        name outside the registry (a task given by import path)."""
+        kinds = cls.kinds()
+        return kinds[name] if name in kinds else cls.unregistered(name)
+
+    @classmethod
+    def unregistered(cls, name: str) -> type | None:
+        """The section of a name outside :meth:`kinds`, whose keys stay flat (they cannot be keyed by the
+        name); None: no section."""
+        return None
+
+    @classmethod
+    def move_flat_keys(cls, data: dict) -> dict:
+        """A config file's section with its flat keys moved into the chosen kind's section (one warning each),
+        so a command line's override of either spelling wins over the file's (:func:`load_tree`)."""
+        data, owner = dict(data), cls._owner()
+        name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
+        own = cls.options_class(name) if isinstance(name, str) and name in cls.kinds() else None
+        if own is None or not isinstance(data.get(name, {}), dict):
+            return data
+        reads = {f.name for f in dataclasses.fields(own)}
+        for key in [k for k in data if k in cls.__flat__]:
+            kind, field = cls.__flat__[key]
+            if (kind is None or kind == name) and field in reads:
+                section = dict(data.get(name) or {})
+                section[field] = data.pop(key)
+                data[name] = section
+                _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name, field)
+        return data
+
+    @classmethod
+    def fold_options(cls, data: dict) -> dict:
+        """``data`` with the chosen kind's section (and the older flat keys it reads) built into ``options``."""
+        data, owner = dict(data), cls._owner()
+        name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
+        own = cls.options_class(name) if isinstance(name, str) else None
+        given: dict = {}
+        carried: dict = {}
+        reads = {f.name for f in dataclasses.fields(own)} if own is not None else set()
+        for kind in cls.kinds():
+            if kind not in data:
+                continue
+            section = data.pop(kind)
+            if kind != name and cls.__strays__ == "ignore":
+                keep = {k: v for k, v in (section or {}).items() if k in reads} if isinstance(section, dict) else {}
+                carried.update(keep)
+                _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; %s", owner, kind, owner, kind,
+                             owner, name, f"its {', '.join(sorted(keep))} carried over, the rest ignored" if keep
+                             else "ignored")
+                continue
+            if kind != name:
+                raise ConfigError(f"{owner}.{kind} is the section of {owner}.name={kind}, but {owner}.name={name}; "
+                                  f"set {owner}.name={kind} or drop {owner}.{kind}")
+            if section is not None and not isinstance(section, dict):
+                raise ConfigError(f"{owner}.{kind} is a section (set its keys, e.g. {owner}.{kind}.KEY=...), "
+                                  f"got {section!r}")
+            given = dict(section or {})
+        given = {**carried, **given}
+        if "options" in data:
+            raise ConfigError(f"{owner}.options: write the kind's section under its name, {owner}.{name}: {{...}}")
+        cls._fold_flat(data, given, name, own)
+        if own is not None:
+            try:
+                data["options"] = from_dict(own, given, f"{owner}.{name}")
+            except ConfigError as exc:  # a section shared by several kinds names its keys owner.options.KEY
+                raise ConfigError(str(exc).replace(f"{owner}.options.", f"{owner}.{name}.")) from None
+        elif given:
+            raise ConfigError(f"{owner}.{name} has no settings of its own; drop {owner}.{name}")
+        return data
+
+    @classmethod
+    def _fold_flat(cls, data: dict, given: dict, name: str, own: type | None) -> None:
+        owner = cls._owner()
+        reads = {f.name for f in dataclasses.fields(own)} if own is not None else set()
+        for key in [k for k in data if k in cls.__flat__]:
+            value = data.pop(key)
+            kind, field = cls.__flat__[key]
+            if (kind is None or kind == name) and field in reads and name not in cls.kinds():
+                given[field] = value  # a name outside the registry: its keys stay flat, the only spelling
+                continue
+            if (kind is None or kind == name) and field in reads:
+                if field in given and given[field] != value:
+                    _log.warning("%s.%s=%r replaces %s.%s.%s=%r (a flat key is an older config's or the command "
+                                 "line's); write %s.%s.%s", owner, key, value, owner, name, field, given[field], owner,
+                                 name, field)
+                else:
+                    _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name,
+                                 field)
+                given[field] = value
+                continue
+            target = kind or "another"
+            default = next((f.default for f in dataclasses.fields(cls.options_class(kind)) if f.name == field),
+                           None) if kind and cls.options_class(kind) else None
+            if cls.__strays__ == "ignore" or value == default:
+                _log.warning("%s.%s is not read by %s.name=%s; ignored", owner, key, owner, name)
+                continue
+            raise ConfigError(f"{owner}.{key} (now {owner}.{kind}.{field}) is a setting of {owner}.name={target}, "
+                              f"but {owner}.name={name}; set {owner}.name={target} or drop {owner}.{key}")
+
+    def __post_init__(self) -> None:
+        own = self.options_class(self.name) if isinstance(self.name, str) else None
+        if self.options is None and own is not None:
+            object.__setattr__(self, "options", own())
+        elif own is None and self.options is not None or own is not None and not isinstance(self.options, own):
+            want = own.__name__ if own is not None else "None (the kind has no settings)"
+            raise ConfigError(f"{self._owner()}.options for {self._owner()}.name={self.name} must be {want}, "
+                              f"got {type(self.options).__name__}")
+        super().__post_init__()
+
+    def __getattr__(self, key: str):
+        flat = type(self).__flat__
+        if key in flat:
+            kind, field = flat[key]
+            options = self.__dict__.get("options")
+            chosen = kind is None or kind == self.__dict__.get("name")
+            if options is not None and chosen and hasattr(options, field):
+                return getattr(options, field)  # an older reader (a user's task factory): the kind's own value
+            owner = self._owner()
+            where = f"{owner}.{kind or self.__dict__.get('name', 'KIND')}.{field}"
+            raise AttributeError(f"{owner}.{key} moved into the kind's own section: read {owner}.options.{field} "
+                                 f"({where} in a config file)")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
+
+
+def to_tree(cfg: Any) -> Any:
+    """The config dataclass ``cfg`` as the nested plain dict its YAML file holds (a :class:`Kinded`
+    section's ``options`` under its kind's name), which :func:`from_dict` reads back to an equal config."""
+    if not dataclasses.is_dataclass(cfg):
+        return [to_tree(v) for v in cfg] if isinstance(cfg, (list, tuple)) else cfg
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(cfg, Kinded) and f.name == "options":
+            if value is not None:
+                out[cfg.name] = to_tree(value)
+            continue
+        out[f.name] = to_tree(value)
+    return out
 
 
 def _set(tree: dict, keys: list[str], value: Any, text: str) -> None:
@@ -273,11 +467,27 @@ def read_yaml(path: str) -> dict:
     return tree
 
 
-def load_tree(path: str | None, overrides=(), replaced: dict[tuple[str, str], str] | None = None) -> dict:
+def _move_flat(cls: type, tree: dict) -> dict:
+    """``tree`` (for the config class ``cls``) with every :class:`Kinded` section's flat keys in its kind's section."""
+    if not isinstance(tree, dict):
+        return tree
+    if issubclass(cls, Kinded):
+        return cls.move_flat_keys(tree)
+    types_ = _field_types(cls)
+    return {k: _move_flat(types_[k], v) if k in types_ and dataclasses.is_dataclass(types_[k]) else v
+            for k, v in tree.items()}
+
+
+def load_tree(path: str | None, overrides=(), replaced: dict[tuple[str, str], str] | None = None,
+              cls: type | None = None) -> dict:
     """YAML file or packaged config name (None: empty) + ``key=value`` overrides -> the nested dict of
     sections. ``replaced``: ``{(section, key): what replaced it}`` for keys of older configs, refused naming
-    the new key instead of as unknown."""
+    the new key instead of as unknown. With ``cls`` (the config class the tree is for), the file's flat keys
+    of a :class:`Kinded` section move into its kind's section before the overrides apply, so an override in
+    either spelling wins over the file."""
     tree: dict = read_yaml(config_path(path)) if path else {}
+    if cls is not None:
+        tree = _move_flat(cls, tree)
     for text in overrides:
         keys, value = parse_override(text)
         _set(tree, keys, value, text)
@@ -306,10 +516,13 @@ def describe(cfg: Any) -> str:
         for f in dataclasses.fields(obj):
             value, base = getattr(obj, f.name), getattr(ref, f.name)
             if dataclasses.is_dataclass(value):
+                kinded = isinstance(obj, Kinded) and f.name == "options"
                 lines.append("")
                 lines.extend(f"{indent}# {line}" for line in wrap(type(value).__doc__ or "", 100 - len(indent)))
-                lines.append(f"{indent}{f.name}:")
-                emit(value, base, indent + "  ")
+                lines.append(f"{indent}{obj.name if kinded else f.name}:")
+                emit(value, type(value)() if kinded else base, indent + "  ")
+                continue
+            if isinstance(obj, Kinded) and f.name == "options":
                 continue
             note = "" if value == base else f"  # default: {scalar(base)}"
             lines.append(f"{indent}{f.name}: {scalar(value)}{note}")

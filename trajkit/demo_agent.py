@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from trajkit.config import to_tree
 from trajkit.errors import ConfigError
 
 OWNED = {"sft.seed": "--seeds", "sft.out_dir": "--out", "rl.seed": "--seeds", "rl.log.out_dir": "--out",
@@ -201,7 +202,7 @@ def _naming(prefix: str, path: str):
 def _jsonable(cfg) -> dict:
     import json
 
-    return json.loads(json.dumps(asdict(cfg), default=str))
+    return json.loads(json.dumps(to_tree(cfg), default=str))
 
 
 def run_loop(cfg: LoopConfig) -> dict:

@@ -67,7 +67,7 @@ def test_a_killed_policy_worker_fails_the_step_naming_it(gang_run):
     assert waited < 60  # cluster.timeout_s
 
 
-LOGRA = ("optim.name=logra", "optim.logra_rank=8", "optim.minibatches=2")
+LOGRA = ("optim.name=logra", "optim.logra.rank=8", "optim.minibatches=2")
 
 
 def test_logra_on_a_gang_equals_the_in_process_trainer(ray_cluster, tmp_path):

@@ -164,7 +164,7 @@ def test_failed_runs_become_empty_samples_and_a_broken_harness_stops_the_step(ti
 
 
 def test_bad_agent_settings_name_what_to_set(tiny, tmp_path):
-    with pytest.raises(ConfigError, match="task.name=agent needs task.command"):
+    with pytest.raises(ConfigError, match="task.name=agent needs task.agent.command"):
         tiny("task.name=agent", f"task.path={tmp_path / 'x.jsonl'}")
     with pytest.raises(ConfigError, match="has no \\{task\\}"):
         command_harness("my-agent --url {base_url}")

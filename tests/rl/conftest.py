@@ -9,8 +9,8 @@ quiet_transformers()
 TINY = ["policy.source=random", "policy.hidden_size=32", "policy.num_layers=1", "policy.num_heads=2",
         "policy.intermediate_size=64", "draft.model.hidden_size=16", "draft.model.num_heads=2",
         "draft.model.intermediate_size=32", "rollout.prompts_per_step=2", "rollout.group_size=4",
-        "rollout.max_new_tokens=6", "optim.lr=1e-3", "optim.micro_batch_size=5", "task.name=copy", "task.min_len=2",
-        "task.max_len=4", "threads=1", "log.report_to=[]", "log.dump_samples=2"]
+        "rollout.max_new_tokens=6", "optim.lr=1e-3", "optim.micro_batch_size=5", "task.name=copy", "task.copy.min_len=2",
+        "task.copy.max_len=4", "threads=1", "log.report_to=[]", "log.dump_samples=2"]
 
 
 @pytest.fixture(autouse=True)

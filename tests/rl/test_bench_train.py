@@ -14,7 +14,7 @@ def test_custom_arms_run_side_by_side(tmp_path):
     out = tmp_path / "train.json"
     args = build_parser().parse_args(["bench", "train", "--steps", "2", "--seeds", "1", "--out", str(out),
                                       "--plot", str(tmp_path / "train.png"), "--arm", "adamw=optim.name=adamw",
-                                      "--arm", "logra=optim.name=logra optim.logra_rank=8", "eval.every=1"])
+                                      "--arm", "logra=optim.name=logra optim.logra.rank=8", "eval.every=1"])
     assert args.handler(args) == 0
     res = json.loads(out.read_text())
     assert list(res["summary"]["arms"]) == ["adamw", "logra"]

@@ -45,7 +45,7 @@ COMMON = ("steps=2", "shaping.control=random")
 ARMS = {"adamw": (), "muon": ("optim.name=muon",),
         "kl_micro": ("loss.kl_coef=0.05", "optim.micro_batch_size=2", "optim.minibatches=2",
                      "optim.gradient_checkpointing=true"),
-        "logra": ("optim.name=logra", "optim.logra_rank=8", "optim.micro_batch_size=2", "optim.minibatches=2")}
+        "logra": ("optim.name=logra", "optim.logra.rank=8", "optim.micro_batch_size=2", "optim.minibatches=2")}
 COMPARED = ("reward/raw", "loss/pg", "loss/grad_norm", "loss/clip_frac", "loss/ratio", "loss/kl_ref",
             "mismatch/mean_abs", "gen/tokens", "length/model_tokens")
 
@@ -344,7 +344,7 @@ def test_a_killed_rank_ends_the_run(sharded):
 
 
 @pytest.mark.parametrize("override, key", [
-    ("optim.name=logra;optim.kl_budget=0.01", "optim.kl_budget"),
+    ("optim.name=logra;optim.logra.kl_budget=0.01", "optim.logra.kl_budget"),
     ("optim.logits_chunk=4", "optim.logits_chunk"), ("draft.distill=true", "draft.distill"),
     ("cluster.ray=true", "cluster.ray=true"), ("draft.model.fsdp=true", "draft.model"),
     ("rollout.backend=vllm", "rollout.backend=vllm with policy.fsdp=true under torchrun")])

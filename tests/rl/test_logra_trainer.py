@@ -12,7 +12,7 @@ from trajkit.rl.trainer import Trainer
 from trajkit.rl.update import make_optimizer, update_policy
 
 # the overlong penalty gives a random policy's samples different rewards, hence non-zero advantages
-LOGRA = ("optim.name=logra", "optim.logra_rank=8", "optim.kl_budget=1e-3", "loss.kl_coef=0.01",
+LOGRA = ("optim.name=logra", "optim.logra.rank=8", "optim.logra.kl_budget=1e-3", "loss.kl_coef=0.01",
          "optim.lr=3e-2", "shaping.overlong_buffer=3")
 
 

@@ -9,8 +9,8 @@ from trajkit.optim import MuonAdamW
 from trajkit.rl.trainer import Trainer
 
 # the overlong penalty gives a random policy's samples different rewards, hence non-zero advantages
-MUON = ("optim.name=muon", "optim.lr=3e-3", "optim.muon_lr=2e-2", "optim.muon_adjust_lr=original",
-        "optim.muon_momentum=0.9", "optim.muon_weight_decay=0.1", "shaping.overlong_buffer=3")
+MUON = ("optim.name=muon", "optim.lr=3e-3", "optim.muon.lr=2e-2", "optim.muon.adjust_lr=original",
+        "optim.muon.momentum=0.9", "optim.muon.weight_decay=0.1", "shaping.overlong_buffer=3")
 
 
 def test_trainer_builds_muon_from_the_config(tiny):
@@ -48,16 +48,19 @@ def test_muon_resume_reproduces_the_next_step(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("overrides,match", [
-    (["optim.name=muon", "optim.logra_rank=8"], r"optim.logra_rank is a setting of optim.name=logra, but "
-                                               r"optim.name=muon \(LoGRA and Muon are mutually exclusive"),
-    (["optim.name=muon", "optim.kl_budget=1e-3"], r"optim.kl_budget is a setting of optim.name=logra"),
-    (["optim.name=logra", "optim.muon_momentum=0.9"], r"optim.muon_momentum is a setting of optim.name=muon, "
-                                                     r"but optim.name=logra \(LoGRA and Muon"),
-    (["optim.muon_lr=0.02"], r"optim.muon_lr is a setting of optim.name=muon, but optim.name=adamw; set "
-                             r"optim.name=muon or drop optim.muon_lr$"),
-    (["optim.name=muon", "optim.muon_momentum=1"], r"optim.muon_momentum must be in \[0, 1\)"),
-    (["optim.name=muon", "optim.muon_ns_steps=0"], r"optim.muon_ns_steps must be in \[1, 99\]"),
-    (["optim.name=muon", "optim.muon_adjust_lr=spectral"], r"optim.muon_adjust_lr must be one of"),
+    (["optim.name=muon", "optim.logra.rank=8"], r"optim.logra is the section of optim.name=logra, but "
+                                               r"optim.name=muon; set optim.name=logra or drop optim.logra$"),
+    (["optim.name=muon", "optim.logra_rank=8"], r"optim.logra_rank \(now optim.logra.rank\) is a setting of "
+                                               r"optim.name=logra, but optim.name=muon"),
+    (["optim.name=muon", "optim.kl_budget=1e-3"], r"optim.kl_budget \(now optim.logra.kl_budget\) is a setting "
+                                                 r"of optim.name=logra"),
+    (["optim.name=logra", "optim.muon.momentum=0.9"], r"optim.muon is the section of optim.name=muon, "
+                                                     r"but optim.name=logra"),
+    (["optim.muon_lr=0.02"], r"optim.muon_lr \(now optim.muon.lr\) is a setting of optim.name=muon, but "
+                             r"optim.name=adamw; set optim.name=muon or drop optim.muon_lr$"),
+    (["optim.name=muon", "optim.muon.momentum=1"], r"optim.muon.momentum must be in \[0, 1\)"),
+    (["optim.name=muon", "optim.muon_ns_steps=0"], r"optim.muon.ns_steps must be in \[1, 99\]"),
+    (["optim.name=muon", "optim.muon.adjust_lr=spectral"], r"optim.muon.adjust_lr must be one of"),
 ])
 def test_conflicting_or_bad_muon_settings_are_refused(tiny, overrides, match):
     with pytest.raises(ConfigError, match=match):

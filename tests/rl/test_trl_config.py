@@ -31,7 +31,7 @@ def test_trl_defaults_carry_over(tmp_path):
 
 def test_every_mapped_field_lands_on_its_trajkit_key(tmp_path):
     settings = dict(output_dir=str(tmp_path / "o"), learning_rate=1e-5, lr_scheduler_type="cosine", warmup_steps=2,
-                    weight_decay=0.01, adam_beta1=0.8, adam_beta2=0.95, max_grad_norm=0.5, seed=3,
+                    weight_decay=0.01, adam_beta1=0.8, adam_beta2=0.95, adam_epsilon=1e-6, max_grad_norm=0.5, seed=3,
                     per_device_train_batch_size=4, gradient_accumulation_steps=2, steps_per_generation=4,
                     num_generations=4, max_completion_length=64, temperature=0.7, beta=0.04,
                     use_bias_correction_kl=False, epsilon=0.1, epsilon_high=0.3, loss_type="grpo",
@@ -46,6 +46,7 @@ def test_every_mapped_field_lands_on_its_trajkit_key(tmp_path):
     assert (cfg.optim.micro_batch_size, cfg.optim.num_iterations, cfg.steps) == (4, 2, 2)
     assert (cfg.optim.lr, cfg.optim.lr_schedule, cfg.optim.warmup_steps) == (1e-5, "cosine", 2)
     assert (cfg.optim.weight_decay, cfg.optim.beta1, cfg.optim.beta2, cfg.optim.grad_clip) == (0.01, 0.8, 0.95, 0.5)
+    assert cfg.optim.eps == 1e-6
     assert (cfg.loss.name, cfg.loss.clip_low, cfg.loss.clip_high) == ("grpo", 0.1, 0.3)
     assert (cfg.loss.kl_coef, cfg.loss.kl_ratio, cfg.loss.scale_rewards) == (0.04, False, "batch")
     assert (cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.seed) == (64, 0.7, 3)

@@ -76,14 +76,16 @@ def pg_loss(model, ids, adv, logits_chunk: int = 0):
 
 
 def trainer_optimizer(model, name: str, lr: float, **knobs):
-    """The RL trainer's own optimiser ``name`` (:data:`trajkit.rl.update.OPTIMIZERS`, the one registry) over
+    """The RL trainer's own optimiser ``name`` (:data:`trajkit.optim.build.OPTIMIZERS`, the one registry) over
     ``model``, at the trainer's ``optim`` defaults (:class:`~trajkit.optim.config.OptimConfig`: AdamW's betas
-    (0.9, 0.99), no weight decay, ...) but ``lr`` and ``knobs``: what a benchmark arm measures is what
-    ``trajkit train`` steps."""
+    (0.9, 0.99), no weight decay, ...) but ``lr`` and ``knobs`` (settings of the optimiser's own section,
+    ``optim.NAME``): what a benchmark arm measures is what ``trajkit train`` steps."""
+    from trajkit.config import from_dict
     from trajkit.optim.config import OptimConfig
-    from trajkit.rl.update import OPTIMIZERS as TRAINER_OPTIMIZERS
+    from trajkit.optim.build import OPTIMIZERS as TRAINER_OPTIMIZERS
 
-    return TRAINER_OPTIMIZERS[name](model, OptimConfig(name=name, lr=lr, **knobs), lr)
+    tree = {"name": name, "lr": lr, **({name: knobs} if knobs else {})}
+    return TRAINER_OPTIMIZERS[name](model, from_dict(OptimConfig, tree, "optim"), lr)
 
 
 # each arm's optimiser over ``model`` (LoRA wraps the model first): (model, rank, lr) -> (model, optimiser)
@@ -103,7 +105,7 @@ def _lora(model, rank: int, lr: float):
 
 def _logra(embeddings: str):
     def make(model, rank: int, lr: float):
-        return model, trainer_optimizer(model, "logra", lr, logra_rank=rank, logra_embeddings=embeddings)
+        return model, trainer_optimizer(model, "logra", lr, rank=rank, embeddings=embeddings)
     return make
 
 

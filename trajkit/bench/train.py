@@ -8,7 +8,7 @@ alike and the ratios stay fair:
   distilled online on the fresh rollouts (draft refresh); ``spec_fixed``: the same draft, never refreshed.
 
 ``--arm NAME="key=value ..."`` (repeatable) replaces those three with arms of your own, e.g. the optimiser
-comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.logra_rank=256"``.
+comparison ``--arm adamw="optim.name=adamw" --arm logra="optim.name=logra optim.logra.rank=256"``.
 ``--control random`` adds an arm ``random``: the first arm's overrides with ``shaping.control=random``
 (trained on Bernoulli(0.5) rewards, evaluated on the task's), the spurious-reward control that
 ``trajkit audit seeds --control FILE.json:random`` compares a candidate with. ``--peer trl`` adds arm
@@ -57,7 +57,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-fixed", action="store_true", help="skip the never-refreshed draft arm")
     p.add_argument("--arm", action="append", default=[], metavar='NAME="key=value ..."',
                    help="an arm of your own (repeatable; replaces plain/spec/spec_fixed): its name and the "
-                        "overrides it adds to the shared ones, e.g. logra=\"optim.name=logra optim.logra_rank=256\"")
+                        "overrides it adds to the shared ones, e.g. logra=\"optim.name=logra optim.logra.rank=256\"")
     p.add_argument("--control", choices=["random"], default=None,
                    help="add a control arm: the first arm trained on random (Bernoulli 0.5) rewards")
     p.add_argument("--peer", choices=["trl"], default=None,
@@ -71,7 +71,7 @@ def add_arguments(p) -> None:
                 "          trajkit bench train --config grpo_smollm2_long --seeds 3 draft.kind=eagle \\\n"
                 "              draft.model.source=prepared draft.model.path=smollm2-135m-instruct-eagle\n"
                 "          trajkit bench train --config grpo_smollm2 --seeds 3 --arm adamw=optim.name=adamw \\\n"
-                "              --arm logra=\"optim.name=logra optim.logra_rank=256\"\n"
+                "              --arm logra=\"optim.name=logra optim.logra.rank=256\"\n"
                 "          trajkit bench train --seeds 3 --no-fixed --control random eval.every=10\n"
                 "          trajkit bench train --config grpo_smollm2 --steps 8 --seeds 3 --arm sync= \\\n"
                 "              --arm async=\"rollout.mode=async rollout.max_staleness=1 loss.decoupled=true\" eval.every=0\n"

@@ -28,7 +28,7 @@ from trajkit.rl.stages import DATA, GENERATION, LOGPROB, POLICY_UPDATE, WEIGHT_S
 
 # the trajkit settings the TRL arm must reproduce (read back through from_trl); the rest are placement/logging
 SHARED = ("seed", "steps", "reward_weights", "optim.lr", "optim.lr_schedule", "optim.warmup_steps",
-          "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.grad_clip", "optim.num_iterations",
+          "optim.weight_decay", "optim.beta1", "optim.beta2", "optim.eps", "optim.grad_clip", "optim.num_iterations",
           "optim.minibatches", "rollout.group_size", "rollout.prompts_per_step", "rollout.max_new_tokens",
           "rollout.temperature", "loss.name", "loss.clip_low", "loss.clip_high", "loss.scale_rewards",
           "loss.kl_coef", "loss.kl_ratio", "policy.dtype")
@@ -63,7 +63,8 @@ def to_trl(cfg: TrainConfig, output_dir: str, use_cpu: bool) -> dict:
     high = spec.clip_high if cfg.loss.clip_high is None else cfg.loss.clip_high
     return dict(
         output_dir=output_dir, seed=cfg.seed, learning_rate=cfg.optim.lr, weight_decay=cfg.optim.weight_decay,
-        adam_beta1=cfg.optim.beta1, adam_beta2=cfg.optim.beta2, max_grad_norm=cfg.optim.grad_clip,
+        adam_beta1=cfg.optim.beta1, adam_beta2=cfg.optim.beta2, adam_epsilon=cfg.optim.eps,
+        max_grad_norm=cfg.optim.grad_clip,
         lr_scheduler_type=cfg.optim.lr_schedule, warmup_steps=cfg.optim.warmup_steps,
         num_iterations=cfg.optim.num_iterations, per_device_train_batch_size=rows // cfg.optim.minibatches,
         gradient_accumulation_steps=1, steps_per_generation=cfg.optim.minibatches,

@@ -126,7 +126,7 @@ def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
     "it's me"
     """
     if "{task}" not in template:
-        raise ConfigError(f"task.command: {template!r} has no {{task}}; the harness needs the task "
+        raise ConfigError(f"task.agent.command: {template!r} has no {{task}}; the harness needs the task "
                           "(placeholders: {base_url} {api_key} {model} {task})")
 
     def run(r: HarnessRun) -> str:
@@ -134,7 +134,7 @@ def command_harness(template: str, timeout_s: float = 300.0) -> Harness:
             cmd = template.format(base_url=shlex.quote(r.base_url), api_key=shlex.quote(r.api_key),
                                   model=shlex.quote(r.model), task=shlex.quote(r.task))
         except (KeyError, IndexError) as exc:
-            raise ConfigError(f"task.command: unknown placeholder {exc} in {template!r} (use {{base_url}} "
+            raise ConfigError(f"task.agent.command: unknown placeholder {exc} in {template!r} (use {{base_url}} "
                               "{api_key} {model} {task}; write {{ }} for a literal brace)") from None
         env = {**os.environ, "OPENAI_BASE_URL": r.base_url, "OPENAI_API_KEY": r.api_key}
         try:

@@ -10,7 +10,7 @@ A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task`
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, lr_schedule, warmup_steps, num_iterations, weight_decay, beta1, beta2, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra_rank, logra_distribution, logra_seed, logra_eps, logra_targets, logra_embeddings, kl_budget, muon_lr, muon_weight_decay, muon_momentum, muon_nesterov, muon_adjust_lr, muon_ns_steps
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, lr_schedule, warmup_steps, num_iterations, weight_decay, beta1, beta2, eps, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra, muon
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from trajkit.backends.registry import BackendName
-from trajkit.config import Checked, config_path, from_dict, load_tree, packaged_configs  # noqa: F401 (re-exported)
+from trajkit.config import Checked, config_path, from_dict, load_tree, packaged_configs, to_tree  # noqa: F401 (re-exported)
 from trajkit.config import describe as describe_config
 from trajkit.envs.registry import TaskConfig
 from trajkit.errors import ConfigError
@@ -459,7 +459,7 @@ class TrainConfig(Checked):
 def load_config(path: str | None, overrides: list[str] = ()) -> TrainConfig:
     """YAML file or packaged config name (or None for defaults) + ``key=value`` overrides -> validated
     :class:`TrainConfig`."""
-    return from_dict(TrainConfig, load_tree(path, overrides, REPLACED))
+    return from_dict(TrainConfig, load_tree(path, overrides, REPLACED, TrainConfig))
 
 
 REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default), [] for metrics.jsonl only, "
@@ -468,7 +468,8 @@ REPLACED = {("log", "tensorboard"): "log.report_to: [tensorboard] (the default),
 
 
 def to_dict(cfg: TrainConfig) -> dict:
-    return dataclasses.asdict(cfg)
+    """``cfg`` as the tree of its YAML file (each kind's own section under its name), read back by ``load_config``."""
+    return to_tree(cfg)
 
 
 def describe(cfg: TrainConfig) -> str:

@@ -39,9 +39,9 @@ SHARDS = "sharded"  # a sharded checkpoint's DCP folder (trajkit.rl.sharded_chec
 def check_config(cfg) -> None:
     """Refuse what ``policy.fsdp=true`` does not support (:class:`ConfigError` naming the key)."""
     o = cfg.optim
-    if o.name == "logra" and o.kl_budget:
-        raise ConfigError("optim.kl_budget with policy.fsdp=true: the KL prediction's forward-mode pass does "
-                          "not run on sharded weights; set optim.kl_budget=0 (LoGRA itself shards), or "
+    if o.name == "logra" and o.options.kl_budget:
+        raise ConfigError("optim.logra.kl_budget with policy.fsdp=true: the KL prediction's forward-mode pass does "
+                          "not run on sharded weights; set optim.logra.kl_budget=0 (LoGRA itself shards), or "
                           "policy.fsdp=false")
     if o.logits_chunk:
         raise ConfigError("optim.logits_chunk with policy.fsdp=true: the chunked output layer bypasses the "

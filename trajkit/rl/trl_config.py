@@ -115,8 +115,7 @@ def _optimizer(args, tree: dict) -> None:
     if not _name(args.optim).startswith("adamw_torch"):
         raise ConfigError(f"TRL config: optim={_name(args.optim)!r}: trajkit's AdamW is torch.optim.AdamW "
                           "(adamw_torch, adamw_torch_fused); set optim.name in trajkit's config for LoGRA or Muon")
-    if args.adam_epsilon != 1e-8:
-        raise ConfigError(f"TRL config: adam_epsilon={args.adam_epsilon}: trajkit's AdamW uses torch's eps 1e-8")
+    tree["optim.eps"] = float(args.adam_epsilon)
     if not args.max_grad_norm or args.max_grad_norm <= 0:
         raise ConfigError(f"TRL config: max_grad_norm={args.max_grad_norm}: trajkit always clips; give a "
                           "positive norm (TRL's default 1.0)")

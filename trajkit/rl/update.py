@@ -26,32 +26,13 @@ import math
 import torch
 
 from trajkit.models.fit import soft_cross_entropy
-from trajkit.optim import LoGRA, MuonAdamW
+from trajkit.optim.build import OPTIMIZERS  # noqa: F401 (the registry's older import path, kept)
 from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.correction import correction_weights, masking
 from trajkit.rl.echo import echo_loss, observation_mask
 from trajkit.rl.losses import LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
-
-
-def _adamw(model, o, lr: float) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
-
-
-def _logra(model, o, lr: float) -> torch.optim.Optimizer:
-    return LoGRA(model, lr=lr, rank=o.logra_rank, distribution=o.logra_distribution, seed=o.logra_seed,
-                 beta2=o.beta2, eps=o.logra_eps, weight_decay=o.weight_decay, kl_budget=o.kl_budget or None,
-                 targets=o.logra_targets, embeddings=o.logra_embeddings, native_betas=(o.beta1, o.beta2))
-
-
-def _muon(model, o, lr: float) -> torch.optim.Optimizer:
-    return MuonAdamW(model, lr=lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2),
-                     muon_lr=o.muon_lr or lr, muon_weight_decay=o.muon_weight_decay, momentum=o.muon_momentum,
-                     nesterov=o.muon_nesterov, adjust_lr=o.muon_adjust_lr, ns_steps=o.muon_ns_steps)
-
-
-OPTIMIZERS = {"adamw": _adamw, "logra": _logra, "muon": _muon}
 
 
 def make_optimizer(model, cfg: TrainConfig, lr: float | None = None, name: str | None = None) -> torch.optim.Optimizer:

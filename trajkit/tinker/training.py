@@ -2,8 +2,8 @@
 
 One ``peft.PeftModel`` wraps the base model; every ``create_model`` adds a named LoRA adapter to it
 (``rank``, ``seed``, ``train_attn``/``train_mlp``/``train_unembed`` -> :data:`trajkit.rl.lora.TARGET_MODULES`
-groups) with its own ``torch.optim.AdamW``. An operation activates its client's adapter first, so the
-other adapters take no part in its forward and their accumulated gradients are untouched:
+groups) with its own AdamW, the RL trainer's (:data:`trajkit.optim.build.OPTIMIZERS` ``adamw``). An operation
+activates its client's adapter first, so the other adapters take no part in its forward and their accumulated gradients are untouched:
 ``forward_backward`` calls accumulate into the adapter's ``.grad`` until ``optim_step`` (Tinker's
 contract: a large batch arrives as several requests). Operations are not thread-safe; the server runs
 them one at a time (:mod:`trajkit.tinker.futures`).
@@ -11,7 +11,8 @@ them one at a time (:mod:`trajkit.tinker.futures`).
 Per datum: ``logp[t] = log softmax(model(tokens)[t])[target_tokens[t]]`` (temperature 1), the loss of
 :mod:`trajkit.tinker.losses`, summed over the datum's tokens and over the request's data (Tinker
 reports it as ``loss:sum``). ``optim_step`` applies ``AdamParams`` (learning rate, betas, eps, decoupled
-weight decay; ``grad_clip_norm`` > 0 clips the adapter's gradient norm first).
+weight decay, checked as the trainer's ``optim`` section: :func:`adam_config`; ``grad_clip_norm`` > 0 clips
+the adapter's gradient norm first).
 """
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ from dataclasses import dataclass, field
 import torch
 
 from trajkit.engine.adapters import LoraAdapter
-from trajkit.errors import InputError
+from trajkit.config import check_value
+from trajkit.errors import ConfigError, InputError
+from trajkit.optim.config import OptimConfig
 from trajkit.rl.config import LoRAConfig
 from trajkit.rl.lora import adapter_of, peft_config
+from trajkit.optim.build import OPTIMIZERS
 from trajkit.tinker.losses import INPUTS, loss_fn
 
 
@@ -46,6 +50,30 @@ class Client:
     steps: int = 0
     pending: int = 0  # forward_backward calls since the last optim_step
     meta: dict = field(default_factory=dict)
+
+
+# Tinker's AdamParams defaults (tinker 0.38.0 types.AdamParams), as the trainer's optim section
+TINKER_ADAM = OptimConfig(lr=1e-4, beta1=0.9, beta2=0.95, eps=1e-12, weight_decay=0.0)
+
+
+# AdamParams field -> (the AdamW group key, its interval: Tinker allows lr = 0, e.g. a warm-up's first step)
+ADAM_FIELDS = {"learning_rate": ("lr", "[0, inf)"), "beta1": ("beta1", "[0, 1)"), "beta2": ("beta2", "[0, 1)"),
+               "eps": ("eps", "[0, inf)"), "weight_decay": ("weight_decay", "[0, inf)")}
+
+
+def adam_config(adam: dict) -> dict:
+    """Tinker's ``AdamParams`` (a dict; absent or None fields take :data:`TINKER_ADAM`'s) as the values the
+    step gives the AdamW group (``lr``, ``beta1``, ``beta2``, ``eps``, ``weight_decay``); a value that is not a
+    finite number in its interval is an :class:`InputError` naming its AdamParams field."""
+    out = {ours: getattr(TINKER_ADAM, ours) for ours, _ in ADAM_FIELDS.values()}
+    for theirs, (ours, interval) in ADAM_FIELDS.items():
+        if adam.get(theirs) is None:
+            continue
+        try:
+            out[ours] = check_value(theirs, float, adam[theirs], interval)
+        except ConfigError as exc:
+            raise InputError(str(exc), field=f"adam_params.{theirs}") from None
+    return out
 
 
 def lora_config(rank: int, seed: int | None, train_attn=True, train_mlp=True, train_unembed=True) -> LoRAConfig:
@@ -79,7 +107,7 @@ class TrainingClients:
             else:
                 self.model.add_adapter(name, peft_config(lc))
         client = Client(name, lc)
-        client.optimizer = torch.optim.AdamW(self._params(client), lr=1e-4)
+        client.optimizer = OPTIMIZERS["adamw"](self._params(client), TINKER_ADAM, TINKER_ADAM.lr)
         self.clients[model_id] = client
 
     def client(self, model_id: str) -> Client:
@@ -148,11 +176,9 @@ class TrainingClients:
         norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(params, clip)
+        o = adam_config(adam)
         for group in client.optimizer.param_groups:
-            group["lr"] = float(adam.get("learning_rate", 1e-4))
-            group["betas"] = (float(adam.get("beta1", 0.9)), float(adam.get("beta2", 0.95)))
-            group["eps"] = float(adam.get("eps", 1e-12))
-            group["weight_decay"] = float(adam.get("weight_decay", 0.0))
+            group.update(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["weight_decay"])
         client.optimizer.step()
         client.optimizer.zero_grad(set_to_none=True)
         client.steps += 1

@@ -1,7 +1,8 @@
-"""The OpenEnv default adapter's keys: ``task.action_field`` / ``task.observation_field`` (checked against the
+"""The OpenEnv default adapter's keys: ``task.openenv.action_field`` / ``task.openenv.observation_field`` (checked
+against the
 environment's schema, refused where nothing reads them), the one warning when an observation is rendered as
 JSON (naming the environment and the fields it could show), and ``task.path`` on the import path before
-``task.env`` is imported."""
+``task.openenv.env`` is imported."""
 import json
 import logging
 import sys
@@ -65,14 +66,15 @@ def _task(*keys: str):
 
 
 def test_two_string_fields_name_the_keys_that_exist():
-    with pytest.raises(ConfigError, match=r"2 string fields \(answer, note\).*task\.action_field=NAME.*task\.adapter"):
-        _task(f"task.env={TWO}")
-    with pytest.raises(ConfigError, match="task.action_field=nope: the action has no such field"):
-        _task(f"task.env={TWO}", "task.action_field=nope")
+    with pytest.raises(ConfigError, match=r"2 string fields \(answer, note\).*task\.openenv\.action_field=NAME.*"
+                                          r"task\.openenv\.adapter"):
+        _task(f"task.openenv.env={TWO}")
+    with pytest.raises(ConfigError, match="task.openenv.action_field=nope: the action has no such field"):
+        _task(f"task.openenv.env={TWO}", "task.openenv.action_field=nope")
 
 
 def test_action_field_routes_the_reply_and_the_json_fallback_is_said_once(caplog):
-    task = _task(f"task.env={TWO}", "task.action_field=answer")
+    task = _task(f"task.openenv.env={TWO}", "task.openenv.action_field=answer")
     assert task.adapter.action_field == "answer"
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         first = task.prompt(0).source[-1]["content"]
@@ -82,11 +84,12 @@ def test_action_field_routes_the_reply_and_the_json_fallback_is_said_once(caplog
     assert ep.reward == 1.0 and ep.error is None  # the reply went into `answer`
     said = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert len(said) == 1, said
-    assert TWO in said[0] and "board, hint, score" in said[0] and "task.observation_field=board" in said[0]
+    assert TWO in said[0] and "board, hint, score" in said[0] and "task.openenv.observation_field=board" in said[0]
 
 
 def test_observation_field_picks_the_user_turn(caplog):
-    task = _task(f"task.env={TWO}", "task.action_field=answer", "task.observation_field=hint")
+    task = _task(f"task.openenv.env={TWO}", "task.openenv.action_field=answer",
+                 "task.openenv.observation_field=hint")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert task.prompt(0).source[-1]["content"] == "add them"
     assert not [r for r in caplog.records if r.name == LOGGER]
@@ -97,12 +100,18 @@ def test_observation_field_picks_the_user_turn(caplog):
     assert len(said) == 1 and "no field 'missing'" in said[0] and "fields: a" in said[0]
 
 
-def test_the_adapter_keys_are_refused_where_nothing_reads_them():
-    with pytest.raises(ConfigError, match="task.action_field is read by task.name=openenv"):
-        load_config(None, TINY + ["task.action_field=answer"])
-    with pytest.raises(ConfigError, match="task.observation_field configures the default adapter"):
-        load_config(None, TINY + ["task.name=openenv", f"task.env={TWO}", "task.observation_field=hint",
-                                  "task.adapter=trajkit.envs.openenv.episode:TextAdapter"])
+def test_the_adapter_keys_are_refused_with_an_adapter_and_unread_elsewhere(caplog):
+    with pytest.raises(ConfigError, match="task.openenv.observation_field configures the default adapter"):
+        load_config(None, TINY + ["task.name=openenv", f"task.openenv.env={TWO}",
+                                  "task.openenv.observation_field=hint",
+                                  "task.openenv.adapter=trajkit.envs.openenv.episode:TextAdapter"])
+    # another kind's section (a config file's, its task.name switched on the command line) reaches nothing
+    with caplog.at_level(logging.WARNING, logger="trajkit.config"):
+        cfg = load_config(None, TINY + ["task.openenv.action_field=answer"])
+    assert cfg.task.name == "copy" and not hasattr(cfg.task.options, "action_field")
+    said = [r.getMessage() for r in caplog.records if r.name == "trajkit.config"]
+    assert [line for line in said if line.startswith("task.openenv")] == [
+        "task.openenv is the section of task.name=openenv, but task.name=copy; ignored"]
 
 
 def test_task_path_puts_a_folder_on_the_import_path(tmp_path, monkeypatch):
@@ -110,11 +119,11 @@ def test_task_path_puts_a_folder_on_the_import_path(tmp_path, monkeypatch):
     name = "trajkit_test_openenv_path_env"
     (tmp_path / f"{name}.py").write_text("from trajkit.envs.openenv.examples import SumEnv as PathEnv\n")
     monkeypatch.delitem(sys.modules, name, raising=False)
-    with pytest.raises(ConfigError, match=f"task.env: cannot import module '{name}'"):
-        _task(f"task.env={name}:PathEnv")
-    task = _task(f"task.env={name}:PathEnv", f"task.path={tmp_path}")
+    with pytest.raises(ConfigError, match=f"task.openenv.env: cannot import module '{name}'"):
+        _task(f"task.openenv.env={name}:PathEnv")
+    task = _task(f"task.openenv.env={name}:PathEnv", f"task.path={tmp_path}")
     assert task.adapter.action_field == "message"
     assert "What is" in task.prompt(0).source[-1]["content"]
     monkeypatch.delitem(sys.modules, name, raising=False)
     with pytest.raises(ConfigError, match="task.path=.*not a folder"):
-        _task(f"task.env={name}:PathEnv", f"task.path={tmp_path / 'absent'}")
+        _task(f"task.openenv.env={name}:PathEnv", f"task.path={tmp_path / 'absent'}")

@@ -95,7 +95,7 @@ def test_only_loopback_servers_and_exactly_one_source():
             ws_url(url)
     with pytest.raises(ConfigError, match="exactly one"):
         opener(SUM, "ws://127.0.0.1:1")
-    with pytest.raises(ConfigError, match="exactly one of task.env"):
+    with pytest.raises(ConfigError, match="exactly one of task.openenv.env"):
         load_config(None, TINY + ["task.name=openenv"])
 
 
@@ -157,7 +157,7 @@ def _check_step(trainer, result):
 @pytest.mark.parametrize("source", ["env", "url"])
 def test_a_grpo_step_trains_the_gateways_ids_with_the_environments_rewards(tmp_path, source):
     if source == "env":
-        config = openenv_config(tmp_path, "task.env=tests.envs.openenv.envs:LengthEnv")
+        config = openenv_config(tmp_path, "task.openenv.env=tests.envs.openenv.envs:LengthEnv")
         trainer = Trainer(config, logger=False)
         try:
             _check_step(trainer, trainer.step_once())
@@ -165,7 +165,7 @@ def test_a_grpo_step_trains_the_gateways_ids_with_the_environments_rewards(tmp_p
             trainer.close()
         return
     with serving(test_envs.LengthEnv) as url:
-        trainer = Trainer(openenv_config(tmp_path, f"task.url={url}"), logger=False)
+        trainer = Trainer(openenv_config(tmp_path, f"task.openenv.url={url}"), logger=False)
         try:
             _check_step(trainer, trainer.step_once())
         finally:
@@ -204,7 +204,7 @@ def test_a_server_at_create_apps_one_session_stops_the_run_naming_the_limit(tmp_
 
     group = ["rollout.group_size=4"]
     with serving(test_envs.LengthEnv, max_concurrent_envs=1) as url:
-        trainer = Trainer(openenv_config(tmp_path, f"task.url={url}", *group), logger=False)
+        trainer = Trainer(openenv_config(tmp_path, f"task.openenv.url={url}", *group), logger=False)
         try:
             trainer.state.task.prompt(0)  # the step's one prompt (its first observation is read once, here)
             held = Socket(url)  # the one session the server has
@@ -219,7 +219,7 @@ def test_a_server_at_create_apps_one_session_stops_the_run_naming_the_limit(tmp_
         finally:
             trainer.close()
     with serving(test_envs.LengthEnv, max_concurrent_envs=4) as url:
-        trainer = Trainer(openenv_config(tmp_path, f"task.url={url}", *group), logger=False)
+        trainer = Trainer(openenv_config(tmp_path, f"task.openenv.url={url}", *group), logger=False)
         try:
             result = trainer.step_once()
         finally:

@@ -63,19 +63,20 @@ def test_a_grpo_step_trains_the_gateways_ids_with_the_tasksets_rewards(tmp_path,
 
 
 def test_a_taskset_verifiers_cannot_load_is_one_clear_error(needs_verifiers):
-    from trajkit.envs.registry import TaskConfig
+    from trajkit.envs.registry import TaskConfig, VerifiersOptions
     from trajkit.envs.verifiers.rltask import make_task
     from trajkit.models.tokenizer import byte_tokenizer
 
-    with pytest.raises(ConfigError, match=r"task.env=no-such-taskset: verifiers could not load the taskset: .*"
+    with pytest.raises(ConfigError, match=r"task.verifiers.env=no-such-taskset: verifiers could not load the taskset: .*"
                                           r"taskset 'no-such-taskset' not found"):
-        make_task(TaskConfig(name="verifiers", env="no-such-taskset"), 0, byte_tokenizer())
-    with pytest.raises(ConfigError, match="task.env_config must be a JSON object"):
-        make_task(TaskConfig(name="verifiers", env="vf-sum", env_config="[1]"), 0, byte_tokenizer())
+        make_task(TaskConfig(name="verifiers", options=VerifiersOptions(env="no-such-taskset")), 0, byte_tokenizer())
+    with pytest.raises(ConfigError, match="task.verifiers.env_config must be a JSON object"):
+        make_task(TaskConfig(name="verifiers", options=VerifiersOptions(env="vf-sum", env_config="[1]")), 0,
+                  byte_tokenizer())
 
 
 def test_the_taskset_id_is_required(tmp_path):
-    with pytest.raises(ConfigError, match="task.env=TASKSET_ID"):
+    with pytest.raises(ConfigError, match="task.verifiers.env=TASKSET_ID"):
         load_config(None, TINY + ["task.name=verifiers"])
 
 

@@ -4,7 +4,7 @@ Prompt ``i`` draws one task of the folder (``task.path``) from ``(seed, i)``; th
 (a group). Eval prompt ``i`` is task ``i`` (sorted by name) of ``task.eval_path`` (held-out tasks, e.g.
 ``trajkit envs generate --split heldout``), else of ``task.path``. An episode is
 :func:`trajkit.envs.harbor.trial.run_trial` with the built-in shell agent
-(:mod:`trajkit.envs.harbor.shell_agent`, ``task.max_turns`` replies) inside a fresh sandbox, its model endpoint the
+(:mod:`trajkit.envs.harbor.shell_agent`, ``task.harbor.max_turns`` replies) inside a fresh sandbox, its model endpoint the
 gateway over the trainer's engine (:class:`trajkit.envs.agent.GatewayEnv`: every request sampled at the trainer's
 temperature and seeded from the step's seed), reached through the sandbox's relay. So:
 
@@ -22,11 +22,11 @@ temperature and seeded from the step's seed), reached through the sandbox's rela
   is an empty sample. More than ``rollout.max_env_failed`` of a step's trials failing so stops the run with an
   error naming the first cause (a sandbox that does not start is no policy learning nothing).
 
-With a judge (``task.judge_url``, ``task.judge_model``: any OpenAI-compatible endpoint) a successful trial's
+With a judge (``task.harbor.judge_url``, ``task.harbor.judge_model``: any OpenAI-compatible endpoint) a successful trial's
 reward is Polar's rubric reward (:mod:`trajkit.envs.harbor.rubric`: outcome + 0.2 * score / 5 from ``tests/rubric.md``,
 the outcome alone when the judge fails). Each sample's ``metadata["columns"]["harness_output"]`` holds the
 trial's record as JSON (reward, rewards, error, failed phase, per-phase seconds; outcome, judge_score and
-judge_fallback with a judge). ``task.timeout_multiplier`` scales every task's agent time limit (training and
+judge_fallback with a judge). ``task.harbor.timeout_multiplier`` scales every task's agent time limit (training and
 held-out trials alike, as ``trajkit envs eval --timeout-multiplier`` does): on a slow or shared CPU a policy's
 answers must not become agent timeouts, i.e. masked trials.
 """
@@ -110,6 +110,7 @@ def _load(path: str, strict: bool, key: str, timeout_multiplier: float) -> dict:
 
 def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
     """The ``harbor`` entry of :data:`trajkit.envs.registry.TASKS`."""
-    judge = ChatModel(cfg.judge_url, cfg.judge_model) if cfg.judge_url else None
-    return HarborRLTask(cfg.path, tokenizer, seed, cfg.max_turns, cfg.sandbox, cfg.strict, judge=judge,
-                        eval_path=cfg.eval_path, timeout_multiplier=cfg.timeout_multiplier)
+    o = cfg.options
+    judge = ChatModel(o.judge_url, o.judge_model) if o.judge_url else None
+    return HarborRLTask(cfg.path, tokenizer, seed, o.max_turns, o.sandbox, cfg.strict, judge=judge,
+                        eval_path=cfg.eval_path, timeout_multiplier=o.timeout_multiplier)

@@ -105,7 +105,7 @@ class Socket:
             self._connect = connect(self.url, open_timeout=timeout_s, max_size=None)
             self.ws = self._connect.__enter__()
         except OSError as exc:
-            raise EnvError(f"task.url: cannot connect to {self.url} ({exc}); is the OpenEnv server running?") from exc
+            raise EnvError(f"task.openenv.url: cannot connect to {self.url} ({exc}); is the OpenEnv server running?") from exc
 
     def _ask(self, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
         from websockets.exceptions import ConnectionClosed
@@ -150,7 +150,7 @@ def ws_url(url: str) -> str:
     """``ws://127.0.0.1:PORT/ws`` for a loopback ``ws://``, ``http://`` or bare ``host:port`` address."""
     parts = urlsplit(url if "://" in url else f"ws://{url}")
     if parts.scheme not in ("ws", "http") or parts.hostname not in ("127.0.0.1", "localhost", "::1"):
-        raise ConfigError(f"task.url: {url!r} is not a loopback ws://127.0.0.1:PORT address (a local OpenEnv "
+        raise ConfigError(f"task.openenv.url: {url!r} is not a loopback ws://127.0.0.1:PORT address (a local OpenEnv "
                           "server; remote hubs and Docker images are not reached from here)")
     path = parts.path.rstrip("/")
     return f"ws://{parts.netloc}{path if path.endswith('/ws') else path + '/ws'}"
@@ -163,20 +163,20 @@ def action_class(env):
     except Exception:  # noqa: BLE001 - an unresolvable forward reference: said below
         hint = None
     if hint is None or not hasattr(hint, "model_validate"):
-        raise ConfigError(f"task.env: {type(env).__name__}.step(action) has no pydantic Action type hint; annotate "
+        raise ConfigError(f"task.openenv.env: {type(env).__name__}.step(action) has no pydantic Action type hint; annotate "
                           "it (def step(self, action: MyAction, ...)) so replies can be validated into it")
     return hint
 
 
 def opener(env: str | None, url: str | None, timeout_s: float = 60.0):
-    """A function ``() -> Connection`` for ``task.env`` (``pkg.module:Class``, in process) or ``task.url``."""
+    """A function ``() -> Connection`` for ``task.openenv.env`` (``pkg.module:Class``, in process) or ``task.openenv.url``."""
     if (env is None) == (url is None):
-        raise ConfigError("task.name=openenv needs exactly one of task.env=pkg.module:Class (in process) or "
-                          "task.url=ws://127.0.0.1:PORT (a local OpenEnv server)")
+        raise ConfigError("task.name=openenv needs exactly one of task.openenv.env=pkg.module:Class (in process) or "
+                          "task.openenv.url=ws://127.0.0.1:PORT (a local OpenEnv server)")
     if url is not None:
         ws_url(url)  # checked now, not at the first episode
         return lambda: Socket(url, timeout_s)
-    factory = import_object(env, "task.env")
+    factory = import_object(env, "task.openenv.env")
     if not callable(factory):
-        raise ConfigError(f"task.env: {env!r} is not a class or factory of an OpenEnv Environment")
+        raise ConfigError(f"task.openenv.env: {env!r} is not a class or factory of an OpenEnv Environment")
     return lambda: InProcess(factory)

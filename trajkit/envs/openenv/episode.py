@@ -2,16 +2,16 @@
 ``step``) until ``done`` or ``max_turns`` replies.
 
 The **adapter** is the declared bridge between a chat model and an environment's typed actions and
-observations (``task.adapter=pkg.module:obj``, any object with these two methods):
+observations (``task.openenv.adapter=pkg.module:obj``, any object with these two methods):
 
 - ``render(observation: dict) -> str``: the user turn for an observation's fields;
 - ``parse(reply: str) -> dict``: the action's fields from the model's reply (raise ``ValueError`` when the
   reply is not an action: the episode ends there, its return what the steps before it earned).
 
 :class:`TextAdapter`, the default, fits the common text environment: the observation's one text field (or the
-named ``observation_field``, ``task.observation_field``; else all its fields as JSON, said once in the log with
+named ``observation_field``, ``task.openenv.observation_field``; else all its fields as JSON, said once in the log with
 the fields it could show instead) and an action with one text field (or the named ``action_field``,
-``task.action_field``) that receives the whole reply.
+``task.openenv.action_field``) that receives the whole reply.
 
 The **return** of an episode is the sum of its steps' rewards (a step without a reward adds the rubric's
 when the environment in process has one, else 0), as OpenEnv's trajectory rubrics and TRL's OpenEnv
@@ -57,7 +57,7 @@ class TextAdapter:
         if self.observation_field is not None:
             if self.observation_field not in observation:
                 self._warn_once(f"its observation has no field {self.observation_field!r} "
-                                f"(task.observation_field; fields: {', '.join(sorted(observation)) or 'none'}): "
+                                f"(task.openenv.observation_field; fields: {', '.join(sorted(observation)) or 'none'}): "
                                 "the user turn is empty")
             return str(observation.get(self.observation_field, ""))
         texts = {k: v for k, v in observation.items() if isinstance(v, str)}
@@ -82,9 +82,9 @@ def _json_fallback(texts: dict[str, str], observation: dict[str, Any]) -> str:
     if texts:
         return (f"its observation has {len(texts)} string fields ({', '.join(sorted(texts))}) and none is one of "
                 f"{', '.join(TEXT_FIELDS)}: the user turn is the observation's JSON; to show one field set "
-                f"task.observation_field (e.g. task.observation_field={sorted(texts)[0]}), or give task.adapter")
+                f"task.openenv.observation_field (e.g. task.openenv.observation_field={sorted(texts)[0]}), or give task.openenv.adapter")
     return (f"its observation has no string field ({', '.join(sorted(observation)) or 'no fields'}): the user turn "
-            "is the observation's JSON; set task.observation_field=NAME or give task.adapter to render it")
+            "is the observation's JSON; set task.openenv.observation_field=NAME or give task.openenv.adapter to render it")
 
 
 def adapter_for(action_schema: dict[str, Any] | None, action_field: str | None = None,
@@ -93,13 +93,13 @@ def adapter_for(action_schema: dict[str, Any] | None, action_field: str | None =
     one of its fields) receives the reply."""
     props = (action_schema or {}).get("properties", {})
     if action_field is not None and action_schema is not None and action_field not in props:
-        raise ValueError(f"task.action_field={action_field}: the action has no such field "
+        raise ValueError(f"task.openenv.action_field={action_field}: the action has no such field "
                          f"(fields: {', '.join(props) or 'none'})")
     if action_field is None and action_schema is not None:
         text = [k for k, v in props.items() if v.get("type") == "string" and k != "metadata"]
         if len(text) != 1:
             raise ValueError(f"the action has {len(text)} string fields ({', '.join(text) or 'none'}); name the one "
-                             "the reply goes in (task.action_field=NAME) or give an adapter (task.adapter)")
+                             "the reply goes in (task.openenv.action_field=NAME) or give an adapter (task.openenv.adapter)")
         action_field = text[0]
     return TextAdapter(action_field or "message", observation_field, env)
 

@@ -10,7 +10,7 @@
 policies for ``trajkit envs check``; ``nop`` replies nothing. Neither pays for the answer merely appearing
 in the reply, so a reply listing many numbers earns nothing (the ``shotgun`` probe).
 
-    trajkit train grpo_smollm2 task.name=openenv task.env=trajkit.envs.openenv.examples:SumEnv
+    trajkit train grpo_smollm2 task.name=openenv task.openenv.env=trajkit.envs.openenv.examples:SumEnv
     trajkit envs check --openenv trajkit.envs.openenv.examples:GuessEnv \\
         --reference trajkit.envs.openenv.examples:guess_solver
 """

@@ -2,11 +2,11 @@
 
 Prompt ``i`` is the episode seed drawn from ``(seed, i)``; the trainer repeats it ``G`` times (a group: the
 same seed, so the same first observation). An episode (:func:`~trajkit.envs.openenv.episode.run_episode`) is
-``reset(seed)`` on a fresh environment (``task.env=pkg.module:Class`` in this process, or a connection to the
-local server ``task.url=ws://127.0.0.1:PORT``), then each observation rendered by the adapter as the user turn,
+``reset(seed)`` on a fresh environment (``task.openenv.env=pkg.module:Class`` in this process, or a connection to the
+local server ``task.openenv.url=ws://127.0.0.1:PORT``), then each observation rendered by the adapter as the user turn,
 the policy's reply sampled by the gateway over the trainer's engine (:class:`trajkit.envs.agent.GatewayEnv`: at
 the trainer's temperature, seeded from the step's seed, one session per episode), parsed into the action and
-stepped, until ``done`` or ``task.max_turns`` replies. So:
+stepped, until ``done`` or ``task.openenv.max_turns`` replies. So:
 
 - the **samples** are the gateway's stitched chains of the episode's chat calls (``loss_mask`` 1 on the sampled
   ids with the engine's log-probs; 0 on the observations and template glue between them);
@@ -17,7 +17,7 @@ stepped, until ``done`` or ``task.max_turns`` replies. So:
 ``metadata["columns"]["harness_output"]`` of each sample holds the episode record as JSON (seed, reward,
 rewards, done, turns, error).
 
-``task.path=DIR`` puts a folder first on this process's import path before ``task.env`` and ``task.adapter``
+``task.path=DIR`` puts a folder first on this process's import path before ``task.openenv.env`` and ``task.openenv.adapter``
 are imported (an environment package beside the run, as ``task.path`` does for verifiers' venv).
 """
 from __future__ import annotations
@@ -131,7 +131,7 @@ def add_import_path(path: str | None) -> None:
     folder = Path(path).expanduser().resolve()
     if not folder.is_dir():
         raise ConfigError(f"task.path={path}: not a folder (for task.name=openenv it is added to the import path "
-                          "before task.env and task.adapter are imported)")
+                          "before task.openenv.env and task.openenv.adapter are imported)")
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
@@ -139,8 +139,9 @@ def add_import_path(path: str | None) -> None:
 def make_task(cfg, seed: int, tokenizer) -> OpenEnvTask:
     """The ``openenv`` entry of :data:`trajkit.envs.registry.TASKS`."""
     add_import_path(cfg.path)
-    adapter = import_object(cfg.adapter, "task.adapter") if cfg.adapter else None
+    o = cfg.options
+    adapter = import_object(o.adapter, "task.openenv.adapter") if o.adapter else None
     if isinstance(adapter, type):
         adapter = adapter()
-    return OpenEnvTask(tokenizer, cfg.env, cfg.url, seed, cfg.max_turns, adapter, cfg.system_prompt,
-                       action_field=cfg.action_field, observation_field=cfg.observation_field)
+    return OpenEnvTask(tokenizer, o.env, o.url, seed, o.max_turns, adapter, o.system_prompt,
+                       action_field=o.action_field, observation_field=o.observation_field)

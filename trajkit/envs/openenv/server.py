@@ -1,8 +1,8 @@
 """A local OpenEnv server for an environment class: OpenEnv's own ``create_fastapi_app`` under uvicorn on a
-loopback port (the web UI off: no gradio), for tests, ``envs check`` and ``task.url`` runs.
+loopback port (the web UI off: no gradio), for tests, ``envs check`` and ``task.openenv.url`` runs.
 
     python -m trajkit.envs.openenv.server trajkit.envs.openenv.examples:GuessEnv --port 8011
-    trajkit train grpo_smollm2 task.name=openenv task.url=ws://127.0.0.1:8011
+    trajkit train grpo_smollm2 task.name=openenv task.openenv.url=ws://127.0.0.1:8011
 """
 from __future__ import annotations
 

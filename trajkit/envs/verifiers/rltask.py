@@ -1,8 +1,8 @@
 """``task.name=verifiers``: RL on a ``verifiers.v1`` taskset, its episodes run by verifiers against the gateway.
 
-``task.env=TASKSET_ID`` names the taskset as verifiers does (an importable package in the verifiers venv that
+``task.verifiers.env=TASKSET_ID`` names the taskset as verifiers does (an importable package in the verifiers venv that
 exports its ``Taskset``; ``task.path=DIR`` adds a folder to that venv's import path; trajkit's example
-``vf-sum`` ships in ``trajkit/envs/verifiers/tasksets``); ``task.env_config`` is a JSON object of its config
+``vf-sum`` ships in ``trajkit/envs/verifiers/tasksets``); ``task.verifiers.env_config`` is a JSON object of its config
 fields. The environment is verifiers' own: the taskset, its ``null`` harness (a chat loop, verifiers' PEP 723
 script run with ``uv``, offline: :mod:`trajkit.envs.verifiers.process`) and the ``subprocess`` runtime (never the
 remote default), run by :mod:`trajkit.envs.verifiers.driver` in the verifiers venv. Each episode:
@@ -22,7 +22,7 @@ sampled ids with the engine's log-probs, 0 on what the renderer put between them
 route. ``metadata["columns"]["harness_output"]`` holds the episode's record (reward, rewards, metrics, replies,
 turns, error). Prompt ``i`` (train) is task ``i mod N`` of a bounded taskset (task ``i`` of an infinite one);
 eval reads the same tasks (a verifiers taskset has no held-out split of its own: give one with
-``task.env_config``, e.g. another ``size`` or seed, when the taskset has such a field).
+``task.verifiers.env_config``, e.g. another ``size`` or seed, when the taskset has such a field).
 """
 from __future__ import annotations
 
@@ -82,10 +82,10 @@ class VerifiersTask:
                 raise
             self.close()
             reason = str(exc).split("failed: ", 1)[-1].splitlines()[0]
-            raise ConfigError(f"task.env={self.taskset}: verifiers could not load the taskset: {reason}") from None
+            raise ConfigError(f"task.verifiers.env={self.taskset}: verifiers could not load the taskset: {reason}") from None
         self._tasks.update({t["idx"]: t for t in msg["tasks"]})
         if msg["size"] == 0:
-            raise ConfigError(f"task.env={self.taskset}: the taskset has no tasks")
+            raise ConfigError(f"task.verifiers.env={self.taskset}: the taskset has no tasks")
         return msg["size"]
 
     def task(self, idx: int) -> dict:
@@ -135,10 +135,12 @@ class VerifiersTask:
 
 def make_task(cfg, seed: int, tokenizer) -> VerifiersTask:
     """The ``verifiers`` entry of :data:`trajkit.envs.registry.TASKS`."""
+    o = cfg.options
     try:
-        config = json.loads(cfg.env_config) if cfg.env_config else {}
+        config = json.loads(o.env_config) if o.env_config else {}
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"task.env_config must be a JSON object of the taskset's config fields: {exc}") from None
+        raise ConfigError(f"task.verifiers.env_config must be a JSON object of the taskset's config fields: "
+                          f"{exc}") from None
     if not isinstance(config, dict):
-        raise ConfigError(f"task.env_config must be a JSON object, got {cfg.env_config!r}")
-    return VerifiersTask(tokenizer, cfg.env, config, cfg.max_turns, cfg.path)
+        raise ConfigError(f"task.verifiers.env_config must be a JSON object, got {o.env_config!r}")
+    return VerifiersTask(tokenizer, o.env, config, o.max_turns, cfg.path)
