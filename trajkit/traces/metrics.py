@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 
 from trajkit.traces import jsonvalue
 from trajkit.traces.model import Message, ToolCall, ToolResponse, Trace
-from trajkit.traces.tools import argument_problems
+from trajkit.traces.tools import arguments_valid
 
 COUNT_KEYS = (
     "messages", "assistant_turns", "tool_calls", "malformed_tool_calls", "parallel_turns",
@@ -176,7 +176,7 @@ def _count_call(trace: Trace, call: ToolCall, tm: TraceMetrics) -> None:
     spec = trace.tools.get(call.name)
     if spec is None:
         c["unknown_tool_calls"] += 1
-    elif argument_problems(call.arguments, spec["parameters"]):
+    elif not arguments_valid(call.arguments, spec["parameters"]):
         c["invalid_argument_calls"] += 1
 
 

@@ -33,8 +33,7 @@ from trajkit.traces.metrics import TraceMetrics, trace_metrics
 from trajkit.traces.model import HERMES_ROLE
 from trajkit.traces.scan_turns import Checks, scan_messages
 from trajkit.traces.scan_typed import TypedRow, decode_row, tools_text
-from trajkit.traces.tools import ToolTable, schema_problems, tools_from_json
-from trajkit.traces.tools import _validator as schema_validator
+from trajkit.traces.tools import ToolTable, arguments_valid, schema_problems, tools_from_json
 
 _PLAIN = (str, int, float, bool, type(None))
 _ROLE = HERMES_ROLE
@@ -131,10 +130,13 @@ def _raw_tool_checks(raw: bytes) -> Checks | None:
 
 
 def _valid_test(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
-    from trajkit.traces.tools import argument_problems
+    """:func:`~trajkit.traces.tools.arguments_valid` for one schema: its certified check itself, when exact."""
+    from trajkit.traces.tools import _validator
 
-    validator, certainly_valid = schema_validator(schema)
-    return lambda args: certainly_valid(args) or not argument_problems(args, schema)
+    found = _validator(schema)  # (usable: the caller checked schema_problems)
+    if found.exact:
+        return found.check
+    return lambda args: arguments_valid(args, schema)
 
 
 def _messages(conv: list[Any]) -> list[tuple[str, str]] | None:

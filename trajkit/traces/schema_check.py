@@ -13,6 +13,16 @@ It understands the keywords tool schemas are made of: ``type``, ``properties``, 
 ``default``, ``examples``, ``$comment``, and ``format``, which jsonschema does not assert without a format
 checker). A schema with any other keyword, or with ``$schema`` (another draft), is left to ``jsonschema``.
 Why it exists: on a Hermes corpus jsonschema's ``iter_errors`` was ~35% of ``traces stats``.
+
+:func:`exact_check` goes one step further for the schemas a tool table is usually made of: when every keyword
+of the schema (at every level) is one of the above, with the value Draft 2020-12's metaschema requires
+(``type`` a type name or a non-empty list of distinct ones, ``required`` distinct strings, the bounds numbers,
+the counts non-negative integers, the annotations of their type, ...), and every ``enum`` holds strings only,
+then (a) ``check_schema`` would pass, and (b) the compiled check is not just sure but exact: False means
+jsonschema finds an error. Such a schema is judged without importing ``jsonschema`` at all (its import and
+a ``check_schema`` per tool were ~0.34 G instructions of a 4,000-row ``traces stats``); any other schema
+gets None and goes to jsonschema as before. Tested against ``check_schema`` and ``is_valid`` on generated
+valid and invalid schemas and on every sample tool.
 """
 from __future__ import annotations
 
@@ -82,6 +92,64 @@ def compile_check(schema: Any) -> Check:
         return True
 
     return check
+
+
+def exact_check(schema: Any) -> Check | None:
+    """:func:`compile_check` of ``schema`` when it is certified (see the module's doc: valid Draft 2020-12,
+    and the compiled check equals jsonschema's ``is_valid``), else None (ask jsonschema)."""
+    return compile_check(schema) if certified(schema) else None
+
+
+_SIMPLE_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))
+_MAX_CERTIFIED_DEPTH = 32  # deeper schemas go to jsonschema (which also words "nested too deeply")
+
+
+def certified(schema: Any, depth: int = 0) -> bool:
+    """Whether ``schema`` passes Draft 2020-12's ``check_schema`` for certain and :func:`compile_check` is
+    exact on it: a bool, or an object (without ``$schema``) whose every keyword is a known one holding the
+    value the metaschema requires, every ``enum`` a list of strings, every subschema certified too."""
+    if schema is True or schema is False:
+        return True
+    if type(schema) is not dict or depth > _MAX_CERTIFIED_DEPTH or not schema.keys() <= _KNOWN:
+        return False
+    for key, value in schema.items():
+        rule = _KEYWORD_RULES.get(key)
+        if rule is not None and not rule(value):
+            return False
+    subschemas = list(schema.get("properties", {}).values())
+    subschemas += [schema[key] for key in ("additionalProperties", "items") if key in schema]
+    return all(certified(sub, depth + 1) for sub in subschemas)
+
+
+def _distinct_strings(value: Any) -> bool:
+    return type(value) is list and all(type(v) is str for v in value) and len(set(value)) == len(value)
+
+
+def _type_value(value: Any) -> bool:
+    if type(value) is str:
+        return value in _SIMPLE_TYPES
+    return _distinct_strings(value) and len(value) > 0 and all(v in _SIMPLE_TYPES for v in value)
+
+
+def _count_value(value: Any) -> bool:
+    return _is_integer(value) and value >= 0
+
+
+def _is_schema(value: Any) -> bool:
+    return type(value) is dict or value is True or value is False
+
+
+_KEYWORD_RULES: dict[str, Check] = {  # the metaschema's rule for each known keyword (subschemas: certified)
+    "type": _type_value, "required": _distinct_strings,
+    "properties": lambda v: type(v) is dict and all(_is_schema(s) for s in v.values()),
+    "additionalProperties": _is_schema, "items": _is_schema,
+    "enum": lambda v: type(v) is list and all(type(o) is str for o in v),  # (strings only: exact)
+    "minimum": _is_number, "maximum": _is_number, "exclusiveMinimum": _is_number, "exclusiveMaximum": _is_number,
+    "minItems": _count_value, "maxItems": _count_value, "minLength": _count_value, "maxLength": _count_value,
+    "description": lambda v: type(v) is str, "title": lambda v: type(v) is str,
+    "$comment": lambda v: type(v) is str, "format": lambda v: type(v) is str,
+    "examples": lambda v: type(v) is list,
+}
 
 
 _OBJECT_KEYS = frozenset(("properties", "required", "additionalProperties"))

@@ -8,6 +8,11 @@ argument check is ``jsonschema``'s verdict (the schema's own ``$schema`` draft, 
 validator built per schema and kept, asked only when the cheap pre-check of
 :mod:`trajkit.traces.schema_check` cannot certify the arguments valid; a schema that is not valid JSON Schema is reported
 (:func:`schema_problems`) and its calls are not judged. Regex patterns run with Python's ``re``.
+
+A schema that :func:`~trajkit.traces.schema_check.exact_check` certifies (only the keywords tool schemas are
+usually made of, each with a metaschema-valid value) is known valid and is judged by its compiled check
+alone (:func:`arguments_valid`): ``jsonschema`` is imported, and that schema's validator built, only when
+another schema needs it or when :func:`argument_problems` must word an error.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from typing import Any
 import orjson
 
 from trajkit.traces import jsonvalue
-from trajkit.traces.schema_check import compile_check
+from trajkit.traces.schema_check import compile_check, exact_check
 
 ToolTable = dict[str, dict[str, Any]]
 
@@ -68,14 +73,31 @@ def tools_from_system_prompt(prompt: str) -> ToolTable | None:
     return None
 
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}  # id(schema) -> (schema, validator or problem)
-_BY_TEXT: dict[bytes, Any] = {}  # the schema's JSON text -> validator or problem
+class Compiled:
+    """A usable schema's judges: ``check`` (the pre-check of :func:`~trajkit.traces.schema_check.compile_check`),
+    whether it is ``exact`` (certified: False means invalid), and the ``jsonschema`` validator, built on first
+    use (:meth:`validator`)."""
+
+    __slots__ = ("schema", "check", "exact", "_validator")
+
+    def __init__(self, schema: dict[str, Any], check, exact: bool, validator: Any = None) -> None:
+        self.schema, self.check, self.exact, self._validator = schema, check, exact, validator
+
+    def validator(self) -> Any:
+        if self._validator is None:
+            from jsonschema import validators
+
+            self._validator = validators.Draft202012Validator(self.schema)  # (certified: no $schema)
+        return self._validator
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}  # id(schema) -> (schema, Compiled or problem)
+_BY_TEXT: dict[bytes, Any] = {}  # the schema's JSON text -> Compiled or problem
 _MAX_VALIDATORS = 256
 
 
-def _validator(schema: dict[str, Any]):
-    """``(validator, pre-check)`` for ``schema`` (the pre-check is
-    :func:`~trajkit.traces.schema_check.compile_check`'s), or a string saying why the schema cannot be used.
+def _validator(schema: dict[str, Any]) -> Compiled | str:
+    """The :class:`Compiled` judges of ``schema``, or a string saying why the schema cannot be used.
 
     Cached per schema object (a dataset's rows share their tool table), then per schema text: the tool
     tables of a corpus are many subsets of a few tools, and ``check_schema`` per table was 19% of
@@ -101,13 +123,19 @@ def _validator(schema: dict[str, Any]):
     return found
 
 
-def _compile(schema: dict[str, Any]):
+def _compile(schema: dict[str, Any]) -> Compiled | str:
+    try:
+        exact = exact_check(schema)
+    except RecursionError:
+        exact = None
+    if exact is not None:
+        return Compiled(schema, exact, True)  # valid for certain: no check_schema, no jsonschema import
     from jsonschema import exceptions, validators
 
     try:
         cls = validators.validator_for(schema, default=validators.Draft202012Validator)
         cls.check_schema(schema)
-        return cls(schema), compile_check(schema)
+        return Compiled(schema, compile_check(schema), False, cls(schema))
     except exceptions.SchemaError as exc:
         return f"invalid JSON Schema at {'/'.join(map(str, exc.absolute_path)) or 'the top'}: {exc.message}"
     except RecursionError:
@@ -124,20 +152,32 @@ def schema_problems(table: ToolTable) -> list[str]:
     return out
 
 
+def arguments_valid(arguments: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """``not argument_problems(arguments, schema)``, without wording the errors, and without ``jsonschema``
+    when the schema is certified (:func:`~trajkit.traces.schema_check.exact_check`)."""
+    found = _validator(schema)
+    if isinstance(found, str):
+        return True
+    if found.check(arguments):
+        return True
+    return False if found.exact else not _errors(found, arguments)
+
+
 def argument_problems(arguments: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """Reasons ``arguments`` violate ``schema`` under ``jsonschema`` (empty when they conform, or when the
     schema itself is unusable: :func:`schema_problems` reports that once per row)."""
     found = _validator(schema)
-    if isinstance(found, str):
+    if isinstance(found, str) or found.check(arguments):
         return []
-    validator, certainly_valid = found
-    if certainly_valid(arguments):
-        return []
+    return _errors(found, arguments)
+
+
+def _errors(found: Compiled, arguments: dict[str, Any]) -> list[str]:
     from jsonschema import exceptions
     from referencing.exceptions import Unresolvable
 
     try:
-        return [_problem(e) for e in validator.iter_errors(arguments)]
+        return [_problem(e) for e in found.validator().iter_errors(arguments)]
     except (RecursionError, re.error, exceptions.SchemaError, Unresolvable):
         return []
 
