@@ -72,6 +72,16 @@ def test_every_older_flat_key_has_a_section_that_reads_it():
         assert field in {f.name for f in dataclasses.fields(OPTIM_OPTIONS[kind])}, key
 
 
+def test_an_import_path_tasks_flat_section_is_the_union_of_the_built_in_sections():
+    """FlatOptions repeats the built-in sections' keys (an import-path task's flat keys): the same keys, types
+    and defaults, and no two sections disagree on a key they share."""
+    union: dict = {}
+    for section in TASK_OPTIONS.values():
+        for f in dataclasses.fields(section):
+            assert union.setdefault(f.name, (f.type, f.default)) == (f.type, f.default), (section, f.name)
+    assert {f.name: (f.type, f.default) for f in dataclasses.fields(registry.FlatOptions)} == union
+
+
 def test_a_kinds_name_is_never_a_shared_key():
     for cls, kinds in ((TaskConfig, TASKS), (OptimConfig, OptimConfig.kinds())):
         assert not set(kinds) & {f.name for f in dataclasses.fields(cls)}, cls
