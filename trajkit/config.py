@@ -248,6 +248,11 @@ class Checked:
 _log = logging.getLogger("trajkit.config")
 
 
+def _default_of(cls: type, key: str) -> Any:
+    """The default of the field ``key`` of the dataclass ``cls`` (None when it has no such field)."""
+    return next((f.default for f in dataclasses.fields(cls) if f.name == key), None)
+
+
 class Kinded(Checked):
     """Mixin for a section whose ``name`` chooses a kind, each kind with its own section of knobs.
 
@@ -290,21 +295,30 @@ class Kinded(Checked):
         return None
 
     @classmethod
+    def _chosen(cls, data: dict) -> tuple[Any, type | None, set[str]]:
+        """The tree's kind (its ``name``, else the default), that kind's section class and the keys it reads."""
+        name = data.get("name", _default_of(cls, "name"))
+        own = cls.options_class(name) if isinstance(name, str) else None
+        return name, own, {f.name for f in dataclasses.fields(own)} if own is not None else set()
+
+    @classmethod
+    def _moved_field(cls, key: str, name: Any, reads: set[str]) -> str | None:
+        """The chosen kind's key the flat ``key`` is read as, or None when that kind does not read it."""
+        kind, field = cls.__flat__[key]
+        return field if (kind is None or kind == name) and field in reads else None
+
+    @classmethod
     def move_flat_keys(cls, data: dict) -> dict:
         """A config file's section with its flat keys moved into the chosen kind's section (one warning each),
         so a command line's override of either spelling wins over the file's (:func:`load_tree`)."""
         data, owner = dict(data), cls._owner()
-        name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
-        own = cls.options_class(name) if isinstance(name, str) and name in cls.kinds() else None
-        if own is None or not isinstance(data.get(name, {}), dict):
+        name, own, reads = cls._chosen(data)
+        if own is None or name not in cls.kinds() or not isinstance(data.get(name, {}), dict):
             return data
-        reads = {f.name for f in dataclasses.fields(own)}
         for key in [k for k in data if k in cls.__flat__]:
-            kind, field = cls.__flat__[key]
-            if (kind is None or kind == name) and field in reads:
-                section = dict(data.get(name) or {})
-                section[field] = data.pop(key)
-                data[name] = section
+            field = cls._moved_field(key, name, reads)
+            if field is not None:
+                data[name] = {**(data.get(name) or {}), field: data.pop(key)}
                 _log.warning("%s.%s is now %s.%s.%s (the flat key is still read)", owner, key, owner, name, field)
         return data
 
@@ -312,11 +326,9 @@ class Kinded(Checked):
     def fold_options(cls, data: dict) -> dict:
         """``data`` with the chosen kind's section (and the older flat keys it reads) built into ``options``."""
         data, owner = dict(data), cls._owner()
-        name = data.get("name", next(f.default for f in dataclasses.fields(cls) if f.name == "name"))
-        own = cls.options_class(name) if isinstance(name, str) else None
+        name, own, reads = cls._chosen(data)
         given: dict = {}
         carried: dict = {}
-        reads = {f.name for f in dataclasses.fields(own)} if own is not None else set()
         for kind in cls.kinds():
             if kind not in data:
                 continue
@@ -338,7 +350,7 @@ class Kinded(Checked):
         given = {**carried, **given}
         if "options" in data:
             raise ConfigError(f"{owner}.options: write the kind's section under its name, {owner}.{name}: {{...}}")
-        cls._fold_flat(data, given, name, own)
+        cls._fold_flat(data, given, name, reads)
         if own is not None:
             try:
                 data["options"] = from_dict(own, given, f"{owner}.{name}")
@@ -349,16 +361,16 @@ class Kinded(Checked):
         return data
 
     @classmethod
-    def _fold_flat(cls, data: dict, given: dict, name: str, own: type | None) -> None:
+    def _fold_flat(cls, data: dict, given: dict, name: str, reads: set[str]) -> None:
         owner = cls._owner()
-        reads = {f.name for f in dataclasses.fields(own)} if own is not None else set()
         for key in [k for k in data if k in cls.__flat__]:
             value = data.pop(key)
-            kind, field = cls.__flat__[key]
-            if (kind is None or kind == name) and field in reads and name not in cls.kinds():
+            kind, key_there = cls.__flat__[key]
+            field = cls._moved_field(key, name, reads)
+            if field is not None and name not in cls.kinds():
                 given[field] = value  # a name outside the registry: its keys stay flat, the only spelling
                 continue
-            if (kind is None or kind == name) and field in reads:
+            if field is not None:
                 if field in given and given[field] != value:
                     _log.warning("%s.%s=%r replaces %s.%s.%s=%r (a flat key is an older config's or the command "
                                  "line's); write %s.%s.%s", owner, key, value, owner, name, field, given[field], owner,
@@ -369,12 +381,12 @@ class Kinded(Checked):
                 given[field] = value
                 continue
             target = kind or "another"
-            default = next((f.default for f in dataclasses.fields(cls.options_class(kind)) if f.name == field),
-                           None) if kind and cls.options_class(kind) else None
+            section = cls.options_class(kind) if kind else None
+            default = _default_of(section, key_there) if section is not None else None
             if cls.__strays__ == "ignore" or value == default:
                 _log.warning("%s.%s is not read by %s.name=%s; ignored", owner, key, owner, name)
                 continue
-            raise ConfigError(f"{owner}.{key} (now {owner}.{kind}.{field}) is a setting of {owner}.name={target}, "
+            raise ConfigError(f"{owner}.{key} (now {owner}.{kind}.{key_there}) is a setting of {owner}.name={target}, "
                               f"but {owner}.name={name}; set {owner}.name={target} or drop {owner}.{key}")
 
     def __post_init__(self) -> None:
