@@ -208,10 +208,9 @@ NEEDS: dict[str, dict[str, str]] = {
                          "e.g. vf-sum; task.path=DIR adds a folder to its import path)"},
 }
 
-# the flat keys of configs before the kinds had sections: each is read from the chosen kind's section
-_FLAT = ("min_len", "max_len", "alphabet", "max_turns", "tool_timeout_s", "command", "harness_timeout_s", "sandbox",
-         "judge_url", "judge_model", "timeout_multiplier", "env", "url", "adapter", "system_prompt", "env_config",
-         "action_field", "observation_field")
+# the flat keys of configs before the kinds had sections (FlatOptions' keys, the built-in sections' union):
+# each is read from the chosen kind's section
+_FLAT = tuple(f.name for f in dataclasses.fields(FlatOptions))
 
 
 @dataclass
