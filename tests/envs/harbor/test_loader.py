@@ -219,3 +219,42 @@ def test_an_unclosed_quote_in_the_dockerfile_names_its_file_and_line():
         parse_dockerfile("FROM x\nENV A=\"open\n", "D")
     with pytest.raises(DockerfileError, match=r"^D:1: COPY: No closing quotation"):
         parse_dockerfile("COPY 'a /app/\n", "D")
+
+
+def test_a_time_limit_must_be_at_least_a_millisecond(tmp_path):
+    # 5e-324 > 0, but times a timeout_multiplier of 0.5 it is 0.0: no limit the sandbox accepts, an infra
+    # failure (masked) instead of the agent's timeout (the task's minimum)
+    for section in ("agent", "verifier", "solution"):
+        d = write_task(tmp_path, f"t-{section}", toml=f"[{section}]\ntimeout_sec = 5e-324\n")
+        with pytest.raises(TaskError, match=f"field {section}.timeout_sec: must be at least 0.001"):
+            load_task(d)
+
+
+def test_a_scaled_agent_limit_stays_positive_and_finite():
+    from pathlib import Path
+
+    from trajkit.envs.harbor.task import HarborTask, Phase, Environment, scale_agent_timeouts
+    from trajkit.errors import ConfigError
+
+    def task(limit):
+        return HarborTask(Path("t"), "t", "Do it.", Phase(limit), Phase(30.0), Phase(), Environment())
+
+    with pytest.raises(ConfigError, match="timeout_multiplier"):
+        scale_agent_timeouts([task(0.001)], 1e-322)
+    with pytest.raises(ConfigError, match="timeout_multiplier"):
+        scale_agent_timeouts([task(86400.0)], 1e305)
+
+
+def test_a_task_toml_cannot_set_the_hosts_task_options(tmp_path):
+    from trajkit.config import from_dict
+    from trajkit.envs.registry import TaskConfig, make_task
+    from trajkit.models.tokenizer import byte_tokenizer
+
+    spoil = ('max_turns = 99\nsandbox = "none"\ntimeout_multiplier = 1e9\nharbor = { sandbox = "none" }\n'
+             '[task]\nname = "t"\nmax_turns = 99\nsandbox = "none"\njudge_url = "http://evil/v1"\n'
+             '[agent]\ntimeout_multiplier = 1e9\nmax_turns = 99\n[environment]\nsandbox = "none"\n')
+    d = write_task(tmp_path, "t", toml=spoil)
+    cfg = from_dict(TaskConfig, {"name": "harbor", "path": str(d), "harbor": {"timeout_multiplier": 2.0}}, "task")
+    task = make_task(cfg, 0, byte_tokenizer())
+    seen = (task.max_turns, task.sandbox, task.judge, task.tasks["t"].agent.timeout_sec)
+    assert seen == (3, "namespace", None, 1200.0)

@@ -13,7 +13,8 @@ uploads) and read on the host (``task.toml``, ``instruction.md``, the Dockerfile
 The walk is iterative over ``os.scandir`` with ``lstat`` (nothing is followed, nothing is opened but folders),
 so a 1,500-deep folder is one :class:`TaskError`, not a ``RecursionError``. Text files are read through
 :func:`read_bounded`: at most ``MAX_TEXT_BYTES``, opened non-blocking, and only if a regular file. Parsed TOML
-is at most ``MAX_TOML_DEPTH`` tables or arrays deep, and every time limit finite and at most ``MAX_TIMEOUT_S``.
+is at most ``MAX_TOML_DEPTH`` tables or arrays deep, and every time limit finite and within
+``[MIN_TIMEOUT_S, MAX_TIMEOUT_S]``.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from trajkit.errors import InputError
 MAX_TEXT_BYTES = 1 << 20  # task.toml, instruction.md, the Dockerfile, solve.sh
 MAX_TOML_DEPTH = 32
 MAX_TIMEOUT_S = 24 * 3600.0
+MIN_TIMEOUT_S = 1e-3  # 5e-324 is > 0, yet 0.0 (not a limit) once scaled by a timeout_multiplier < 1
 COPIED = ("environment", "solution", "tests")
 KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
          stat.S_IFBLK: "a block device"}
@@ -138,8 +140,12 @@ def check_depth(data: Any, where: Path) -> None:
 
 def check_limit(key: str, value: float, where: Path, name: str) -> None:
     """A number of ``task.toml`` must be finite, and a time limit at most ``MAX_TIMEOUT_S`` (24 h): ``inf`` or
-    ``1e12`` would mean no limit."""
+    ``1e12`` would mean no limit; and at least ``MIN_TIMEOUT_S`` (1 ms): a subnormal such as ``5e-324`` scaled
+    by a ``timeout_multiplier`` below 1 is 0.0, which no sandbox takes (an infra failure, masked, instead of
+    the agent's timeout)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise _error(f"must be a finite number, got {value!r}", str(where), field=name)
     if key.endswith("timeout_sec") and value > MAX_TIMEOUT_S:
         raise _error(f"must be at most {MAX_TIMEOUT_S:g} seconds (24 h), got {value!r}", str(where), field=name)
+    if key.endswith("timeout_sec") and value < MIN_TIMEOUT_S:
+        raise _error(f"must be at least {MIN_TIMEOUT_S:g} seconds, got {value!r}", str(where), field=name)

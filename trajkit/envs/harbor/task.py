@@ -45,6 +45,7 @@ from typing import Any
 
 from trajkit.envs.harbor.folder import TaskError, check_depth, check_folder, check_limit, read_bounded
 from trajkit.envs.sandbox.base import bad_variable, inside_root
+from trajkit.errors import ConfigError
 
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec
 NETWORK_OFF = ("none", "no", "off", "disabled")
@@ -135,7 +136,13 @@ def scale_agent_timeouts(tasks: list[HarborTask], multiplier: float) -> list[Har
     """
     if multiplier == 1.0:
         return list(tasks)
-    return [replace(t, agent=replace(t.agent, timeout_sec=t.agent.timeout_sec * multiplier)) for t in tasks]
+    scaled = [replace(t, agent=replace(t.agent, timeout_sec=t.agent.timeout_sec * multiplier)) for t in tasks]
+    for old, new in zip(tasks, scaled):  # 86400 * 1e305 is inf (no limit), 1e-3 * 1e-322 is 0.0 (none at all)
+        if not 0 < new.agent.timeout_sec < math.inf:
+            raise ConfigError(f"timeout_multiplier={multiplier!r} turns task {old.name}'s [agent] timeout_sec = "
+                              f"{old.agent.timeout_sec:g} s into {new.agent.timeout_sec!r} s: give a multiplier that "
+                              "keeps it a positive, finite time limit")
+    return scaled
 
 
 def load_task(path: str | Path) -> HarborTask:
