@@ -136,6 +136,40 @@ def test_switching_the_kind_carries_the_settings_both_kinds_read(caplog):
     assert cfg.task.options.max_turns == 3
 
 
+def test_a_stray_section_carries_only_what_its_own_kind_reads(caplog):
+    # openenv has no sandbox, dataset no settings at all: with task.name=openenv or dataset both are refused
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        cfg = from_dict(TaskConfig, {"name": "harbor", "path": "t", "openenv": {"sandbox": "docker", "max_turns": 5},
+                                     "dataset": {"judge_url": "http://judge/v1"}}, "task")
+    assert (cfg.options.sandbox, cfg.options.judge_url, cfg.options.max_turns) == ("namespace", None, 5)
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({"name": "harbor", "path": "t", "calculator": {"max_turns": [1, 2]}}, "task.harbor.max_turns must be a int"),
+    ({"name": "harbor", "path": "t", "openenv": {"max_turns": 0}}, "task.harbor.max_turns must be >= 1"),
+    ({"name": "harbor", "path": "t", "timeout_multiplier": "inf"}, "task.harbor.timeout_multiplier must be a finite"),
+    ({"name": "harbor", "path": "t", "harbor": {"timeout_multiplier": 1e400}}, "timeout_multiplier must be a finite"),
+    ({"name": "a.b:c", "harbor": {"timeout_multiplier": float("nan")}}, "task.timeout_multiplier must be a finite"),
+    ({"name": "a.b:c", "agent": {"harness_timeout_s": float("-inf")}}, "task.harness_timeout_s must be a finite"),
+    ({"name": "a.b:c", "calculator": {"tool_timeout_s": 0}}, "task.tool_timeout_s must be > 0"),
+    ({"name": "a.b:c", "harbor": {"sandbox": "none"}}, "task.sandbox must be one of"),
+])
+def test_a_carried_or_flat_value_is_checked_as_the_chosen_kinds(tree, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(TaskConfig, tree, "task")
+
+
+def test_an_import_path_tasks_flat_section_keeps_every_built_in_range():
+    ranges = {k: v for section in TASK_OPTIONS.values() for k, v in section.__ranges__.items()}
+    assert registry.FlatOptions.__ranges__ == ranges
+
+
+def test_a_moved_attribute_never_reads_a_stray_kinds_section():
+    cfg = from_dict(TaskConfig, {"name": "copy", "harbor": {"max_turns": 9, "sandbox": "docker"}}, "task")
+    with pytest.raises(AttributeError, match="task.max_turns moved into the kind's own section"):
+        cfg.max_turns
+
+
 def test_a_task_given_by_import_path_keeps_its_flat_keys(tmp_path, monkeypatch, caplog):
     from trajkit.models.tokenizer import byte_tokenizer
 

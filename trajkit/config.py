@@ -261,14 +261,14 @@ class Kinded(Checked):
     the kind's name (``{name: muon, muon: {momentum: 0.9}}``); :func:`from_dict` builds it into ``options``
     (its defaults when absent). The section of another kind than ``name`` is refused, or ignored with a
     warning when ``__strays__ == "ignore"`` (a config file's task, its ``task.name`` switched on the command
-    line). ``__flat__`` maps the flat keys of older configs to ``(kind, key)`` (kind None: the chosen one):
-    such a key is read into the chosen kind's section with one warning naming the new key, and replaces the
-    section's value (a command line's flat key overrides a config file's section). A flat key the chosen
-    kind does not read is ignored with a warning when ``__strays__ == "ignore"``, else refused when it
-    differs from its default. Reading a moved attribute (``cfg.task.max_turns``) gives the chosen kind's value
-    when its section has that key (older readers keep working), else raises an AttributeError naming
-    ``options``. :meth:`unregistered` gives a name outside the registry (an import path) a section whose keys
-    stay flat."""
+    line; the keys both kinds read are carried over). ``__flat__`` maps the flat keys of older configs to
+    ``(kind, key)`` (kind None: the chosen one): such a key is read into the chosen kind's section with one
+    warning naming the new key, and replaces the section's value (a command line's flat key overrides a config
+    file's section). A flat key the chosen kind does not read is ignored with a warning when ``__strays__ ==
+    "ignore"``, else refused when it differs from its default. Reading a moved attribute
+    (``cfg.task.max_turns``) gives the chosen kind's value when its section has that key (older readers keep
+    working), else raises an AttributeError naming ``options``. :meth:`unregistered` gives a name outside the
+    registry (an import path) a section whose keys stay flat."""
 
     __flat__: dict[str, tuple[str | None, str]] = {}
     __strays__: str = "refuse"
@@ -334,7 +334,9 @@ class Kinded(Checked):
                 continue
             section = data.pop(kind)
             if kind != name and cls.__strays__ == "ignore":
-                keep = {k: v for k, v in (section or {}).items() if k in reads} if isinstance(section, dict) else {}
+                theirs = cls.options_class(kind)  # a key its own kind would refuse is not carried either
+                both = reads & {f.name for f in dataclasses.fields(theirs)} if theirs is not None else set()
+                keep = {k: v for k, v in (section or {}).items() if k in both} if isinstance(section, dict) else {}
                 carried.update(keep)
                 _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; %s", owner, kind, owner, kind,
                              owner, name, f"its {', '.join(sorted(keep))} carried over, the rest ignored" if keep
