@@ -64,7 +64,31 @@ def test_pure_helpers_against_hand_values():
     assert counts == [0, 1, 1, 1, 1, 0, 1, 1, 1, 1] and sum(counts) == 8
 
 
-def test_items_are_the_distinct_prompts_of_the_first_stream_indices():
+class ListTask:
+    """A finite train split sorted by a column, as a dataset file may be: ``a-0 .. a-5`` then ``b-0 .. b-5``."""
+
+    names = [f"{family}-{i}" for family in "ab" for i in range(6)]
+
+    def prompt(self, index, split="train"):
+        return Prompt(self.names[index % len(self.names)], [1], index)
+
+    def num_prompts(self, split):
+        return len(self.names)
+
+
+def test_a_capped_finite_split_is_spread_over_the_whole_list():
+    # 12 tasks, a cap of 4: indices 0, 3, 6, 9 (i * 12 // 4) -> both families, not a-0 .. a-3
+    s = DifficultySampler(ListTask(), SamplerConfig(profile_samples=0, max_items=4), seed=3, correct_threshold=1.0,
+                          batch=2, group_size=4)
+    s.take(1)
+    assert [ListTask.names[i] for i in s.items] == ["a-0", "a-3", "b-0", "b-3"]
+    whole = DifficultySampler(ListTask(), SamplerConfig(profile_samples=0, max_items=50), seed=3,
+                              correct_threshold=1.0, batch=2, group_size=4)
+    whole.take(1)
+    assert whole.items == list(range(12))
+
+
+def test_items_of_an_endless_stream_are_the_distinct_prompts_of_its_first_indices():
     s = sampler(distinct=6, table=TABLE, max_items=20)
     s.take(1)
     assert s.items == [0, 1, 2, 3, 4, 5]

@@ -5,8 +5,11 @@ A group of G samples of an item with pass rate p is all-same (zero advantage, no
 ``p**G + (1 - p)**G``: 0.74 at p = 0.93 for G = 4, 0.125 at p = 0.5. The sampler keeps a pass-rate estimate
 per item and draws by it:
 
-    items     the distinct prompts (rendered text and columns) among the train split's first
-              ``sampler.max_items`` stream indices; a drawn item is ``task.prompt(its first index)``
+    items     the distinct prompts (rendered text and columns) among ``sampler.max_items`` stream indices:
+              a finite train split's (a dataset, a verifiers task list) spread evenly over it, ``i * size
+              // cap`` (rows sorted by a column would otherwise give their first categories only), an
+              endless stream's first ones (Harbor's seeded draws of its tasks among them); a drawn item is
+              ``task.prompt(its first index)``
     profile   before the first step, K = ``sampler.profile_samples`` samples of the current policy per item,
               through the step's rollout path (the rollout's engine, the task's environment and rewards),
               in batches of ``prompts_per_step * group_size`` rows; their cost is ``sampler/profile_trials``
@@ -176,9 +179,10 @@ class DifficultySampler:
     def _ensure_items(self) -> None:
         if self.items is not None:
             return
-        count = min(self.cfg.max_items, _train_size(self.task))
+        size = _train_size(self.task)
+        count = min(self.cfg.max_items, size or self.cfg.max_items)
         seen: dict[str, int] = {}
-        for index in range(count):
+        for index in (range(count) if size is None else (i * size // count for i in range(count))):
             seen.setdefault(item_key(self.task.prompt(index)), index)
         if not seen:
             raise ConfigError("rollout.sampler=difficulty: the task's train split has no prompts to draw")
@@ -285,9 +289,12 @@ class DifficultySampler:
         self.batches, self.backoff = int(state["batches"]), int(state["backoff"])
 
 
-def _train_size(task: Task) -> int:
+def _train_size(task: Task) -> int | None:
+    """The train split's size, None for an endless stream (a synthetic task: no ``num_prompts``, or one that
+    answers ``10 ** 9`` or more, the tasks' convention for "no end")."""
     count = getattr(task, "num_prompts", None)
-    return count("train") if count is not None else 10 ** 9
+    size = count("train") if count is not None else None
+    return None if size is None or size >= 10 ** 9 else size
 
 
 def rollout_profiler(t) -> Profiler:
