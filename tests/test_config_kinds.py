@@ -278,3 +278,21 @@ def test_the_tinker_clients_adamw_is_the_trainers():
             step.step()
     for a, b in zip(ours.parameters(), ref.parameters()):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({"name": "harbor", "path": "t", "harbor": {"judge_url": "http://judge\x00.evil/v1"}}, "task.harbor.judge_url"),
+    ({"name": "agent", "agent": {"command": "python agent.py --task x\x00y"}}, "task.agent.command"),
+    ({"name": "harbor", "path": "tasks\x00/../etc"}, "task.path"),
+])
+def test_a_string_holding_a_nul_byte_is_refused_naming_its_key(tree, message):
+    # the OS would cut such a path or argument at the NUL (or refuse it) far from the config that gave it
+    with pytest.raises(ConfigError, match=f"{message} holds a NUL byte"):
+        from_dict(TaskConfig, tree, "task")
+
+
+def test_a_list_item_holding_a_nul_byte_is_refused_naming_its_index():
+    from trajkit.rl.config import load_config
+
+    with pytest.raises(ConfigError, match=r"policy.lora.targets\[1\] holds a NUL byte"):
+        load_config("rep", ["policy.lora.targets=[q_proj, \"v_proj\\0\"]"])

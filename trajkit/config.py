@@ -151,6 +151,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
                           "quote it") from None
 
 
+class _BadValue(ConfigError):
+    """A value of the field's type that is refused (not finite, a NUL byte)."""
+
+
 def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
     """Return ``value`` (YAML's '1e-3' string turned into a float) or raise naming ``owner.name``."""
     origin = get_origin(tp)
@@ -166,6 +170,8 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
                 continue
             try:
                 return _check_field(owner, name, arg, value)
+            except _BadValue:
+                raise  # the type matched, the value did not: that is the message, not "must be X | None"
             except ConfigError:
                 continue
         raise ConfigError(f"{_qual(owner, name)} must be {tp}, got {value!r}")
@@ -186,7 +192,10 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
     if ok is not None and not ok(value):
         raise ConfigError(f"{_qual(owner, name)} must be a {tp.__name__}, got {value!r}")
     if tp is float and not math.isfinite(value):
-        raise ConfigError(f"{_qual(owner, name)} must be a finite number, got {value!r}")
+        raise _BadValue(f"{_qual(owner, name)} must be a finite number, got {value!r}")
+    if tp is str and "\x00" in value:  # a path, URL or command the OS would cut or refuse later, far from here
+        raise _BadValue(f"{_qual(owner, name)} holds a NUL byte (\\x00), which no path, URL or command may: "
+                          f"got {value!r}")
     return float(value) if tp is float else value
 
 
