@@ -296,3 +296,14 @@ def test_a_list_item_holding_a_nul_byte_is_refused_naming_its_index():
 
     with pytest.raises(ConfigError, match=r"policy.lora.targets\[1\] holds a NUL byte"):
         load_config("rep", ["policy.lora.targets=[q_proj, \"v_proj\\0\"]"])
+
+
+def test_two_stray_sections_carrying_one_key_with_different_values_are_refused():
+    tree = {"name": "harbor", "path": "t", "calculator": {"max_turns": 4}, "openenv": {"max_turns": 5}}
+    with pytest.raises(ConfigError, match=r"task.calculator.max_turns=4 and task.openenv.max_turns=5 would both "
+                                          r"carry over to task.name=harbor; set task.harbor.max_turns"):
+        from_dict(TaskConfig, tree, "task")
+    # the chosen kind's own value settles it; equal values are no clash
+    assert from_dict(TaskConfig, {**tree, "harbor": {"max_turns": 6}}, "task").options.max_turns == 6
+    same = {"name": "harbor", "path": "t", "calculator": {"max_turns": 5}, "openenv": {"max_turns": 5}}
+    assert from_dict(TaskConfig, same, "task").options.max_turns == 5

@@ -255,6 +255,7 @@ class Checked:
 
 
 _log = logging.getLogger("trajkit.config")
+_CLASH = object()  # a key two stray sections carry with different values (Kinded.fold_options)
 
 
 def _default_of(cls: type, key: str) -> Any:
@@ -270,7 +271,8 @@ class Kinded(Checked):
     the kind's name (``{name: muon, muon: {momentum: 0.9}}``); :func:`from_dict` builds it into ``options``
     (its defaults when absent). The section of another kind than ``name`` is refused, or ignored with a
     warning when ``__strays__ == "ignore"`` (a config file's task, its ``task.name`` switched on the command
-    line; the keys both kinds read are carried over). ``__flat__`` maps the flat keys of older configs to
+    line; the keys both kinds read are carried over, and two such sections giving one key different values
+    are refused unless the chosen kind's section sets it). ``__flat__`` maps the flat keys of older configs to
     ``(kind, key)`` (kind None: the chosen one): such a key is read into the chosen kind's section with one
     warning naming the new key, and replaces the section's value (a command line's flat key overrides a config
     file's section). A flat key the chosen kind does not read is ignored with a warning when ``__strays__ ==
@@ -338,6 +340,7 @@ class Kinded(Checked):
         name, own, reads = cls._chosen(data)
         given: dict = {}
         carried: dict = {}
+        sources: dict[str, list[str]] = {}  # each carried key's stray sections, to refuse two that disagree
         for kind in cls.kinds():
             if kind not in data:
                 continue
@@ -346,7 +349,11 @@ class Kinded(Checked):
                 theirs = cls.options_class(kind)  # a key its own kind would refuse is not carried either
                 both = reads & {f.name for f in dataclasses.fields(theirs)} if theirs is not None else set()
                 keep = {k: v for k, v in (section or {}).items() if k in both} if isinstance(section, dict) else {}
-                carried.update(keep)
+                for k, v in keep.items():
+                    sources.setdefault(k, []).append(f"{owner}.{kind}.{k}={v!r}")
+                    if k in carried and carried[k] != v:
+                        carried[k] = _CLASH
+                carried.update({k: v for k, v in keep.items() if carried.get(k) is not _CLASH})
                 _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; %s", owner, kind, owner, kind,
                              owner, name, f"its {', '.join(sorted(keep))} carried over, the rest ignored" if keep
                              else "ignored")
@@ -358,6 +365,9 @@ class Kinded(Checked):
                 raise ConfigError(f"{owner}.{kind} is a section (set its keys, e.g. {owner}.{kind}.KEY=...), "
                                   f"got {section!r}")
             given = dict(section or {})
+        for k in [k for k, v in carried.items() if v is _CLASH and k not in given]:
+            raise ConfigError(f"{' and '.join(sources[k])} would both carry over to {owner}.name={name}; set "
+                              f"{owner}.{name}.{k} (or drop all but one)")
         given = {**carried, **given}
         if "options" in data:
             raise ConfigError(f"{owner}.options: write the kind's section under its name, {owner}.{name}: {{...}}")
