@@ -88,6 +88,16 @@ def test_a_capped_finite_split_is_spread_over_the_whole_list():
     assert whole.items == list(range(12))
 
 
+def test_an_empty_finite_split_is_one_config_error():
+    class Empty(ListTask):
+        names = []
+
+    s = DifficultySampler(Empty(), SamplerConfig(profile_samples=0, max_items=4), seed=3, correct_threshold=1.0,
+                          batch=2, group_size=4)
+    with pytest.raises(ConfigError, match="train split has no prompts"):
+        s.take(1)
+
+
 def test_items_of_an_endless_stream_are_the_distinct_prompts_of_its_first_indices():
     s = sampler(distinct=6, table=TABLE, max_items=20)
     s.take(1)

@@ -180,7 +180,7 @@ class DifficultySampler:
         if self.items is not None:
             return
         size = _train_size(self.task)
-        count = min(self.cfg.max_items, size or self.cfg.max_items)
+        count = self.cfg.max_items if size is None else min(self.cfg.max_items, size)
         seen: dict[str, int] = {}
         for index in (range(count) if size is None else (i * size // count for i in range(count))):
             seen.setdefault(item_key(self.task.prompt(index)), index)
