@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trajkit.envs.base import Prompt
+from trajkit.envs.base import ENDLESS, Prompt
 from trajkit.errors import ConfigError
 from trajkit.rl.config import load_config
 from trajkit.rl.sampler import DifficultySampler, draw_weight, pass_rates, pool_of, unsolved_quota
@@ -24,7 +24,7 @@ class FakeTask:
         return Prompt(f"item{index % self.distinct}", [1], index)
 
     def num_prompts(self, split):
-        return 10 ** 9
+        return ENDLESS
 
 
 def table_profiler(table, calls=None):

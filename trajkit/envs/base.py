@@ -24,6 +24,7 @@ from trajkit.models.chat import stop_token_ids
 from trajkit.envs.sample import Sample
 
 Generate = Callable[[list[list[int]], SamplingParams], Sequence[Any]]  # Engine.generate
+ENDLESS = 10 ** 9  # num_prompts("train") of a task whose train stream has no end (seeded draws)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 from trajkit.engine import SamplingParams
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render, stop_token_ids
+from trajkit.envs.base import ENDLESS
 from trajkit.envs.base import Environment, Generate, Prompt, Task, completion_text, encode, rng_for  # noqa: F401
 from trajkit.envs.rewards import completion_content
 from trajkit.envs.sample import Sample
@@ -164,7 +165,7 @@ class ChatArithmeticTask:
         return Prompt(text, encode(self.tokenizer, text), index, {"answer": str(a + b)}, source=messages)
 
     def num_prompts(self, split: str) -> int:
-        return len(self.splits["eval"]) if split == "eval" else 10 ** 9
+        return len(self.splits["eval"]) if split == "eval" else ENDLESS
 
 
 def _held_out(pair: tuple[int, int], share: int) -> bool:

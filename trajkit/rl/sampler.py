@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from trajkit.envs.base import Prompt, Task
+from trajkit.envs.base import ENDLESS, Prompt, Task
 from trajkit.errors import ConfigError
 from trajkit.rl.sampler_config import SamplerConfig
 
@@ -291,10 +291,10 @@ class DifficultySampler:
 
 def _train_size(task: Task) -> int | None:
     """The train split's size, None for an endless stream (a synthetic task: no ``num_prompts``, or one that
-    answers ``10 ** 9`` or more, the tasks' convention for "no end")."""
+    answers ``ENDLESS`` or more)."""
     count = getattr(task, "num_prompts", None)
     size = count("train") if count is not None else None
-    return None if size is None or size >= 10 ** 9 else size
+    return None if size is None or size >= ENDLESS else size
 
 
 def rollout_profiler(t) -> Profiler:

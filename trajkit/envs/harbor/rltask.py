@@ -42,7 +42,7 @@ from trajkit.envs.harbor.trial import run_trial
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
 from trajkit.envs.agent import GatewayEnv, HarnessRun
-from trajkit.envs.base import Prompt, encode, rng_for
+from trajkit.envs.base import ENDLESS, Prompt, encode, rng_for
 
 
 def trial_reward(completions, harness_output, **kwargs) -> list[float | None]:
@@ -84,7 +84,7 @@ class HarborRLTask:
         return Prompt(text, encode(self.tokenizer, text), index, {"harbor_task": name}, source=messages)
 
     def num_prompts(self, split: str) -> int:
-        return len(self.eval_names) if split == "eval" else 10 ** 9
+        return len(self.eval_names) if split == "eval" else ENDLESS
 
     def episode(self, run: HarnessRun) -> str:
         """One trial of the run's task with the shell agent on the run's gateway session -> its record (JSON)."""

@@ -33,7 +33,7 @@ from trajkit.errors import ConfigError
 from trajkit.models.chat import render
 from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
 from trajkit.envs.imports import import_object
-from trajkit.envs.base import Prompt, encode, rng_for
+from trajkit.envs.base import ENDLESS, Prompt, encode, rng_for
 
 EVAL_SEEDS = 64
 CALL_TIMEOUT_S = 600.0  # one gateway call (a batch on a loaded CPU can take minutes)
@@ -87,7 +87,7 @@ class OpenEnvTask:
         return Prompt(text, encode(self.tokenizer, text), index, {"openenv_seed": seed}, source=messages)
 
     def num_prompts(self, split: str) -> int:
-        return EVAL_SEEDS if split == "eval" else 10 ** 9
+        return EVAL_SEEDS if split == "eval" else ENDLESS
 
     def episode(self, run: HarnessRun) -> str:
         """One episode with the gateway as the policy -> its record (JSON)."""

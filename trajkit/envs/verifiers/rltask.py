@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
-from trajkit.envs.base import Prompt, encode
+from trajkit.envs.base import ENDLESS, Prompt, encode
 from trajkit.envs.verifiers.process import Driver, DriverError
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
@@ -104,7 +104,7 @@ class VerifiersTask:
     def num_prompts(self, split: str) -> int:
         if split == "eval":
             return min(EVAL_TASKS, self.size or EVAL_TASKS)
-        return self.size or 10 ** 9
+        return self.size or ENDLESS
 
     def episode(self, run: HarnessRun) -> str:
         """One verifiers episode whose model calls go to ``run``'s gateway session -> its record (JSON)."""
