@@ -255,7 +255,6 @@ class Checked:
 
 
 _log = logging.getLogger("trajkit.config")
-_CLASH = object()  # a key two stray sections carry with different values (Kinded.fold_options)
 
 
 def _default_of(cls: type, key: str) -> Any:
@@ -339,8 +338,7 @@ class Kinded(Checked):
         data, owner = dict(data), cls._owner()
         name, own, reads = cls._chosen(data)
         given: dict = {}
-        carried: dict = {}
-        sources: dict[str, list[str]] = {}  # each carried key's stray sections, to refuse two that disagree
+        offered: dict[str, list[tuple[str, Any]]] = {}  # each carried key: (stray section, its value), in order
         for kind in cls.kinds():
             if kind not in data:
                 continue
@@ -350,10 +348,7 @@ class Kinded(Checked):
                 both = reads & {f.name for f in dataclasses.fields(theirs)} if theirs is not None else set()
                 keep = {k: v for k, v in (section or {}).items() if k in both} if isinstance(section, dict) else {}
                 for k, v in keep.items():
-                    sources.setdefault(k, []).append(f"{owner}.{kind}.{k}={v!r}")
-                    if k in carried and carried[k] != v:
-                        carried[k] = _CLASH
-                carried.update({k: v for k, v in keep.items() if carried.get(k) is not _CLASH})
+                    offered.setdefault(k, []).append((kind, v))
                 _log.warning("%s.%s is the section of %s.name=%s, but %s.name=%s; %s", owner, kind, owner, kind,
                              owner, name, f"its {', '.join(sorted(keep))} carried over, the rest ignored" if keep
                              else "ignored")
@@ -365,10 +360,12 @@ class Kinded(Checked):
                 raise ConfigError(f"{owner}.{kind} is a section (set its keys, e.g. {owner}.{kind}.KEY=...), "
                                   f"got {section!r}")
             given = dict(section or {})
-        for k in [k for k, v in carried.items() if v is _CLASH and k not in given]:
-            raise ConfigError(f"{' and '.join(sources[k])} would both carry over to {owner}.name={name}; set "
-                              f"{owner}.{name}.{k} (or drop all but one)")
-        given = {**carried, **given}
+        for k, offers in offered.items():
+            if k not in given and any(v != offers[0][1] for _, v in offers[1:]):
+                said = " and ".join(f"{owner}.{kind}.{k}={v!r}" for kind, v in offers)
+                raise ConfigError(f"{said} would both carry over to {owner}.name={name}; set {owner}.{name}.{k} "
+                                  "(or drop all but one)")
+        given = {**{k: offers[-1][1] for k, offers in offered.items()}, **given}
         if "options" in data:
             raise ConfigError(f"{owner}.options: write the kind's section under its name, {owner}.{name}: {{...}}")
         cls._fold_flat(data, given, name, reads)
