@@ -258,3 +258,17 @@ def test_a_task_toml_cannot_set_the_hosts_task_options(tmp_path):
     task = make_task(cfg, 0, byte_tokenizer())
     seen = (task.max_turns, task.sandbox, task.judge, task.tasks["t"].agent.timeout_sec)
     assert seen == (3, "namespace", None, 1200.0)
+
+
+@pytest.mark.parametrize("toml, field", [
+    ("[environment]\ncpus = 1" + "0" * 400 + "\n", "environment.cpus"),  # a TOML integer past any float
+    ("[environment]\nmemory_mb = 1" + "0" * 400 + "\n", "environment.memory_mb"),
+    ("[environment]\nmemory = \"1" + "0" * 400 + "G\"\n", "environment.memory"),  # float() is inf, int() fails
+    ("[environment]\nstorage = \"1" + "0" * 400 + "\"\n", "environment.storage"),
+    ("[verifier]\nreward_range = [0, 1" + "0" * 400 + "]\n", "verifier.reward_range"),  # math.isfinite overflows
+    ("[agent]\ntimeout_sec = 1" + "0" * 5000 + "\n", None),  # tomllib's ValueError: over 4300 digits
+])
+def test_a_number_too_large_for_a_float_is_one_task_error_not_an_overflow(tmp_path, toml, field):
+    d = write_task(tmp_path, toml=toml)
+    with pytest.raises(TaskError, match=f"field {field}: must be" if field else "not valid TOML"):
+        load_task(d)

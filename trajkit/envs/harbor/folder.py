@@ -18,9 +18,9 @@ is at most ``MAX_TOML_DEPTH`` tables or arrays deep, and every time limit finite
 """
 from __future__ import annotations
 
-import math
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -143,7 +143,7 @@ def check_limit(key: str, value: float, where: Path, name: str) -> None:
     ``1e12`` would mean no limit; and at least ``MIN_TIMEOUT_S`` (1 ms): a subnormal such as ``5e-324`` scaled
     by a ``timeout_multiplier`` below 1 is 0.0, which no sandbox takes (an infra failure, masked, instead of
     the agent's timeout)."""
-    if isinstance(value, float) and not math.isfinite(value):
+    if not abs(value) <= sys.float_info.max:  # inf, nan, and a TOML integer such as 10**400 (float() overflows)
         raise _error(f"must be a finite number, got {value!r}", str(where), field=name)
     if key.endswith("timeout_sec") and value > MAX_TIMEOUT_S:
         raise _error(f"must be at most {MAX_TIMEOUT_S:g} seconds (24 h), got {value!r}", str(where), field=name)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -160,6 +161,8 @@ def load_task(path: str | Path) -> HarborTask:
         raise TaskError(f"not valid TOML: {exc}", path=str(toml_path)) from None
     except RecursionError:
         raise TaskError("not valid TOML: nested too deep", path=str(toml_path)) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (int()'s limit), not a TOMLDecodeError
+        raise TaskError(f"not valid TOML: {exc}", path=str(toml_path)) from None
     check_depth(data, toml_path)
     text = read_text(instruction)
     if not text.strip():
@@ -229,7 +232,7 @@ def _reward_range(bounds, where: Path) -> dict:
     if bounds is None:
         return {}
     if not (isinstance(bounds, list) and len(bounds) == 2 and all(type(b) in (int, float) for b in bounds)
-            and all(math.isfinite(b) for b in bounds) and bounds[0] < bounds[1]):
+            and all(abs(b) <= sys.float_info.max for b in bounds) and bounds[0] < bounds[1]):
         raise TaskError(f"must be [low, high] with finite low < high, got {bounds!r}", path=str(where),
                         field="verifier.reward_range")
     return {"reward_range": (float(bounds[0]), float(bounds[1]))}
@@ -279,7 +282,10 @@ def _megabytes(value: Any, name: str, where: Path) -> int:
     if not m:
         raise TaskError(f"must be a size such as '4G' or '512M', got {value!r}", path=str(where), field=name)
     scale = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2}[m.group(2).upper()]
-    return max(1, int(float(m.group(1)) * scale))
+    size = float(m.group(1)) * scale
+    if not math.isfinite(size):  # 400 digits are inf as a float
+        raise TaskError(f"must be a size such as '4G' or '512M', got {value!r}", path=str(where), field=name)
+    return max(1, int(size))
 
 
 @dataclass
