@@ -272,3 +272,24 @@ def test_a_number_too_large_for_a_float_is_one_task_error_not_an_overflow(tmp_pa
     d = write_task(tmp_path, toml=toml)
     with pytest.raises(TaskError, match=f"field {field}: must be" if field else "not valid TOML"):
         load_task(d)
+
+
+def test_a_scaled_agent_limit_stays_within_what_a_sandbox_can_wait():
+    # 86400 * 1e6 is finite, but past ~9.2e9 s subprocess.run(capture_output=True, timeout=...) raises
+    # OverflowError at the first exec; 0.001 * 1e-300 is > 0, yet below the 1 ms a task.toml may give
+    import subprocess
+    from pathlib import Path
+
+    from trajkit.envs.harbor.task import HarborTask, Phase, Environment, scale_agent_timeouts
+    from trajkit.errors import ConfigError
+
+    with pytest.raises(OverflowError):
+        subprocess.run(["true"], capture_output=True, timeout=86400.0 * 1e6, check=False)  # as docker.exec
+
+    def task(limit):
+        return HarborTask(Path("t"), "t", "Do it.", Phase(limit), Phase(30.0), Phase(), Environment())
+
+    for limit, multiplier in ((86400.0, 1e6), (0.001, 1e-300)):
+        with pytest.raises(ConfigError, match="timeout_multiplier"):
+            scale_agent_timeouts([task(limit)], multiplier)
+    assert scale_agent_timeouts([task(86400.0)], 100.0)[0].agent.timeout_sec == 8640000.0

@@ -44,12 +44,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trajkit.envs.harbor.folder import TaskError, check_depth, check_folder, check_limit, read_bounded
+from trajkit.envs.harbor.folder import (MIN_TIMEOUT_S, TaskError, check_depth, check_folder, check_limit,
+                                        read_bounded)
 from trajkit.envs.sandbox.base import bad_variable, inside_root
 from trajkit.errors import ConfigError
 
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for [agent] and [verifier] timeout_sec
 NETWORK_OFF = ("none", "no", "off", "disabled")
+MAX_SCALED_TIMEOUT_S = 365 * 24 * 3600.0  # a year: past ~9.2e9 s subprocess.run(timeout=...) raises OverflowError
 
 
 @dataclass
@@ -138,11 +140,12 @@ def scale_agent_timeouts(tasks: list[HarborTask], multiplier: float) -> list[Har
     if multiplier == 1.0:
         return list(tasks)
     scaled = [replace(t, agent=replace(t.agent, timeout_sec=t.agent.timeout_sec * multiplier)) for t in tasks]
-    for old, new in zip(tasks, scaled):  # 86400 * 1e305 is inf (no limit), 1e-3 * 1e-322 is 0.0 (none at all)
-        if not 0 < new.agent.timeout_sec < math.inf:
+    for old, new in zip(tasks, scaled):  # 86400 * 1e305 is inf (no limit), 1e-3 * 1e-322 is 0.0 (none at all);
+        # 86400 * 1e6 is finite but overflows subprocess's timeout, 1e-3 * 1e-300 is below a task's 1 ms
+        if not MIN_TIMEOUT_S <= new.agent.timeout_sec <= MAX_SCALED_TIMEOUT_S:
             raise ConfigError(f"timeout_multiplier={multiplier!r} turns task {old.name}'s [agent] timeout_sec = "
                               f"{old.agent.timeout_sec:g} s into {new.agent.timeout_sec!r} s: give a multiplier that "
-                              "keeps it a positive, finite time limit")
+                              f"keeps it within [{MIN_TIMEOUT_S:g}, {MAX_SCALED_TIMEOUT_S:g}] s (1 ms to a year)")
     return scaled
 
 
