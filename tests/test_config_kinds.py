@@ -307,3 +307,13 @@ def test_two_stray_sections_carrying_one_key_with_different_values_are_refused()
     assert from_dict(TaskConfig, {**tree, "harbor": {"max_turns": 6}}, "task").options.max_turns == 6
     same = {"name": "harbor", "path": "t", "calculator": {"max_turns": 5}, "openenv": {"max_turns": 5}}
     assert from_dict(TaskConfig, same, "task").options.max_turns == 5
+
+
+def test_an_integer_too_large_for_a_float_field_is_refused_not_an_overflow():
+    # YAML reads 400 digits as an int; math.isfinite(int) raised OverflowError instead of naming the key
+    from trajkit.rl.config import load_config
+
+    with pytest.raises(ConfigError, match="task.harbor.timeout_multiplier must be a finite number"):
+        load_config(None, ["task.name=harbor", "task.path=t", "task.harbor.timeout_multiplier=1" + "0" * 400])
+    with pytest.raises(ConfigError, match="task.harbor.timeout_multiplier must be a finite number"):
+        from_dict(TaskConfig, {"name": "harbor", "path": "t", "harbor": {"timeout_multiplier": 10 ** 400}}, "task")

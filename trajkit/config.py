@@ -20,6 +20,7 @@ import difflib
 import logging
 import math
 import os
+import sys
 import types
 import typing
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -191,7 +192,7 @@ def _check_field(owner: str, name: str, tp: Any, value: Any) -> Any:
           bool: lambda v: isinstance(v, bool), str: lambda v: isinstance(v, str)}.get(tp)
     if ok is not None and not ok(value):
         raise ConfigError(f"{_qual(owner, name)} must be a {tp.__name__}, got {value!r}")
-    if tp is float and not math.isfinite(value):
+    if tp is float and not abs(value) <= sys.float_info.max:  # inf, nan, or an int such as 10**400 (no float)
         raise _BadValue(f"{_qual(owner, name)} must be a finite number, got {value!r}")
     if tp is str and "\x00" in value:  # a path, URL or command the OS would cut or refuse later, far from here
         raise _BadValue(f"{_qual(owner, name)} holds a NUL byte (\\x00), which no path, URL or command may: "
