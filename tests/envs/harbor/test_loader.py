@@ -293,3 +293,14 @@ def test_a_scaled_agent_limit_stays_within_what_a_sandbox_can_wait():
         with pytest.raises(ConfigError, match="timeout_multiplier"):
             scale_agent_timeouts([task(limit)], multiplier)
     assert scale_agent_timeouts([task(86400.0)], 100.0)[0].agent.timeout_sec == 8640000.0
+
+
+@pytest.mark.parametrize("toml", ["[environment]\nmemory_mb = 1125899906842624\n",  # 2**50: finite, yet
+                                  "[environment]\nmemory = \"9999999999T\"\n"])  # << 20 is past a signed 64 bits
+def test_a_memory_limit_must_fit_the_sandboxs_address_space_limit(tmp_path, toml):
+    # memory_mb << 20 is RLIMIT_AS in bytes (strtol in the launcher: ERANGE, every exec an exit 125)
+    with pytest.raises(TaskError, match="field environment.memory_mb: must be at most"):
+        load_task(write_task(tmp_path, toml=toml))
+    most = (2 ** 63 - 1) >> 20
+    d = write_task(tmp_path, "most", toml=f"[environment]\nmemory_mb = {most}\n")
+    assert load_task(d).environment.memory_mb == most

@@ -122,6 +122,7 @@ class HarborTask:
 PHASE_KEYS = {"timeout_sec": float, "env": dict, "user": str}
 ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": str, "workdir": str,
             "build_timeout_sec": float, "docker_image": str, "gpus": int}
+MAX_MB = (2 ** 63 - 1) >> 20  # memory_mb << 20 is the sandbox's RLIMIT_AS in bytes, a signed 64-bit number
 POSITIVE = ("timeout_sec", "cpus", "memory_mb", "storage_mb", "build_timeout_sec")  # 0 would mean "no limit"
 TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
             "source")
@@ -257,6 +258,9 @@ def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tupl
                             field=f"{section}.{key}")
         if kind in (int, float):
             check_limit(key, value, where, f"{section}.{key}")
+        if key in ("memory_mb", "storage_mb") and value > MAX_MB:
+            raise TaskError(f"must be at most {MAX_MB} MB (in bytes, a signed 64-bit limit), got {value!r}",
+                            path=str(where), field=f"{section}.{key}")
         if kind is dict:
             value = check_env({str(k): str(v) for k, v in value.items()}, str(where), f"{section}.{key}")
         values[key] = value if kind is dict else kind(value)
