@@ -317,3 +317,25 @@ def test_an_integer_too_large_for_a_float_field_is_refused_not_an_overflow():
         load_config(None, ["task.name=harbor", "task.path=t", "task.harbor.timeout_multiplier=1" + "0" * 400])
     with pytest.raises(ConfigError, match="task.harbor.timeout_multiplier must be a finite number"):
         from_dict(TaskConfig, {"name": "harbor", "path": "t", "harbor": {"timeout_multiplier": 10 ** 400}}, "task")
+
+
+def test_a_flat_key_settles_two_stray_sections_that_disagree():
+    # the flat key is read into the chosen kind's section (and replaces its value): it sets the key, as
+    # task.harbor.max_turns does, so the stray sections' clash is no error
+    tree = {"name": "harbor", "path": "t", "calculator": {"max_turns": 4}, "openenv": {"max_turns": 5}, "max_turns": 7}
+    assert from_dict(TaskConfig, tree, "task").options.max_turns == 7
+
+
+def test_a_harness_time_limit_is_at_most_a_year():
+    # 1e10 s is finite, but subprocess.run(capture_output=True, timeout=1e10) raises OverflowError (past ~9.2e9 s)
+    # at the first rollout, far from the config that gave it
+    import subprocess
+
+    with pytest.raises(OverflowError):
+        subprocess.run(["true"], capture_output=True, timeout=1e10, check=False)
+    with pytest.raises(ConfigError, match=r"task.agent.harness_timeout_s must be in \(0, 31536000\]"):
+        from_dict(TaskConfig, {"name": "agent", "path": "p.jsonl",
+                               "agent": {"command": "x", "harness_timeout_s": 1e10}}, "task")
+    year = {"name": "agent", "path": "p.jsonl", "agent": {"command": "x", "harness_timeout_s": 31536000}}
+    cfg = from_dict(TaskConfig, year, "task")
+    assert cfg.options.harness_timeout_s == 31536000.0

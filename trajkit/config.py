@@ -361,8 +361,9 @@ class Kinded(Checked):
                 raise ConfigError(f"{owner}.{kind} is a section (set its keys, e.g. {owner}.{kind}.KEY=...), "
                                   f"got {section!r}")
             given = dict(section or {})
+        flat = {cls._moved_field(k, name, reads) for k in data if k in cls.__flat__}  # they set the chosen's key too
         for k, offers in offered.items():
-            if k not in given and any(v != offers[0][1] for _, v in offers[1:]):
+            if k not in given and k not in flat and any(v != offers[0][1] for _, v in offers[1:]):
                 said = " and ".join(f"{owner}.{kind}.{k}={v!r}" for kind, v in offers)
                 raise ConfigError(f"{said} would both carry over to {owner}.name={name}; set {owner}.{name}.{k} "
                                   "(or drop all but one)")

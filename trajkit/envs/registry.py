@@ -77,7 +77,7 @@ class AgentOptions(Checked):
     harness_timeout_s: float = 300.0
 
     __section__ = "task.options"
-    __ranges__ = {"harness_timeout_s": "(0, inf)"}
+    __ranges__ = {"harness_timeout_s": "(0, 31536000]"}  # a year: past ~9.2e9 s subprocess.run(timeout=) overflows
 
 
 @dataclass
