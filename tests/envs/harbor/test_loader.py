@@ -304,3 +304,11 @@ def test_a_memory_limit_must_fit_the_sandboxs_address_space_limit(tmp_path, toml
     most = (2 ** 63 - 1) >> 20
     d = write_task(tmp_path, "most", toml=f"[environment]\nmemory_mb = {most}\n")
     assert load_task(d).environment.memory_mb == most
+
+
+@pytest.mark.parametrize("value", ["true", '"60"', "-0.0", "{ a = 1 }", "[60]", "0"])
+def test_a_time_limit_that_is_no_positive_number_is_refused(tmp_path, value):
+    # TOML's booleans are no number here (True > 0), nor strings, tables, arrays; -0.0 and 0 are no limit
+    d = write_task(tmp_path, toml=f"[agent]\ntimeout_sec = {value}\n")
+    with pytest.raises(TaskError, match="field agent.timeout_sec: must be"):
+        load_task(d)
