@@ -312,3 +312,25 @@ def test_a_time_limit_that_is_no_positive_number_is_refused(tmp_path, value):
     d = write_task(tmp_path, toml=f"[agent]\ntimeout_sec = {value}\n")
     with pytest.raises(TaskError, match="field agent.timeout_sec: must be"):
         load_task(d)
+
+
+@pytest.mark.parametrize("toml, field", [
+    ('[task]\nname = "a\\u0000b"\n', "task.name"),
+    ('[agent]\nuser = "root\\u0000x"\n', "agent.user"),
+    ('[environment]\ndocker_image = "img\\u0000"\n', "environment.docker_image"),
+    ('[environment]\nnetwork_mode = "none\\u0000"\n', "environment.network_mode"),
+])
+def test_a_nul_in_a_task_string_is_one_task_error(tmp_path, toml, field):
+    d = write_task(tmp_path, toml=toml)
+    with pytest.raises(TaskError, match=f"field {field}: must not contain a NUL"):
+        load_task(d)
+
+
+@pytest.mark.parametrize("toml, field", [("[environment]\ncpus = 1e300\n", "environment.cpus"),
+                                         ("[environment]\ngpus = 4097\n", "environment.gpus")])
+def test_a_device_count_past_any_host_is_refused_at_load(tmp_path, toml, field):
+    d = write_task(tmp_path, toml=toml)
+    with pytest.raises(TaskError, match=f"field {field}: must be at most 4096"):
+        load_task(d)
+    ok = write_task(tmp_path / "ok", toml="[environment]\ncpus = 4096\ngpus = 8\n")
+    assert (load_task(ok).environment.cpus, load_task(ok).environment.gpus) == (4096.0, 8)

@@ -123,6 +123,7 @@ PHASE_KEYS = {"timeout_sec": float, "env": dict, "user": str}
 ENV_KEYS = {"cpus": float, "memory_mb": int, "storage_mb": int, "network_mode": str, "workdir": str,
             "build_timeout_sec": float, "docker_image": str, "gpus": int}
 MAX_MB = (2 ** 63 - 1) >> 20  # memory_mb << 20 is the sandbox's RLIMIT_AS in bytes, a signed 64-bit number
+MAX_DEVICES = 4096  # cpus / gpus: past any host; docker --cpus=1e300 fails at the trial's start, not at load
 POSITIVE = ("timeout_sec", "cpus", "memory_mb", "storage_mb", "build_timeout_sec")  # 0 would mean "no limit"
 TOP_KEYS = ("version", "schema_version", "metadata", "task", "agent", "verifier", "solution", "environment",
             "source")
@@ -187,7 +188,10 @@ def load_task(path: str | Path) -> HarborTask:
     environment = Environment(**env_values, extra=env_extra)
     if environment.workdir is not None:
         environment.workdir = sandbox_path(environment.workdir, str(toml_path), "environment.workdir")
-    return HarborTask(path=path, name=str(task_section.get("name") or path.name), instruction=text,
+    name = str(task_section.get("name") or path.name)
+    if "\0" in name:  # the name is in trial folders' names and reports
+        raise TaskError(f"must not contain a NUL character, got {name!r}", path=str(toml_path), field="task.name")
+    return HarborTask(path=path, name=name, instruction=text,
                       environment=environment, metadata={**_table(data, "metadata", toml_path), **task_section},
                       version=str(data.get("schema_version", data.get("version", "1.0"))),
                       extra={k: data[k] for k in data if k not in TOP_KEYS}, unknown_keys=unknown, **sections)
@@ -258,6 +262,11 @@ def _read(table: dict, keys: dict[str, type], section: str, where: Path) -> tupl
                             field=f"{section}.{key}")
         if kind in (int, float):
             check_limit(key, value, where, f"{section}.{key}")
+        if key in ("cpus", "gpus") and value > MAX_DEVICES:
+            raise TaskError(f"must be at most {MAX_DEVICES}, got {value!r}", path=str(where), field=f"{section}.{key}")
+        if kind is str and key != "workdir" and "\0" in value:  # (workdir: sandbox_path) a NUL ends a C string
+            raise TaskError(f"must not contain a NUL character, got {value!r}", path=str(where),
+                            field=f"{section}.{key}")
         if key in ("memory_mb", "storage_mb") and value > MAX_MB:
             raise TaskError(f"must be at most {MAX_MB} MB (in bytes, a signed 64-bit limit), got {value!r}",
                             path=str(where), field=f"{section}.{key}")
