@@ -315,3 +315,67 @@ def test_the_verifier_refuses_links_for_copies_carriage_returns_and_loosely_type
     with ThreadPoolExecutor(max_workers=2) as pool:
         got, want = zip(*pool.map(trial, cases))
     assert list(got) == list(want)
+
+
+def test_a_train_instruction_draws_each_clause_s_phrasing_and_one_quoting_held_out_ones_stay_fixed():
+    """Against hand-written texts: the held-out wording (3) and a train frame without a draw give every clause
+    the frame's own phrasing; a train instruction draws a phrasing per clause and one quoting (scripted)."""
+    import random
+
+    from trajkit.envs.harbor.families import compose_data, compose_words
+
+    plan = compose_data.draw(random.Random(7), parse_kind("column-sum-text-rename"), "train")
+    assert (plan.src, plan.out, plan.params["column"]) == ("staff.csv", "result.txt", "score")
+    assert compose_words.instruction(plan, 3) == (
+        "Here is what I need: first look at the score entry of each record in the table /app/staff.csv, then find "
+        "what they add up to, and finally put only that figure in /app/result.txt. When finished, give "
+        "/app/staff.csv the new name /app/staff.csv.done.")
+    assert compose_words.instruction(plan, 0) == (
+        "Take the values of the `score` column of the CSV file `/app/staff.csv` (not the header), add the numbers "
+        "up, and write just the number to `/app/result.txt`. Afterwards rename `/app/staff.csv` to "
+        "`/app/staff.csv.done`.")
+
+    class Scripted:  # the draws: phrasings 2, 0, 1, 1 for column, sum, the write, the rename; then a quoting
+        def __init__(self, quote):
+            self.phrasings, self.quote = [2, 0, 1, 1], quote
+
+        def randrange(self, n):
+            assert n == 3  # the three train phrasings, never the held-out one
+            return self.phrasings.pop(0)
+
+        def choice(self, options):
+            assert tuple(options) == ("`", "'", '"', "")
+            return self.quote
+
+    assert compose_words.instruction(plan, 1, Scripted("")) == (
+        "Extract column score from /app/staff.csv, header excluded; add the numbers up; save the number alone in "
+        "/app/result.txt. Then rename the input file to /app/staff.csv.done.")
+    assert compose_words.instruction(plan, 1, Scripted("'")) == (
+        "Extract column 'score' from '/app/staff.csv', header excluded; add the numbers up; save the number alone "
+        "in '/app/result.txt'. Then rename the input file to '/app/staff.csv.done'.")
+    with pytest.raises(AssertionError, match="held-out frame"):
+        compose_words.instruction(plan, 3, Scripted(""))
+
+
+def test_train_instructions_vary_phrasing_and_quoting_yet_hold_no_held_out_phrase(tmp_path):
+    from trajkit.envs.harbor.families.compose_words import FILE as FILE_WORDS, STEP, WRITE
+
+    train = generate("compose", "train", 10, 0, tmp_path / "train")
+    prompts = [r["prompt"] for r in train]
+    held = [max(re.split(r"\{\w+\}", p[3]), key=len).strip(" `") for t in (STEP, WRITE, FILE_WORDS)
+            for p in t.values()]  # each held-out phrasing's longest fixed text
+    assert min(len(h) for h in held) >= 6
+    for prompt in prompts:
+        assert not [h for h in held if h in prompt], prompt
+    quoted = {q: sum(f"{q}/app/" in p for p in prompts) for q in ("`", "'", '"')}
+    bare = sum(bool(re.search(r"(^|[\s(])/app/", p)) for p in prompts)
+    assert all(n > 0 for n in quoted.values()) and bare > 0, (quoted, bare)
+    # against the frame's own fixed text (what every train instruction was before the draw): most now differ
+    from trajkit.envs.harbor.families import compose_words
+
+    fixed = 0
+    for kind in compose.TRAIN_KINDS:
+        for index in range(10):
+            spec = instance(kind, "train", 0, index)
+            fixed += spec.instruction == compose_words.instruction(compose.plan_of(spec), spec.wording)
+    assert fixed < 0.1 * len(train), fixed

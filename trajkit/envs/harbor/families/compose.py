@@ -88,8 +88,8 @@ def make(name: str):
         if "existing" in plan.params:
             files[plan.out] = "\n".join(plan.params["existing"]) + "\n"
         params = {"kind": name, "src": plan.src, "out": plan.out, "lines": plan.lines, **plan.params}
-        return TaskSpec(name, params, words.instruction(plan, wording), files, solution(plan), checks(plan),
-                        wording=wording)
+        text = words.instruction(plan, wording, rng if split == "train" else None)
+        return TaskSpec(name, params, text, files, solution(plan), checks(plan), wording=wording)
 
     generator.__name__ = name.replace("-", "_")
     return generator

@@ -1,12 +1,19 @@
 """The instructions of composed kinds (:mod:`.compose`): one phrase per step, joined by a frame.
 
 Every primitive has four phrasings and there are four frames (a sentence, a list of clauses, numbered steps,
-a request in prose); wording ``w`` uses phrasing ``w`` of every step and frame ``w``. The last (``3``) is
-the held-out wording, as for the hand-written families: no train instruction holds any of its phrases.
+a request in prose). The last phrasing and frame (``3``) are the held-out wording, as for the hand-written
+families: no train instruction holds any of its phrases. A held-out instruction uses phrasing ``3`` of every
+step and frame ``3``. A train instruction of wording ``w`` uses frame ``w``, and each of its clauses a train
+phrasing drawn on its own, with names quoted one way throughout (backticks, single or double quotes, or
+bare, as the held-out phrasings give them): 3 phrasings a clause and 4 quotings instead of one fixed text a
+frame, so that SFT learns to read the steps, not one template's wording and punctuation.
 """
 from __future__ import annotations
 
+import random
+
 WORDING_COUNT = 4
+QUOTES = ("`", "'", '"', "")  # how a train instruction marks its names and values
 
 STEP: dict[str, list[str]] = {
     "lines": ["take every line of `{src}`", "start from all the lines of `{src}`", "read the lines of `{src}`",
@@ -108,14 +115,25 @@ def values(plan) -> dict:
             "head": p.get("head"), "dest": where}
 
 
-def instruction(plan, wording: int) -> str:
-    """The instruction of ``plan`` in wording ``wording`` (module docstring)."""
+def instruction(plan, wording: int, rng: random.Random | None = None) -> str:
+    """The instruction of ``plan`` in frame ``wording``; without ``rng`` every clause in phrasing ``wording``
+    (the held-out instruction), with it each clause in a train phrasing drawn from ``rng`` and one quoting
+    (module docstring). ``rng`` is drawn from only here, after the plan: the task's data stays as it was."""
     k, v = plan.kind, values(plan)
     steps = [s for s in (k.select, k.map, *k.order, k.aggregate) if s]
     sink = "append" if k.file == "append" else k.format
-    clauses = [STEP[s][wording].format(**v) for s in steps]
-    clauses.append(WRITE[f"{sink}/{'number' if k.aggregate else 'lines'}"][wording].format(**v))
-    text = _frame(clauses, wording)
+    phrases = [STEP[s] for s in steps] + [WRITE[f"{sink}/{'number' if k.aggregate else 'lines'}"]]
     if k.file in FILE:
-        text += ("\n" if wording == 2 else " ") + FILE[k.file][wording].format(**v)
+        phrases.append(FILE[k.file])
+    if rng is None:
+        chosen, quote = [p[wording] for p in phrases], "`"
+    else:
+        assert wording < WORDING_COUNT - 1, "a train instruction is never in the held-out frame"
+        chosen = [p[rng.randrange(WORDING_COUNT - 1)] for p in phrases]
+        quote = rng.choice(QUOTES)
+    clauses = [c.replace("`", quote).format(**v) for c in chosen]
+    note = clauses.pop() if k.file in FILE else None
+    text = _frame(clauses, wording)
+    if note is not None:
+        text += ("\n" if wording == 2 else " ") + note
     return text
