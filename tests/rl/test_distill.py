@@ -2,16 +2,23 @@
 per-token path equal to the per-sequence one bit for bit, every refusal naming its key, and tiny in-process and
 asynchronous runs in which a teacher equal to the student gives no signal and another one is approached."""
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
+from trajkit.envs.sample import Sample
 from trajkit.errors import ConfigError
 from trajkit.models.tokenizer import bpe_tokenizer, byte_tokenizer
+from trajkit.rl.batching import batch_logprobs, collate
 from trajkit.rl.build import random_model
-from trajkit.rl.distill import load_teacher, opd_advantages, tokenizer_difference
+from trajkit.rl.config import load_config
+from trajkit.rl.distill import load_teacher, opd_advantages, score_with_teacher, token_divergence, tokenizer_difference
 from trajkit.rl.losses import LossNorm, policy_loss
 from trajkit.rl.trainer import Trainer
+from trajkit.rl.update import update_policy
+
+from .conftest import TINY
 
 OLD = torch.tensor([[-1.0, -2.0, -0.5], [-1.5, -0.2, 0.0]])      # [B=2, T=3]; row 1's last token is padding
 TEACHER = torch.tensor([[-0.5, -2.5, -0.5], [-3.0, -0.1, -9.0]])
@@ -194,3 +201,120 @@ def test_an_async_run_one_version_stale_takes_the_teacher(tmp_path, tiny):
                        "loss.decoupled=true"), 3)
     assert [m["async/staleness_max"] for m in got] == [0, 1, 1]
     assert all(m["distill/reverse_kl"] != 0.0 and m["loss/grad_norm"] > 0 for m in got)
+
+
+# ---- whole-vocabulary divergences (distill.divergence=reverse_kl | forward_kl) ----
+
+def test_token_divergences_and_their_gradients_equal_the_hand_derived_values():
+    """p_s = softmax(z) with z = log(0.5, 0.3, 0.2) and p_t = (0.2, 0.2, 0.6):
+    reverse KL = sum p_s log(p_s / p_t), d/dz_k = p_s,k (log(p_s,k / p_t,k) - KL);
+    forward KL = sum p_t log(p_t / p_s), d/dz_k = p_s,k - p_t,k."""
+    ps, pt = [0.5, 0.3, 0.2], [0.2, 0.2, 0.6]
+    rkl = sum(a * math.log(a / b) for a, b in zip(ps, pt))
+    fkl = sum(b * math.log(b / a) for a, b in zip(ps, pt))
+    assert rkl == pytest.approx(0.5 * math.log(2.5) + 0.3 * math.log(1.5) + 0.2 * math.log(1 / 3))
+    for kind, value, grad in (("reverse_kl", rkl, [a * (math.log(a / b) - rkl) for a, b in zip(ps, pt)]),
+                              ("forward_kl", fkl, [a - b for a, b in zip(ps, pt)])):
+        z = torch.log(torch.tensor([ps], dtype=torch.float64)).requires_grad_(True)
+        div = token_divergence(kind, torch.log_softmax(z, -1), torch.log(torch.tensor([pt], dtype=torch.float64)))
+        assert float(div.detach()) == pytest.approx(value, rel=1e-12)
+        div.sum().backward()
+        assert z.grad[0].tolist() == pytest.approx(grad, rel=1e-9, abs=1e-12)
+    with pytest.raises(ValueError, match="no whole-vocabulary divergence 'sampled'"):
+        token_divergence("sampled", z, z)
+
+
+def _stitched_samples(gen):
+    """Five samples with forced tokens between sampled ones and prompts of several lengths."""
+    samples = []
+    for n, prompt in ((5, [1, 2]), (3, [1, 2, 7]), (6, [1]), (4, [1, 2]), (5, [1, 2, 7])):
+        ids = torch.randint(3, 250, (n,), generator=gen).tolist()
+        samples.append(Sample(prompt, ids, [0.0] * n, [1 if i % 3 != 2 else 0 for i in range(n)]))
+    return samples
+
+
+def _divergence_reference(policy, teacher, samples, kind, coef, per_row_mean):
+    """``coef`` x the divergence at every sampled position, each sequence forwarded alone (policy and
+    teacher), averaged per row then over rows (grpo) or over all sampled tokens (dapo); -> (grads, value)."""
+    policy.zero_grad(set_to_none=True)
+    rows, total, count = [], 0.0, 0
+    for s in samples:
+        ids = torch.tensor([s.prompt_ids + s.completion_ids])
+        at = slice(len(s.prompt_ids) - 1, -1)
+        student = torch.log_softmax(policy(input_ids=ids).logits[0, at].float(), -1)
+        with torch.no_grad():
+            target = torch.log_softmax(teacher(input_ids=ids).logits[0, at].float(), -1)
+        sampled = [i for i, m in enumerate(s.loss_mask) if m]
+        div = token_divergence(kind, student[sampled], target[sampled])
+        rows.append(div.mean())
+        total, count = total + div.sum(), count + len(sampled)
+    value = sum(rows) / len(rows) if per_row_mean else total / count
+    (coef * value).backward()
+    return [p.grad.clone() for p in policy.parameters()], float(value.detach())
+
+
+@pytest.mark.parametrize("kind", ["reverse_kl", "forward_kl"])
+@pytest.mark.parametrize("loss_name", ["grpo", "dapo"])
+def test_update_policy_divergence_gradient_equals_the_per_sequence_formula(kind, loss_name):
+    """The teacher's distributions travel with the batch from the ``logprob`` stage; the update's gradient is
+    ``coef`` x the divergence's, aggregated as the loss aggregates, micro-batches and shared prefix included."""
+    cfg = load_config(None, TINY + ["optim.micro_batch_size=2", "optim.grad_clip=1e9", "distill.teacher=/t",
+                                    f"distill.divergence={kind}", "distill.coef=0.7", f"loss.name={loss_name}"])
+    policy = random_model(cfg.policy, vocab_size=259)
+    teacher = random_model(replace(cfg.policy, init_seed=cfg.policy.init_seed + 1), vocab_size=259).eval()
+    samples = _stitched_samples(torch.Generator().manual_seed(0))
+    batch = collate(samples, torch.tensor([0.5, -1.0, 2.0, 0.25, -0.75]), pad_id=0)
+    old, _ = batch_logprobs(policy, batch, 1.0, 8)
+    batch.engine_logp = old * batch.mask
+    batch, metrics = score_with_teacher(teacher, batch, old, cfg)
+    assert batch.teacher_dists.shape == (int(batch.mask.sum()), 259)
+    assert torch.equal(batch.advantages, torch.zeros_like(batch.mask))  # reward_coef 0: the term is the signal
+    update = update_policy(policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch, old, None, cfg)
+    got = [p.grad.clone() for p in policy.parameters()]
+    want, value = _divergence_reference(policy, teacher, samples, kind, 0.7, per_row_mean=loss_name == "grpo")
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-6, rtol=1e-4)
+    assert update["loss/distill"] == pytest.approx(value, rel=1e-5) and value > 0.01
+    assert sum(float(g.norm()) for g in got) > 0.0
+    # the sampled estimate is still logged: mean over sampled tokens of old - teacher at the sampled token
+    assert metrics["distill/reverse_kl"] != 0.0
+
+
+def test_whole_vocabulary_divergence_with_the_reward_mixed_in(tiny):
+    """reward_coef > 0: the advantages are reward_coef x the group advantage on every sampled token."""
+    cfg = tiny("distill.teacher=/t", "distill.divergence=forward_kl", "distill.reward_coef=0.5")
+    policy = random_model(cfg.policy, vocab_size=259)
+    batch = collate(_stitched_samples(torch.Generator().manual_seed(1)), torch.tensor([2.0, -2.0, 1.0, 0.0, 4.0]),
+                    pad_id=0)
+    old, _ = batch_logprobs(policy, batch, 1.0, 8)
+    scored, _ = score_with_teacher(policy, batch, old, cfg)
+    assert torch.equal(scored.advantages, 0.5 * batch.advantages.unsqueeze(1) * batch.mask)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (["distill.divergence=reverse_kl"], r"distill\.divergence is a setting of on-policy distillation"),
+    (["distill.teacher=/t", "distill.divergence=reverse_kl", "optim.logits_chunk=4"],
+     r"distill\.divergence=reverse_kl with optim\.logits_chunk=4"),
+    (["distill.teacher=/t", "distill.divergence=js"], r"distill\.divergence"),
+])
+def test_divergence_refusals_name_the_key(tiny, overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        tiny(*overrides)
+
+
+def test_a_teacher_equal_to_the_student_gives_no_divergence(tmp_path, tiny):
+    cfg = tiny()
+    folder = _save(tmp_path / "same", _student_weights(cfg), byte_tokenizer())
+    t, got = _run(tiny(f"distill.teacher={folder}", "distill.divergence=reverse_kl"), 2)
+    for m in got:  # the same weights through differently grouped micro-batches: equal to float32 rounding
+        assert abs(m["loss/distill"]) < 1e-6 and m["loss/grad_norm"] < 1e-3 and m["loss/pg"] == 0.0
+    _, other = _run(tiny(*_peaked_pair(tiny, tmp_path), "distill.divergence=reverse_kl"), 1)
+    assert other[0]["loss/grad_norm"] > 1.0  # against a teacher that differs
+
+
+@pytest.mark.parametrize("kind", ["reverse_kl", "forward_kl"])
+def test_the_whole_vocabulary_divergence_to_the_teacher_falls(tmp_path, tiny, kind):
+    _, got = _run(tiny(*_peaked_pair(tiny, tmp_path), f"distill.divergence={kind}"), 10)
+    div = [m["loss/distill"] for m in got]
+    assert div[0] > 1.0, div
+    assert sum(div[-3:]) / 3 < 0.5 * sum(div[:3]) / 3, div

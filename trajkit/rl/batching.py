@@ -39,13 +39,26 @@ class Batch:
     engine_logp: torch.Tensor
     advantages: torch.Tensor
     lengths: torch.Tensor  # [B] real tokens per row
+    # ``[N, V]``: the teacher's log-distribution at each of the N positions where ``mask`` is 1, in row-major
+    # order (set by on-policy distillation with a whole-vocabulary divergence, :mod:`trajkit.rl.distill`)
+    teacher_dists: torch.Tensor | None = None
 
     def select(self, rows: torch.Tensor) -> "Batch":
         """Rows ``rows`` only, trimmed to their longest sequence."""
         width = int(self.lengths[rows].max())
         adv = self.advantages[rows] if self.advantages.dim() == 1 else self.advantages[rows, :width - 1]
         return Batch(self.input_ids[rows, :width], self.attention[rows, :width], self.mask[rows, :width - 1],
-                     self.engine_logp[rows, :width - 1], adv, self.lengths[rows])
+                     self.engine_logp[rows, :width - 1], adv, self.lengths[rows], self._teacher_rows(rows))
+
+    def _teacher_rows(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """The segments of :attr:`teacher_dists` that belong to ``rows``, in that order (None without them)."""
+        if self.teacher_dists is None:
+            return None
+        counts = (self.mask > 0).sum(1).tolist()
+        offsets = [0]
+        for c in counts:
+            offsets.append(offsets[-1] + c)
+        return torch.cat([self.teacher_dists[offsets[r]:offsets[r + 1]] for r in rows.tolist()])
 
     def first_scored(self) -> int:
         """The first next-token column where any row's ``mask`` is 1 (0 for an all-zero mask). Every reader
@@ -57,8 +70,9 @@ class Batch:
 
     def to(self, device) -> "Batch":
         """The same batch with every tensor on ``device`` (``lengths`` stays on the CPU: it sizes slices)."""
+        dists = self.teacher_dists.to(device) if self.teacher_dists is not None else None
         return Batch(self.input_ids.to(device), self.attention.to(device), self.mask.to(device),
-                     self.engine_logp.to(device), self.advantages.to(device), self.lengths)
+                     self.engine_logp.to(device), self.advantages.to(device), self.lengths, dists)
 
 
 def collate(samples: list[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
@@ -118,6 +132,18 @@ def token_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype =
         return torch.nn.functional.pad(lp, (start, 0)) if start else lp
     with autocast(model_device(model), dtype):
         return chunked_logprobs(model, batch.input_ids, batch.attention, temperature, logits_chunk)
+
+
+def token_logprobs_and_dists(model, batch: Batch, temperature: float,
+                             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(:func:`token_logprobs` ``[B, L-1]``, the log-distributions ``[N, V]`` at ``temperature`` at the N
+    positions where ``batch.mask`` is 1, row-major) from one forward: what a whole-vocabulary divergence reads."""
+    start = batch.first_scored() if forward_keywords(model)[1] else 0
+    logits = forward_logits(model, batch, dtype, start=start)  # [B, L-1-start, V]
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    lp = logp.gather(-1, batch.input_ids[:, start + 1:].unsqueeze(-1)).squeeze(-1)
+    dists = logp[batch.mask[:, start:] > 0]
+    return (torch.nn.functional.pad(lp, (start, 0)) if start else lp), dists
 
 
 def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:

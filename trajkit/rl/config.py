@@ -268,18 +268,24 @@ class DistillConfig(Checked):
     sharing the policy's tokenizer (None: off), scores every sampled token in the ``logprob`` stage; each token's
     advantage becomes ``reward_coef * A_group - coef * (logp_student - logp_teacher)``, trained through the
     configured token loss's clipped surrogate. ``coef``: the weight of the per-token reverse KL; ``reward_coef``:
-    of the task reward's group advantage (0: pure distillation, the task's rewards are still scored and logged)."""
+    of the task reward's group advantage (0: pure distillation, the task's rewards are still scored and logged).
+    ``divergence``: ``sampled`` (the above: the one-sample reverse-KL estimate at each sampled token) or the
+    exact divergence over the whole vocabulary at each sampled position, ``reverse_kl`` ``KL(student || teacher)``
+    or ``forward_kl`` ``KL(teacher || student)`` (GKD's token-level divergences on the student's own samples),
+    added to the loss as ``coef`` x the divergence aggregated as the loss aggregates its tokens; the advantages
+    then carry only ``reward_coef * A_group``."""
 
     teacher: str | None = None
     coef: float = 1.0
     reward_coef: float = 0.0
+    divergence: Literal["sampled", "reverse_kl", "forward_kl"] = "sampled"
 
     __section__ = "distill"
     __ranges__ = {"coef": "(0, inf)", "reward_coef": "[0, inf)"}
 
     def validate(self) -> None:
-        if self.teacher is None and (self.coef, self.reward_coef) != (1.0, 0.0):
-            key = "coef" if self.coef != 1.0 else "reward_coef"
+        if self.teacher is None and (self.coef, self.reward_coef, self.divergence) != (1.0, 0.0, "sampled"):
+            key = "coef" if self.coef != 1.0 else "reward_coef" if self.reward_coef != 0.0 else "divergence"
             raise ConfigError(f"distill.{key} is a setting of on-policy distillation: set distill.teacher= a local "
                               f"Hugging Face folder (or drop distill.{key})")
         if self.teacher is not None and not self.teacher.strip():

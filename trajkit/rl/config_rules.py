@@ -114,6 +114,11 @@ def distillation_combinations(cfg: TrainConfig) -> None:
     if cfg.policy.fsdp:
         raise ConfigError("distill.teacher with policy.fsdp=true: the sharded learner does not load a teacher; "
                           "set policy.fsdp=false (or drop distill.teacher)")
+    if cfg.distill.divergence != "sampled" and cfg.optim.logits_chunk:
+        raise ConfigError(f"distill.divergence={cfg.distill.divergence} with optim.logits_chunk="
+                          f"{cfg.optim.logits_chunk}: the divergence reads the student's whole distribution at each "
+                          "sampled position, which the chunked log-probs never hold; set optim.logits_chunk=0 (or "
+                          "distill.divergence=sampled)")
     if cfg.rollout.dynamic_sampling and cfg.distill.reward_coef == 0:
         raise ConfigError("rollout.dynamic_sampling with distill.teacher and distill.reward_coef=0: it drops groups "
                           "whose rewards are all equal, but every token carries the teacher's signal; set "

@@ -46,7 +46,7 @@ import torch
 
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model, load_tokenizer
-from trajkit.rl.batching import Batch, batch_logprobs
+from trajkit.rl.batching import Batch, batch_logprobs, chunks, token_logprobs_and_dists
 from trajkit.rl.precision import DTYPES
 
 SPECIAL = ("bos_token", "eos_token", "unk_token")
@@ -146,16 +146,56 @@ def load_teacher(folder: str, tokenizer, device) -> torch.nn.Module:
     return teacher
 
 
+def token_divergence(kind: str, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """``student, teacher: [N, V]`` log-distributions -> ``[N]``: ``reverse_kl`` ``sum_v p_s(v) (log p_s(v) -
+    log p_t(v))``, ``forward_kl`` ``sum_v p_t(v) (log p_t(v) - log p_s(v))``; differentiable in ``student``.
+
+    >>> s, t = torch.log(torch.tensor([[0.5, 0.5]])), torch.log(torch.tensor([[0.25, 0.75]]))
+    >>> [round(float(token_divergence(k, s, t)), 4) for k in ("reverse_kl", "forward_kl")]
+    [0.1438, 0.1308]
+    """
+    if kind == "reverse_kl":
+        return (student.exp() * (student - teacher)).sum(-1)
+    if kind == "forward_kl":
+        return (teacher.exp() * (teacher - student)).sum(-1)
+    raise ValueError(f"no whole-vocabulary divergence {kind!r} (reverse_kl, forward_kl)")
+
+
+@torch.no_grad()
+def teacher_scores(teacher, batch: Batch, temperature: float, micro_batch_size: int,
+                   dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """The teacher's log-probs of ``batch``'s tokens ``[B, L-1]`` and its log-distributions ``[N, V]`` at the
+    batch's N sampled positions (row-major, :attr:`Batch.teacher_dists`), ``micro_batch_size`` rows a forward."""
+    b, width = batch.input_ids.shape
+    logp = torch.zeros(b, width - 1, device=batch.input_ids.device)
+    parts = []
+    for rows in chunks(b, micro_batch_size):  # consecutive rows: the parts concatenate row-major
+        mb = batch.select(rows)
+        lp, dists = token_logprobs_and_dists(teacher, mb, temperature, dtype)
+        logp[rows, :lp.shape[1]] = lp
+        parts.append(dists)
+    return logp, torch.cat(parts)
+
+
 def score_with_teacher(teacher, batch: Batch, old_logp: torch.Tensor, cfg) -> tuple[Batch, dict]:
     """The ``logprob`` stage's distillation part: the teacher's log-probs of ``batch``'s tokens (as the policy's:
     ``rollout.temperature``, ``optim.micro_batch_size`` rows a forward, autocast to ``policy.dtype``) -> (the batch
     with per-token advantages ``[B, L-1]`` from :func:`opd_advantages`, the ``distill/*`` metrics and the
-    forward's seconds as ``time/logprob/teacher``)."""
+    forward's seconds as ``time/logprob/teacher``). With a whole-vocabulary ``distill.divergence`` the batch
+    also carries the teacher's distributions at its sampled positions (:attr:`Batch.teacher_dists`, for the
+    update's divergence term) and the advantages only ``reward_coef * A_group``."""
     start = time.perf_counter()
-    teacher_logp, _ = batch_logprobs(teacher, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
-                                     dtype=DTYPES[cfg.policy.dtype], logits_chunk=cfg.optim.logits_chunk)
-    seconds = time.perf_counter() - start
     d = cfg.distill
-    advantages = opd_advantages(old_logp, teacher_logp, batch.mask, batch.advantages, d.coef, d.reward_coef)
+    dtype = DTYPES[cfg.policy.dtype]
+    dists = None
+    if d.divergence == "sampled":
+        teacher_logp, _ = batch_logprobs(teacher, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                         dtype=dtype, logits_chunk=cfg.optim.logits_chunk)
+    else:
+        teacher_logp, dists = teacher_scores(teacher, batch, cfg.rollout.temperature, cfg.optim.micro_batch_size,
+                                             dtype)
+    seconds = time.perf_counter() - start
+    coef = d.coef if dists is None else 0.0  # the divergence is then the update's own loss term
+    advantages = opd_advantages(old_logp, teacher_logp, batch.mask, batch.advantages, coef, d.reward_coef)
     metrics = {**distill_metrics(old_logp, teacher_logp, batch.mask), "time/logprob/teacher": seconds}
-    return replace(batch, advantages=advantages), metrics
+    return replace(batch, advantages=advantages, teacher_dists=dists), metrics

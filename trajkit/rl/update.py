@@ -27,11 +27,12 @@ import torch
 
 from trajkit.models.fit import soft_cross_entropy
 from trajkit.optim.build import OPTIMIZERS  # noqa: F401 (the registry's older import path, kept)
-from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs
+from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs, token_logprobs_and_dists
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.correction import correction_weights, masking
+from trajkit.rl.distill import token_divergence
 from trajkit.rl.echo import echo_loss, observation_mask
-from trajkit.rl.losses import LossNorm, policy_loss
+from trajkit.rl.losses import LOSSES, LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
 
 
@@ -100,7 +101,10 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
     for idx in length_chunks(own, batch.lengths, cfg.optim.micro_batch_size):
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
-        logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
+        if mb.teacher_dists is None:
+            logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
+        else:
+            logp, student = token_logprobs_and_dists(policy, mb, cfg.rollout.temperature, dtype)
         if on_policy:
             old_logp[idx, :width] = logp.detach()
         ref = ref_logp[idx, :width] if ref_logp is not None else None
@@ -108,6 +112,10 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
         loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
                                   cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w,
                                   kl_ratio=cfg.loss.kl_ratio)
+        if mb.teacher_dists is not None:
+            term = _divergence_term(cfg, logp, student, mb, norm)
+            loss = loss + cfg.distill.coef * term
+            stats["distill"] = float(term.detach())
         if obs is not None:
             echo = echo_loss(logp, obs[idx, :width], num_obs)
             loss = loss + cfg.loss.echo_coef * echo
@@ -119,6 +127,18 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
         totals = shard.sum(totals)
     totals["tokens"] = norm.num_tokens
     return totals
+
+
+def _divergence_term(cfg: TrainConfig, logp: torch.Tensor, student: torch.Tensor, mb: Batch,
+                     norm: LossNorm) -> torch.Tensor:
+    """On-policy distillation's whole-vocabulary term (``distill.divergence``): the divergence at each sampled
+    position of ``mb`` (``student``: the policy's log-distributions there, ``[N, V]``, with its graph), placed
+    at those positions and aggregated over the slice as ``loss.name`` aggregates its tokens (as the KL to the
+    reference is), so micro-batches sum to the slice's term."""
+    mask = mb.mask > 0
+    div = token_divergence(cfg.distill.divergence, student, mb.teacher_dists)
+    per_token = torch.zeros(logp.shape, dtype=div.dtype, device=div.device).masked_scatter(mask, div)
+    return LOSSES[cfg.loss.name].aggregate(per_token, mb.mask.to(div.dtype), norm)
 
 
 def slices_of(b: int, cfg: TrainConfig) -> list[torch.Tensor]:
@@ -171,6 +191,8 @@ def update_policy(policy, optimizer, batch: Batch, old_logp: torch.Tensor, ref_l
         metrics["loss/ratio"] += totals["ratio_sum"]
         if "echo" in totals:
             metrics["loss/echo"] = metrics.get("loss/echo", 0.0) + totals["echo"] / n_steps
+        if "distill" in totals:
+            metrics["loss/distill"] = metrics.get("loss/distill", 0.0) + totals["distill"] / n_steps
         if "kl_ref" in totals:
             metrics["loss/kl_ref"] = metrics.get("loss/kl_ref", 0.0) + totals["kl_ref"] / n_steps
         tokens += totals["tokens"]
