@@ -13,8 +13,11 @@ from trajkit.rl.trainer import Trainer
 pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
-def test_the_policy_worker_distils_as_the_in_process_learner(tmp_path, tiny):
-    pair = _peaked_pair(tiny, tmp_path)
+@pytest.mark.parametrize("divergence", ["sampled", "forward_kl"])
+def test_the_policy_worker_distils_as_the_in_process_learner(tmp_path, tiny, divergence):
+    """With a whole-vocabulary divergence the teacher's distributions stay on the worker, between its
+    ``logprob`` and ``policy_update`` calls."""
+    pair = (*_peaked_pair(tiny, tmp_path), f"distill.divergence={divergence}")
     ref = Trainer(config(tmp_path, "local", *pair), logger=False, reward_funcs=[even_share])
     ref_steps, ref_weights = run(ref, 2)
     ref.close()

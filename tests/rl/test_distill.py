@@ -318,3 +318,12 @@ def test_the_whole_vocabulary_divergence_to_the_teacher_falls(tmp_path, tiny, ki
     div = [m["loss/distill"] for m in got]
     assert div[0] > 1.0, div
     assert sum(div[-3:]) / 3 < 0.5 * sum(div[:3]) / 3, div
+
+
+def test_an_async_run_at_staleness_zero_takes_the_divergence_as_the_synchronous_one_bitwise(tmp_path, tiny):
+    pair = (*_peaked_pair(tiny, tmp_path), "distill.divergence=forward_kl")
+    sync, expected = _run(tiny(*pair), 2)
+    asyn, got = _run(tiny(*pair, "rollout.mode=async", "rollout.max_staleness=0"), 2)
+    for a, b in zip(expected, got):
+        assert (a["loss/distill"], a["loss/grad_norm"]) == (b["loss/distill"], b["loss/grad_norm"])
+    assert all(torch.equal(p, asyn.state.side.policy.state_dict()[k]) for k, p in sync.state.side.policy.state_dict().items())
