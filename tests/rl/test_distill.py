@@ -224,28 +224,38 @@ def test_token_divergences_and_their_gradients_equal_the_hand_derived_values():
         token_divergence("sampled", z, z)
 
 
-def _stitched_samples(gen):
-    """Five samples with forced tokens between sampled ones and prompts of several lengths."""
+PREFIX = list(range(1, 11))  # 10 prompt tokens every row shares: the update forwards them once (shared prefix)
+
+
+def _stitched_samples(gen, shared: bool = False):
+    """Five samples with forced tokens between sampled ones and prompts of several lengths; ``shared``: every
+    prompt starts with :data:`PREFIX` (long enough for the shared-prefix forward)."""
     samples = []
     for n, prompt in ((5, [1, 2]), (3, [1, 2, 7]), (6, [1]), (4, [1, 2]), (5, [1, 2, 7])):
         ids = torch.randint(3, 250, (n,), generator=gen).tolist()
-        samples.append(Sample(prompt, ids, [0.0] * n, [1 if i % 3 != 2 else 0 for i in range(n)]))
+        samples.append(Sample((PREFIX if shared else []) + prompt, ids, [0.0] * n,
+                              [1 if i % 3 != 2 else 0 for i in range(n)]))
     return samples
 
 
-def _divergence_reference(policy, teacher, samples, kind, coef, per_row_mean):
-    """``coef`` x the divergence at every sampled position, each sequence forwarded alone (policy and
-    teacher), averaged per row then over rows (grpo) or over all sampled tokens (dapo); -> (grads, value)."""
+def _divergence_reference(policy, teacher, samples, kind, coef, per_row_mean, temperature=1.0, removed=()):
+    """``coef`` x the divergence at every sampled position, each sequence forwarded alone (policy and teacher)
+    at ``temperature``, both over the ids the two output layers share (renormalised there), 0 at the sampled
+    positions ``removed`` ((row, completion index) pairs) which still count, averaged per row then over rows
+    (grpo) or over all sampled tokens (dapo); -> (grads, value)."""
     policy.zero_grad(set_to_none=True)
     rows, total, count = [], 0.0, 0
-    for s in samples:
+    for r, s in enumerate(samples):
         ids = torch.tensor([s.prompt_ids + s.completion_ids])
         at = slice(len(s.prompt_ids) - 1, -1)
-        student = torch.log_softmax(policy(input_ids=ids).logits[0, at].float(), -1)
+        logits = policy(input_ids=ids).logits[0, at].float() / temperature
         with torch.no_grad():
-            target = torch.log_softmax(teacher(input_ids=ids).logits[0, at].float(), -1)
+            target = teacher(input_ids=ids).logits[0, at].float() / temperature
+        v = min(logits.shape[-1], target.shape[-1])
+        student, target = torch.log_softmax(logits[:, :v], -1), torch.log_softmax(target[:, :v], -1)
         sampled = [i for i, m in enumerate(s.loss_mask) if m]
         div = token_divergence(kind, student[sampled], target[sampled])
+        div = div * torch.tensor([0.0 if (r, i) in removed else 1.0 for i in sampled])
         rows.append(div.mean())
         total, count = total + div.sum(), count + len(sampled)
     value = sum(rows) / len(rows) if per_row_mean else total / count
@@ -253,31 +263,101 @@ def _divergence_reference(policy, teacher, samples, kind, coef, per_row_mean):
     return [p.grad.clone() for p in policy.parameters()], float(value.detach())
 
 
-@pytest.mark.parametrize("kind", ["reverse_kl", "forward_kl"])
-@pytest.mark.parametrize("loss_name", ["grpo", "dapo"])
-def test_update_policy_divergence_gradient_equals_the_per_sequence_formula(kind, loss_name):
-    """The teacher's distributions travel with the batch from the ``logprob`` stage; the update's gradient is
-    ``coef`` x the divergence's, aggregated as the loss aggregates, micro-batches and shared prefix included."""
+def _divergence_update(kind, loss_name, temperature=1.0, shared=False, teacher_vocab=259, extra=(), engine=None):
+    """One ``update_policy`` (SGD at lr 0: the gradient only) of a tiny policy distilled from another tiny model
+    through ``score_with_teacher``, beside the per-sequence reference; -> (got, want, metrics, value, batch)."""
     cfg = load_config(None, TINY + ["optim.micro_batch_size=2", "optim.grad_clip=1e9", "distill.teacher=/t",
-                                    f"distill.divergence={kind}", "distill.coef=0.7", f"loss.name={loss_name}"])
+                                    f"distill.divergence={kind}", "distill.coef=0.7", f"loss.name={loss_name}",
+                                    f"rollout.temperature={temperature}", *extra])
     policy = random_model(cfg.policy, vocab_size=259)
-    teacher = random_model(replace(cfg.policy, init_seed=cfg.policy.init_seed + 1), vocab_size=259).eval()
-    samples = _stitched_samples(torch.Generator().manual_seed(0))
+    teacher = random_model(replace(cfg.policy, init_seed=cfg.policy.init_seed + 1), vocab_size=teacher_vocab).eval()
+    samples = _stitched_samples(torch.Generator().manual_seed(0), shared)
     batch = collate(samples, torch.tensor([0.5, -1.0, 2.0, 0.25, -0.75]), pad_id=0)
-    old, _ = batch_logprobs(policy, batch, 1.0, 8)
-    batch.engine_logp = old * batch.mask
+    old, _ = batch_logprobs(policy, batch, temperature, 8)
+    batch.engine_logp = (old if engine is None else engine(old)) * batch.mask
     batch, metrics = score_with_teacher(teacher, batch, old, cfg)
-    assert batch.teacher_dists.shape == (int(batch.mask.sum()), 259)
-    assert torch.equal(batch.advantages, torch.zeros_like(batch.mask))  # reward_coef 0: the term is the signal
+    assert batch.teacher_dists.shape == (int(batch.mask.sum()), teacher_vocab)
     update = update_policy(policy, torch.optim.SGD(policy.parameters(), lr=0.0), batch, old, None, cfg)
     got = [p.grad.clone() for p in policy.parameters()]
-    want, value = _divergence_reference(policy, teacher, samples, kind, 0.7, per_row_mean=loss_name == "grpo")
+    return policy, teacher, samples, got, update, metrics, batch
+
+
+@pytest.mark.parametrize("kind", ["reverse_kl", "forward_kl"])
+@pytest.mark.parametrize("loss_name", ["grpo", "dapo"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_update_policy_divergence_gradient_equals_the_per_sequence_formula(kind, loss_name, temperature):
+    """The teacher's distributions travel with the batch from the ``logprob`` stage; the update's gradient is
+    ``coef`` x the divergence's, aggregated as the loss aggregates, over micro-batches of 2 rows."""
+    policy, teacher, samples, got, update, metrics, batch = _divergence_update(kind, loss_name, temperature)
+    assert torch.equal(batch.advantages, torch.zeros_like(batch.mask))  # reward_coef 0: the term is the signal
+    want, value = _divergence_reference(policy, teacher, samples, kind, 0.7, loss_name == "grpo", temperature)
     for g, w in zip(got, want):
         assert torch.allclose(g, w, atol=1e-6, rtol=1e-4)
     assert update["loss/distill"] == pytest.approx(value, rel=1e-5) and value > 0.01
     assert sum(float(g.norm()) for g in got) > 0.0
     # the sampled estimate is still logged: mean over sampled tokens of old - teacher at the sampled token
     assert metrics["distill/reverse_kl"] != 0.0
+
+
+def test_the_divergence_through_the_shared_prefix_forward(monkeypatch):
+    """Every prompt starts with the same 10 tokens: the update and the teacher forward them once per micro-batch
+    (:mod:`trajkit.rl.shared_prefix`), and the gradient is the per-sequence one all the same."""
+    import trajkit.rl.batching as batching
+
+    calls = []
+    real = batching.shared_prefix_logits
+    monkeypatch.setattr(batching, "shared_prefix_logits", lambda *a, **k: calls.append(1) or real(*a, **k))
+    policy, teacher, samples, got, update, _, _ = _divergence_update("forward_kl", "grpo", 0.7, shared=True)
+    # old log-probs 1 (5 rows at once), teacher 2 and update 2 (micro-batches of 2, 2, 1 rows: one row runs dense)
+    assert len(calls) == 5
+    want, value = _divergence_reference(policy, teacher, samples, "forward_kl", 0.7, True, 0.7)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-6, rtol=1e-4)
+    assert update["loss/distill"] == pytest.approx(value, rel=1e-5)
+
+
+def test_a_teacher_whose_output_layer_is_padded_larger_is_compared_on_the_shared_ids():
+    """A teacher of 300 output rows beside a student of 259 (one tokenizer, padded layers): both distributions
+    over ids 0..258, renormalised there."""
+    policy, teacher, samples, got, update, _, _ = _divergence_update("reverse_kl", "dapo", teacher_vocab=300)
+    want, value = _divergence_reference(policy, teacher, samples, "reverse_kl", 0.7, False)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-6, rtol=1e-4)
+    assert update["loss/distill"] == pytest.approx(value, rel=1e-5)
+
+
+def test_tokens_the_correction_masks_are_out_of_the_divergence():
+    """``loss.token_mask``: two sampled tokens whose engine log-prob is 3 nats below the trainer's (ratio e^3,
+    above the band's 2) get no divergence either, and keep their place in the per-row counts."""
+    at = [(0, 2), (3, 4)]  # (row, next-token column) of two sampled tokens: rows 0 and 3, completion index 0
+    def engine(old):
+        shifted = old.clone()
+        for r, c in at:
+            shifted[r, c] -= 3.0
+        return shifted
+    policy, teacher, samples, got, update, _, batch = _divergence_update(
+        "forward_kl", "grpo", extra=("loss.token_mask=true", "loss.decoupled=true"), engine=engine)
+    assert all(batch.mask[r, c] == 1 for r, c in at)
+    assert update["correction/tokens_masked"] == pytest.approx(2 / int(batch.mask.sum()))
+    removed = {(r, c - (len(samples[r].prompt_ids) - 1)) for r, c in at}
+    want, value = _divergence_reference(policy, teacher, samples, "forward_kl", 0.7, True, removed=removed)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=1e-6, rtol=1e-4)
+    assert update["loss/distill"] == pytest.approx(value, rel=1e-5)
+
+
+def test_the_divergence_adds_nothing_where_a_distribution_gives_no_mass():
+    """A ``-inf`` log-prob (a masked vocabulary slot): 0 times inf is no NaN, in the value or the gradient."""
+    z = torch.tensor([[0.0, 1.0, float("-inf")]], requires_grad=True)
+    t = torch.log(torch.tensor([[0.25, 0.5, 0.25]]))
+    for kind in ("reverse_kl", "forward_kl"):
+        div = token_divergence(kind, torch.log_softmax(z, -1), t)
+        div.sum().backward()
+        assert torch.isfinite(z.grad).all() if kind == "reverse_kl" else True
+        z.grad = None
+    assert math.isinf(float(token_divergence("forward_kl", torch.log_softmax(z, -1), t).detach()))
+    assert float(token_divergence("reverse_kl", torch.log_softmax(z, -1), t).detach()) == pytest.approx(
+        sum(p * math.log(p / q) for p, q in zip(torch.softmax(z, -1)[0, :2].tolist(), [0.25, 0.5])))
 
 
 def test_whole_vocabulary_divergence_with_the_reward_mixed_in(tiny):

@@ -108,8 +108,9 @@ def distillation_combinations(cfg: TrainConfig) -> None:
 
     if LOSSES[cfg.loss.name].sequence_ratio:
         takes = sorted(k for k, v in LOSSES.items() if not v.sequence_ratio)
-        raise ConfigError(f"distill.teacher with loss.name={cfg.loss.name}: the teacher's signal is one advantage "
-                          f"per token, and {cfg.loss.name} has one ratio per sequence; set loss.name to one of "
+        raise ConfigError(f"distill.teacher with loss.name={cfg.loss.name}: the teacher's signal is per token (an "
+                          f"advantage, or a divergence at each position), and {cfg.loss.name} has one ratio per "
+                          f"sequence; set loss.name to one of "
                           f"{', '.join(takes)}")
     if cfg.policy.fsdp:
         raise ConfigError("distill.teacher with policy.fsdp=true: the sharded learner does not load a teacher; "

@@ -31,8 +31,8 @@ the tempered student and the tempered teacher, minimised at the teacher's logits
 untempered teacher would leave a non-zero signal at ``T != 1`` even for a student equal to the teacher.
 
 Cost: one forward of the teacher (no gradient) over the step's batch in the ``logprob`` stage, one per
-sampled token as a reference model costs (``[B, T]`` log-probs, never the teacher's ``[B, T, V]``
-distributions); its weights sit on ``policy.device`` in float32, its forward autocast to ``policy.dtype``.
+sampled token as a reference model costs (``[B, T]`` log-probs; with a whole-vocabulary ``distill.divergence``
+also its ``[N, V]`` log-distributions at the N sampled positions, kept for the update); its weights sit on ``policy.device`` in float32, its forward autocast to ``policy.dtype``.
 The teacher must share the student's tokenizer (:func:`tokenizer_difference`): the student's token ids are
 scored as they are.
 """
@@ -155,10 +155,33 @@ def token_divergence(kind: str, student: torch.Tensor, teacher: torch.Tensor) ->
     [0.1438, 0.1308]
     """
     if kind == "reverse_kl":
-        return (student.exp() * (student - teacher)).sum(-1)
+        return _kl(student, teacher)
     if kind == "forward_kl":
-        return (teacher.exp() * (teacher - student)).sum(-1)
+        return _kl(teacher, student)
     raise ValueError(f"no whole-vocabulary divergence {kind!r} (reverse_kl, forward_kl)")
+
+
+def _kl(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
+    """``sum_v p(v) (log p(v) - log q(v))`` over the last dimension; a token ``p`` gives no mass adds 0 (also
+    where a logit is ``-inf``: no ``0 * inf`` NaN, in the value or the gradient)."""
+    p = logp.exp()
+    return (p * torch.where(p > 0, logp - logq, torch.zeros_like(p))).sum(-1)
+
+
+def common_support(student: torch.Tensor, teacher: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two log-distributions ``[N, V_s]``, ``[N, V_t]`` over the first ``min(V_s, V_t)`` ids, each renormalised
+    there: models of one tokenizer whose output layers are padded to different sizes (the extra rows are no
+    token of the tokenizer, which :func:`load_teacher` checks both cover). Equal sizes: returned as they are.
+
+    >>> s, t = common_support(torch.log(torch.tensor([[0.5, 0.5]])), torch.log(torch.tensor([[0.25, 0.25, 0.5]])))
+    >>> t.exp().tolist()
+    [[0.5, 0.5]]
+    """
+    v = min(student.shape[-1], teacher.shape[-1])
+    if student.shape[-1] == teacher.shape[-1]:
+        return student, teacher
+    cut = lambda x: x[..., :v] - torch.logsumexp(x[..., :v], dim=-1, keepdim=True)  # noqa: E731
+    return cut(student), cut(teacher)
 
 
 @torch.no_grad()
@@ -168,13 +191,16 @@ def teacher_scores(teacher, batch: Batch, temperature: float, micro_batch_size: 
     batch's N sampled positions (row-major, :attr:`Batch.teacher_dists`), ``micro_batch_size`` rows a forward."""
     b, width = batch.input_ids.shape
     logp = torch.zeros(b, width - 1, device=batch.input_ids.device)
-    parts = []
-    for rows in chunks(b, micro_batch_size):  # consecutive rows: the parts concatenate row-major
+    out, filled = None, 0
+    for rows in chunks(b, micro_batch_size):  # consecutive rows: the parts fill [N, V] row-major
         mb = batch.select(rows)
         lp, dists = token_logprobs_and_dists(teacher, mb, temperature, dtype)
         logp[rows, :lp.shape[1]] = lp
-        parts.append(dists)
-    return logp, torch.cat(parts)
+        if out is None:  # one [N, V] buffer, filled in place (no second copy at a concatenation)
+            out = torch.empty(int((batch.mask > 0).sum()), dists.shape[-1], device=dists.device)
+        out[filled:filled + len(dists)] = dists
+        filled += len(dists)
+    return logp, out
 
 
 def score_with_teacher(teacher, batch: Batch, old_logp: torch.Tensor, cfg) -> tuple[Batch, dict]:

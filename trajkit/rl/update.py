@@ -30,7 +30,7 @@ from trajkit.optim.build import OPTIMIZERS  # noqa: F401 (the registry's older i
 from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs, token_logprobs_and_dists
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.correction import correction_weights, masking
-from trajkit.rl.distill import token_divergence
+from trajkit.rl.distill import common_support, token_divergence
 from trajkit.rl.echo import echo_loss, observation_mask
 from trajkit.rl.losses import LOSSES, LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
@@ -113,7 +113,7 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
                                   cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w,
                                   kl_ratio=cfg.loss.kl_ratio)
         if mb.teacher_dists is not None:
-            term = _divergence_term(cfg, logp, student, mb, norm)
+            term = _divergence_term(cfg, logp, student, mb, norm, w)
             loss = loss + cfg.distill.coef * term
             stats["distill"] = float(term.detach())
         if obs is not None:
@@ -130,14 +130,18 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
 
 
 def _divergence_term(cfg: TrainConfig, logp: torch.Tensor, student: torch.Tensor, mb: Batch,
-                     norm: LossNorm) -> torch.Tensor:
+                     norm: LossNorm, weights: torch.Tensor | None) -> torch.Tensor:
     """On-policy distillation's whole-vocabulary term (``distill.divergence``): the divergence at each sampled
     position of ``mb`` (``student``: the policy's log-distributions there, ``[N, V]``, with its graph), placed
     at those positions and aggregated over the slice as ``loss.name`` aggregates its tokens (as the KL to the
-    reference is), so micro-batches sum to the slice's term."""
+    reference is), so micro-batches sum to the slice's term. A token the loss correction removed (weight 0:
+    ``loss.token_mask``, ``loss.seq_mask``, ``loss.decoupled_cap``) is out of it too, keeping its place in the
+    counts; the correction's weights do not scale it (the divergence is exact at each position, no sample)."""
     mask = mb.mask > 0
-    div = token_divergence(cfg.distill.divergence, student, mb.teacher_dists)
+    div = token_divergence(cfg.distill.divergence, *common_support(student, mb.teacher_dists))
     per_token = torch.zeros(logp.shape, dtype=div.dtype, device=div.device).masked_scatter(mask, div)
+    if weights is not None:
+        per_token = per_token * (weights > 0).to(div.dtype)
     return LOSSES[cfg.loss.name].aggregate(per_token, mb.mask.to(div.dtype), norm)
 
 
