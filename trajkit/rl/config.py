@@ -278,7 +278,7 @@ class DistillConfig(Checked):
     teacher: str | None = None
     coef: float = 1.0
     reward_coef: float = 0.0
-    divergence: Literal["sampled", "reverse_kl", "forward_kl"] = "sampled"
+    divergence: str = "sampled"
 
     __section__ = "distill"
     __ranges__ = {"coef": "(0, inf)", "reward_coef": "[0, inf)"}
@@ -288,6 +288,11 @@ class DistillConfig(Checked):
             key = "coef" if self.coef != 1.0 else "reward_coef" if self.reward_coef != 0.0 else "divergence"
             raise ConfigError(f"distill.{key} is a setting of on-policy distillation: set distill.teacher= a local "
                               f"Hugging Face folder (or drop distill.{key})")
+        from trajkit.rl.divergence import DIVERGENCES
+
+        if self.divergence != "sampled" and self.divergence not in DIVERGENCES:
+            raise ConfigError(f"distill.divergence must be sampled or one of {', '.join(DIVERGENCES)}, got "
+                              f"{self.divergence!r}")
         if self.teacher is not None and not self.teacher.strip():
             raise ConfigError("distill.teacher is empty: name a local Hugging Face folder, or leave it unset")
 

@@ -47,6 +47,7 @@ import torch
 from trajkit.errors import ConfigError
 from trajkit.models.load import load_model, load_tokenizer
 from trajkit.rl.batching import Batch, batch_logprobs, chunks, token_logprobs_and_dists
+from trajkit.rl.divergence import DIVERGENCES, common_support, token_divergence  # noqa: F401 (re-exported)
 from trajkit.rl.precision import DTYPES
 
 SPECIAL = ("bos_token", "eos_token", "unk_token")
@@ -144,44 +145,6 @@ def load_teacher(folder: str, tokenizer, device) -> torch.nn.Module:
     for p in teacher.parameters():
         p.requires_grad_(False)
     return teacher
-
-
-def token_divergence(kind: str, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """``student, teacher: [N, V]`` log-distributions -> ``[N]``: ``reverse_kl`` ``sum_v p_s(v) (log p_s(v) -
-    log p_t(v))``, ``forward_kl`` ``sum_v p_t(v) (log p_t(v) - log p_s(v))``; differentiable in ``student``.
-
-    >>> s, t = torch.log(torch.tensor([[0.5, 0.5]])), torch.log(torch.tensor([[0.25, 0.75]]))
-    >>> [round(float(token_divergence(k, s, t)), 4) for k in ("reverse_kl", "forward_kl")]
-    [0.1438, 0.1308]
-    """
-    if kind == "reverse_kl":
-        return _kl(student, teacher)
-    if kind == "forward_kl":
-        return _kl(teacher, student)
-    raise ValueError(f"no whole-vocabulary divergence {kind!r} (reverse_kl, forward_kl)")
-
-
-def _kl(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
-    """``sum_v p(v) (log p(v) - log q(v))`` over the last dimension; a token ``p`` gives no mass adds 0 (also
-    where a logit is ``-inf``: no ``0 * inf`` NaN, in the value or the gradient)."""
-    p = logp.exp()
-    return (p * torch.where(p > 0, logp - logq, torch.zeros_like(p))).sum(-1)
-
-
-def common_support(student: torch.Tensor, teacher: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two log-distributions ``[N, V_s]``, ``[N, V_t]`` over the first ``min(V_s, V_t)`` ids, each renormalised
-    there: models of one tokenizer whose output layers are padded to different sizes (the extra rows are no
-    token of the tokenizer, which :func:`load_teacher` checks both cover). Equal sizes: returned as they are.
-
-    >>> s, t = common_support(torch.log(torch.tensor([[0.5, 0.5]])), torch.log(torch.tensor([[0.25, 0.25, 0.5]])))
-    >>> t.exp().tolist()
-    [[0.5, 0.5]]
-    """
-    v = min(student.shape[-1], teacher.shape[-1])
-    if student.shape[-1] == teacher.shape[-1]:
-        return student, teacher
-    cut = lambda x: x[..., :v] - torch.logsumexp(x[..., :v], dim=-1, keepdim=True)  # noqa: E731
-    return cut(student), cut(teacher)
 
 
 @torch.no_grad()

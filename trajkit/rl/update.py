@@ -30,7 +30,7 @@ from trajkit.optim.build import OPTIMIZERS  # noqa: F401 (the registry's older i
 from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs, token_logprobs_and_dists
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.correction import correction_weights, masking
-from trajkit.rl.distill import common_support, token_divergence
+from trajkit.rl.divergence import common_support, token_divergence
 from trajkit.rl.echo import echo_loss, observation_mask
 from trajkit.rl.losses import LOSSES, LossNorm, policy_loss
 from trajkit.rl.precision import DTYPES
