@@ -175,8 +175,10 @@ def test_async_config_is_checked(tiny):
 
 class HeldEpisodesTask:
     """The copy task on a scripted clock: batch ``s``'s episodes, after their engine call, wait (outside
-    the engine's lock, as a tool call or a sandbox does) until batch ``s + K`` has started, so a batch can
-    finish only if the producer starts batches while earlier ones are still running; ``events`` records
+    the engine's lock, as a tool call or a sandbox does) until batch ``s + K`` has sampled its tokens, so a
+    batch can finish only if the producer starts batches while earlier ones are still running (and batch
+    ``s + K`` samples with weights no newer than step ``s``'s: marking it at its start instead let a loaded
+    machine push step ``s``'s update before its engine call, a staleness of ``K - 1``); ``events`` records
     every batch's start and end, ``running`` how many batches were inside ``rollout`` at once."""
 
     concurrent_rollouts = True
@@ -201,8 +203,8 @@ class HeldEpisodesTask:
             self.events.append(("start", batch))
             self.running += 1
             self.most_running = max(self.most_running, self.running)
-        self.started[batch].set()
         samples = self.inner.env.rollout(generate, prompts, params)
+        self.started[batch].set()  # after its tokens: sampled before any batch it holds back can train
         wait_for(lambda: self.release.is_set() or self.started[batch + self.k].is_set())
         with self.mutex:
             self.events.append(("end", batch))
