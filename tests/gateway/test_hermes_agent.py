@@ -7,6 +7,7 @@ continue: a multi-call session), and a tiny model fine-tuned on what the agent r
 (:mod:`.hermes_support`) that makes one ``terminal`` call, which the agent executes, then answers."""
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -44,8 +45,10 @@ def _decode(tok, ids):
 
 def _as_the_agent_saves(turn: dict) -> dict:
     """A turn of trajkit's Hermes text as the agent's saver writes it: it re-serialises each call's JSON
-    (``json.dumps`` of the parsed arguments), adds an empty think block to a ``gpt`` turn without reasoning and
-    strips the turn. trajkit writes the bytes of the conversation the chain was trained on
+    (``json.dumps`` of the parsed arguments), adds an empty think block to a ``gpt`` turn without reasoning,
+    collapses the newlines after ``</think>`` (and before ``<think>``) to one and strips the turn (a reply that
+    starts with a newline, as the greedy model's continuation does on some prompts, is saved without it).
+    trajkit writes the bytes of the conversation the chain was trained on
     (:mod:`trajkit.traces.hermes_text`): the model's reply, and the history as the agent sent it back (its
     arguments compact)."""
     if turn["from"] != "gpt":
@@ -55,6 +58,7 @@ def _as_the_agent_saves(turn: dict) -> dict:
                                                  ensure_ascii=False) + "\n</tool_call>"
                     if seg.kind == "tool_call" and calls[seg.ref].ok else seg.raw for seg in segments)
     value = value if "<think>" in value else "<think>\n</think>\n" + value
+    value = re.sub(r"(</think>)\n+", r"\1\n", re.sub(r"\n+(<think>)", r"\n\1", value))
     return {**turn, "value": value.strip()}
 
 
