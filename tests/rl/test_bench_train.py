@@ -120,3 +120,71 @@ def test_episodes_per_second_is_hand_derived():
                      {"wall/step_s": 4.0, "wall/episodes": 8, "reward/raw": 0.25, "reward/unscorable": 0.0}])
     assert got == pytest.approx({"wall_step_seconds": 3.0, "steps_per_hour": 1200.0, "reward_per_hour": 450.0,
                                  "steps_per_s": 1 / 3, "episodes_per_s": 8 / 3, "unscorable": 0.125})
+
+
+class _Cfg:
+    class eval:  # noqa: N801  (the shape of TrainConfig.eval)
+        every = 0
+
+    class rollout:  # noqa: N801
+        mode = "sync"
+
+
+class _FakeTrainer:
+    """A trainer whose steps only say that they ran (``calls``), so the arms' order can be read back."""
+
+    cfg = _Cfg
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("order, expected", [
+    ("alternate", [["trajkit", "trajkit", "trl"], ["trl", "trajkit", "trajkit"], ["trajkit", "trajkit", "trl"]]),
+    ("after", [["trajkit", "trajkit", "trl"]] * 3)])
+def test_the_peer_runs_before_trajkit_on_odd_seeds_when_alternating(monkeypatch, order, expected):
+    """``--peer-order alternate`` (the default): TRL after trajkit's two steps on seeds 0 and 2, before them on
+    seed 1; ``after``: always after. Each seed's record keeps one key order (trajkit's arms, then the peer),
+    and the summary says which seeds ran the peer first."""
+    import trajkit.bench.train as bench
+
+    calls = []
+    monkeypatch.setattr(bench, "_trainers", lambda args, seed, steps: {"trajkit": _FakeTrainer(calls)})
+    monkeypatch.setattr(bench, "_record_step", lambda record, t, step: (
+        calls.append("trajkit"), record["steps"].append({"step": step})))
+    monkeypatch.setattr(bench, "_trl_arm", lambda args, first: (calls.append("trl"), {"steps": [], "eval": []})[1])
+    args = build_parser().parse_args(["bench", "train", "--peer", "trl", "--arm", "trajkit="]
+                                     + (["--peer-order", order] if order != "alternate" else []))
+    got = []
+    for seed in range(3):
+        calls.clear()
+        record = bench.run_seed(args, seed, 2)
+        assert list(record) == ["trajkit", "trl"] and len(record["trajkit"]["steps"]) == 2
+        got.append(list(calls))
+    assert got == expected
+    assert [bench.peer_first(args, s) for s in range(3)] == [e[0] == "trl" for e in expected]
+
+
+def test_step_seconds_per_seed_and_their_ratio_are_hand_derived():
+    """Seed 0: trajkit's measured steps (the first excluded) 2 s + 1 s stages -> 3 s, TRL 6 s; seed 1: 4 s
+    against 8 s: trajkit/trl 0.50 on both seeds, in the table's per-seed line."""
+    from trajkit.bench.train import STAGES, summarize, table
+
+    def steps(*totals):
+        rows = []
+        for total in totals:
+            row = {f"time/{k}": 0.0 for k in STAGES}
+            row["time/generation"], row["time/policy_update"] = total / 3, 2 * total / 3
+            row.update({"gen/acceptance_length": 1.0, "wall/step_s": total, "reward/raw": 0.5})
+            rows.append(row)
+        return {"steps": rows, "eval": []}
+
+    seeds = [{"trajkit": steps(99.0, 3.0), "trl": steps(99.0, 6.0)},
+             {"trajkit": steps(99.0, 4.0), "trl": steps(99.0, 8.0)}]
+    summary = summarize(seeds)
+    assert summary["arms"]["trajkit"]["seed_step_seconds"] == pytest.approx([3.0, 4.0])
+    assert summary["arms"]["trl"]["seed_step_seconds"] == pytest.approx([6.0, 8.0])
+    assert "step by seed trl        6.000 8.000   trajkit/trl 0.50 0.50" in table(summary)

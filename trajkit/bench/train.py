@@ -62,6 +62,10 @@ def add_arguments(p) -> None:
                    help="add a control arm: the first arm trained on random (Bernoulli 0.5) rewards")
     p.add_argument("--peer", choices=["trl"], default=None,
                    help="add TRL's GRPOTrainer as an arm on the same prompts, rewards and settings")
+    p.add_argument("--peer-order", choices=["alternate", "after"], default="alternate",
+                   help="with --peer: 'alternate' runs the peer after trajkit's arms on even seeds and before them "
+                        "on odd seeds (so neither side always runs on a machine the other has warmed or loaded); "
+                        "'after': always after")
     p.add_argument("--out", default="bench-out/train.json", help="where to write the results (JSON)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     p.add_argument("--plot", default="bench-out/train.png", help="where to write the plot ('' = none)")
@@ -141,7 +145,10 @@ def run_seed(args, seed: int, steps: int, progress=None) -> dict:
     before the next starts, since a producer thread would otherwise generate during the other arms' steps."""
     trainers = _trainers(args, seed, steps)
     record = {arm: {"steps": [], "eval": []} for arm in trainers}
+    peer = getattr(args, "peer", None)
     try:
+        if peer_first(args, seed):
+            record[peer] = _trl_arm(args, next(iter(trainers.values())))
         for arm, t in trainers.items():
             if t.cfg.eval.every:
                 record[arm]["eval"].append([0, t.evaluate()["eval/reward"]])
@@ -157,12 +164,19 @@ def run_seed(args, seed: int, steps: int, progress=None) -> dict:
                 _record_step(record[arm], t, step)
             if progress:
                 progress(seed, step + 1, steps)
-        if getattr(args, "peer", None) == "trl":
+        if peer == "trl" and not peer_first(args, seed):
             record["trl"] = _trl_arm(args, next(iter(trainers.values())))
     finally:
         for t in trainers.values():  # a vLLM backend's actor, a Ray run's workers
             t.close()
-    return record
+    return {arm: record[arm] for arm in [*trainers, *([peer] if peer else [])]}  # one key order every seed
+
+
+def peer_first(args, seed: int) -> bool:
+    """Whether the peer (``--peer``) runs before trajkit's arms for ``seed``: on odd seeds under
+    ``--peer-order alternate`` (the default), never under ``after``."""
+    return bool(getattr(args, "peer", None)) and getattr(args, "peer_order", "after") == "alternate" \
+        and seed % 2 == 1
 
 
 def _record_step(record: dict, t, step: int) -> None:
@@ -224,6 +238,8 @@ def summarize(seeds: list[dict]) -> dict:
         out["arms"][arm] = {"stage_seconds": stages, "step_seconds": step,
                             "generation_share": stages[GENERATION] / step if step else 0.0,
                             "acceptance_length": _mean([r["gen/acceptance_length"] for r in rows])}
+        out["arms"][arm]["seed_step_seconds"] = [
+            sum(_mean([r[f"time/{k}"] for r in rec[arm]["steps"][1:]]) for k in STAGES) for rec in seeds]
         out["arms"][arm].update(_train_curves(seeds, arm))
         out["arms"][arm]["wall_curve"] = _wall_curve(seeds, arm)
         out["arms"][arm].update(_per_hour(rows))
@@ -320,6 +336,13 @@ def table(summary: dict) -> str:
     for a, curve in summary["acceptance_length"].items():
         if summary["arms"][a]["acceptance_length"] > 1.0:
             lines.append(f"accept/step {a:<10} " + " ".join(f"{x:.2f}" for x in curve))
+    first_seeds = summary["arms"][arms[0]].get("seed_step_seconds", [])
+    if len(first_seeds) > 1:  # per seed: each arm's s/step, and the first arm's seconds over the arm's
+        for a in arms:
+            mine = summary["arms"][a]["seed_step_seconds"]
+            ratios = "" if a == arms[0] else f"   {arms[0]}/{a} " + " ".join(
+                f"{f / x:.2f}" if x else "nan" for f, x in zip(first_seeds, mine))
+            lines.append(f"step by seed {a:<10} " + " ".join(f"{x:.3f}" for x in mine) + ratios)
     for a, r in summary.get("vs_first", {}).items():
         lines.append(f"vs {arms[0]} {a:<12} steps/hour {r['steps_per_hour']:.2f}x   "
                      f"reward/hour {r['reward_per_hour']:.2f}x   episodes/s {r['episodes_per_s']:.2f}x")
@@ -392,6 +415,8 @@ def run(args) -> int:
     summary = summarize(seeds)
     summary.update(config=args.config, overrides=list(args.overrides), steps=steps, seeds=args.seeds,
                    wall_seconds=time.perf_counter() - start)
+    if getattr(args, "peer", None):
+        summary["peer_first"] = [peer_first(args, seed) for seed in range(args.seeds)]
     from trajkit.atomic import AtomicFile, write_atomic
 
     print(json.dumps(summary, indent=1) if args.json else table(summary))
