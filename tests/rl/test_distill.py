@@ -299,14 +299,19 @@ def test_update_policy_divergence_gradient_equals_the_per_sequence_formula(kind,
     assert metrics["distill/reverse_kl"] != 0.0
 
 
-def test_the_divergence_through_the_shared_prefix_forward(monkeypatch):
+@pytest.mark.parametrize("packing", [False, True])
+def test_the_divergence_through_the_shared_prefix_forward(monkeypatch, packing):
     """Every prompt starts with the same 10 tokens: the update and the teacher forward them once per micro-batch
-    (:mod:`trajkit.rl.shared_prefix`), and the gradient is the per-sequence one all the same."""
+    (:mod:`trajkit.rl.shared_prefix`), the rows padded or packed into one sequence (:mod:`trajkit.rl.packed`),
+    and the gradient is the per-sequence one all the same."""
     import trajkit.rl.batching as batching
+    from trajkit.rl import packed
 
+    monkeypatch.setattr(packed, "ENABLED", packing)
     calls = []
-    real = batching.shared_prefix_logits
-    monkeypatch.setattr(batching, "shared_prefix_logits", lambda *a, **k: calls.append(1) or real(*a, **k))
+    module, name = (packed, "packed_logits") if packing else (batching, "shared_prefix_logits")
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1) or real(*a, **k))
     policy, teacher, samples, got, update, _, _ = _divergence_update("forward_kl", "grpo", 0.7, shared=True)
     # old log-probs 1 (5 rows at once), teacher 2 and update 2 (micro-batches of 2, 2, 1 rows: one row runs dense)
     assert len(calls) == 5

@@ -13,11 +13,13 @@ SPEC = ("draft.kind=eagle", "draft.distill=true", "draft.distill_lr=3e-3")
 
 def _forwards(model) -> list[int]:
     """Counts the policy's forwards over the batch's rows; a shared prefix's one-row forward
-    (:mod:`trajkit.rl.shared_prefix`) belongs to the forward after it and is not counted."""
+    (:mod:`trajkit.rl.shared_prefix`) belongs to the forward after it and is not counted; the rows packed into
+    one sequence (:mod:`trajkit.rl.packed`, a 4D mask) are one forward over the rows."""
     calls = [0]
 
     def hook(_module, _args, kwargs):
-        if kwargs["input_ids"].shape[0] > 1:
+        mask = kwargs.get("attention_mask")
+        if kwargs["input_ids"].shape[0] > 1 or (mask is not None and mask.dim() == 4):
             calls[0] += 1
     model.register_forward_pre_hook(hook, with_kwargs=True)
     return calls

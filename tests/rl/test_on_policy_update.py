@@ -10,7 +10,7 @@ from trajkit.envs.sample import Sample
 from trajkit.rl.batching import batch_logprobs, collate, length_chunks, token_logprobs
 from trajkit.rl.build import random_model
 from trajkit.rl.config import load_config
-from trajkit.rl import shared_prefix
+from trajkit.rl import packed, shared_prefix
 from trajkit.rl.learner import reuses_update_forward
 from trajkit.rl.trainer import Trainer
 from trajkit.rl.update import update_policy
@@ -130,11 +130,13 @@ def test_on_policy_update_refuses_more_than_one_optimiser_step_or_a_correction()
 
 
 def _count_forwards(trainer) -> list[int]:
-    """Counts the policy's forwards over the batch's rows (a shared prefix's one-row forward not counted)."""
+    """Counts the policy's forwards over the batch's rows (a shared prefix's one-row forward not counted; the
+    rows packed into one sequence, with their 4D mask, are one forward over the rows)."""
     calls = [0]
 
     def hook(_module, _args, kwargs, _out):
-        if kwargs["input_ids"].shape[0] > 1:
+        mask = kwargs.get("attention_mask")
+        if kwargs["input_ids"].shape[0] > 1 or (mask is not None and mask.dim() == 4):
             calls[0] += 1
     trainer.state.side.policy.register_forward_hook(hook, with_kwargs=True)
     return calls
@@ -171,7 +173,9 @@ def _prefixed_batch():
 
 
 def _weighted_grads(model, batch, share: bool, monkeypatch):
-    """Gradients of sum(logp * mask * w) with the shared-prefix forward on or off (MIN_PREFIX out of reach)."""
+    """Gradients of sum(logp * mask * w) with the shared-prefix forward on or off (MIN_PREFIX out of reach),
+    the rows padded (packing off: :mod:`trajkit.rl.packed` has its own tests against this forward)."""
+    monkeypatch.setattr(packed, "ENABLED", False)
     monkeypatch.setattr(shared_prefix, "MIN_PREFIX", 8 if share else 10 ** 6)
     model.zero_grad(set_to_none=True)
     logp = token_logprobs(model, batch, 0.7)

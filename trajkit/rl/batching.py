@@ -11,7 +11,8 @@ when top-k and top-p are off (the RL trainer requires that, so the two are compa
 under autocast in ``dtype`` when it is not float32 (:mod:`trajkit.rl.precision`); the log-softmax is
 always taken in float32. Micro-batches take rows longest first (:func:`length_chunks`: less padding); the
 output layer runs from the batch's first scored column on (:meth:`Batch.first_scored`) and the rows' shared
-prefix once (:mod:`trajkit.rl.shared_prefix`): the same values as one dense forward per row, to float32
+prefix once (:mod:`trajkit.rl.shared_prefix`), and where it costs less the rows run packed into one sequence
+without padding (:mod:`trajkit.rl.packed`): the same values as one dense forward per row, to float32
 rounding (tested). ``collate`` builds the batch on the CPU; ``Batch.to`` moves it to the policy's
 device, and every tensor computed from it stays there.
 """
@@ -23,6 +24,7 @@ import torch
 
 from trajkit.engine.kvstate import forward_keywords
 from trajkit.models.logprobs import chunked_logprobs
+from trajkit.rl import packed
 from trajkit.rl.precision import autocast, model_device
 from trajkit.rl.shared_prefix import can_share, common_prefix, shared_prefix_logits
 from trajkit.envs.sample import Sample
@@ -126,7 +128,14 @@ def token_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype =
     Without it, the output layer and log-softmax run from :meth:`Batch.first_scored` on only, the columns
     before it left 0 (for SmolLM2's chat prompts about half the positions, and of the ``[B, L, V]`` logits)."""
     if not logits_chunk:
-        start = batch.first_scored() if forward_keywords(model)[1] else 0
+        keywords = forward_keywords(model)
+        start = batch.first_scored() if keywords[1] else 0
+        packing = packed.plan(model, batch.input_ids, batch.attention, batch.lengths, start, keywords)
+        if packing is not None:
+            with autocast(model_device(model), dtype):
+                logits, rows, cols = packed.packed_logits(model, batch.input_ids, packing, start, keywords[0])
+            lp = torch.log_softmax(logits.float() / temperature, dim=-1).gather(-1, batch.input_ids[rows, cols + 1, None])
+            return packed.scatter(lp[:, 0], rows, cols, batch.mask.shape)
         logits = forward_logits(model, batch, dtype, start=start)  # [B, L-1-start, V]
         lp = gather_logprobs(logits, batch.input_ids[:, start:], temperature)
         return torch.nn.functional.pad(lp, (start, 0)) if start else lp
@@ -138,7 +147,15 @@ def token_logprobs_and_dists(model, batch: Batch, temperature: float,
                              dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """(:func:`token_logprobs` ``[B, L-1]``, the log-distributions ``[N, V]`` at ``temperature`` at the N
     positions where ``batch.mask`` is 1, row-major) from one forward: what a whole-vocabulary divergence reads."""
-    start = batch.first_scored() if forward_keywords(model)[1] else 0
+    keywords = forward_keywords(model)
+    start = batch.first_scored() if keywords[1] else 0
+    packing = packed.plan(model, batch.input_ids, batch.attention, batch.lengths, start, keywords)
+    if packing is not None:
+        with autocast(model_device(model), dtype):
+            logits, rows, cols = packed.packed_logits(model, batch.input_ids, packing, start, keywords[0])
+        logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [K, V], row-major like the mask
+        lp = logp.gather(-1, batch.input_ids[rows, cols + 1, None])[:, 0]
+        return packed.scatter(lp, rows, cols, batch.mask.shape), logp[batch.mask[rows, cols] > 0]
     logits = forward_logits(model, batch, dtype, start=start)  # [B, L-1-start, V]
     logp = torch.log_softmax(logits / temperature, dim=-1)
     lp = logp.gather(-1, batch.input_ids[:, start + 1:].unsqueeze(-1)).squeeze(-1)
