@@ -130,12 +130,9 @@ def token_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype =
     if not logits_chunk:
         keywords = forward_keywords(model)
         start = batch.first_scored() if keywords[1] else 0
-        packing = packed.plan(model, batch.input_ids, batch.attention, batch.lengths, start, keywords)
-        if packing is not None:
-            with autocast(model_device(model), dtype):
-                logits, rows, cols = packed.packed_logits(model, batch.input_ids, packing, start, keywords[0])
-            lp = torch.log_softmax(logits.float() / temperature, dim=-1).gather(-1, batch.input_ids[rows, cols + 1, None])
-            return packed.scatter(lp[:, 0], rows, cols, batch.mask.shape)
+        got = _packed_logprobs(model, batch, temperature, dtype, start, keywords)
+        if got is not None:
+            return got[0]
         logits = forward_logits(model, batch, dtype, start=start)  # [B, L-1-start, V]
         lp = gather_logprobs(logits, batch.input_ids[:, start:], temperature)
         return torch.nn.functional.pad(lp, (start, 0)) if start else lp
@@ -149,18 +146,30 @@ def token_logprobs_and_dists(model, batch: Batch, temperature: float,
     positions where ``batch.mask`` is 1, row-major) from one forward: what a whole-vocabulary divergence reads."""
     keywords = forward_keywords(model)
     start = batch.first_scored() if keywords[1] else 0
-    packing = packed.plan(model, batch.input_ids, batch.attention, batch.lengths, start, keywords)
-    if packing is not None:
-        with autocast(model_device(model), dtype):
-            logits, rows, cols = packed.packed_logits(model, batch.input_ids, packing, start, keywords[0])
-        logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # [K, V], row-major like the mask
-        lp = logp.gather(-1, batch.input_ids[rows, cols + 1, None])[:, 0]
-        return packed.scatter(lp, rows, cols, batch.mask.shape), logp[batch.mask[rows, cols] > 0]
+    got = _packed_logprobs(model, batch, temperature, dtype, start, keywords)
+    if got is not None:
+        lp, logp, rows, cols = got
+        return lp, logp[batch.mask[rows, cols] > 0]
     logits = forward_logits(model, batch, dtype, start=start)  # [B, L-1-start, V]
     logp = torch.log_softmax(logits / temperature, dim=-1)
     lp = logp.gather(-1, batch.input_ids[:, start + 1:].unsqueeze(-1)).squeeze(-1)
     dists = logp[batch.mask[:, start:] > 0]
     return (torch.nn.functional.pad(lp, (start, 0)) if start else lp), dists
+
+
+def _packed_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype, start: int,
+                     keywords: tuple[str, bool]):
+    """The rows packed into one sequence (:mod:`trajkit.rl.packed`) where that applies -> (``[B, L-1]``
+    log-probs, the ``[K, V]`` log-distributions at the scored positions, their rows and columns, ``[K]``
+    each, row-major), else None."""
+    packing = packed.plan(model, batch.input_ids, batch.attention, batch.lengths, start, keywords)
+    if packing is None:
+        return None
+    with autocast(model_device(model), dtype):
+        logits, rows, cols = packed.packed_logits(model, batch.input_ids, packing, start, keywords[0])
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    lp = logp.gather(-1, batch.input_ids[rows, cols + 1, None])[:, 0]
+    return packed.scatter(lp, rows, cols, batch.mask.shape), logp, rows, cols
 
 
 def gather_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float) -> torch.Tensor:
