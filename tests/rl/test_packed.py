@@ -84,6 +84,28 @@ def test_packed_rows_equal_each_row_alone_and_the_padded_gradient(monkeypatch, f
         torch.testing.assert_close(got_grads[name], g, rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.parametrize("prefix", [10, 0])
+def test_a_row_that_ends_before_the_first_scored_column(monkeypatch, prefix):
+    """A failed episode is an empty sample: its prompt alone, here shorter than every other row's prompt, so
+    it ends before the first scored column. It packs with the rest, has nothing scored (all 0), and the other
+    rows keep their own values."""
+    model = _model()
+    samples = _samples(prefix, shape=((4, 30), (3, 2), (4, 17), (4, 5)))
+    empty = Sample(samples[1].prompt_ids[:-1], [], [], [])
+    samples = [samples[0], empty, *samples[2:]]
+    batch = _batch(samples)
+    start = batch.first_scored()
+    assert len(empty.ids) - 1 < start
+    assert packed.plan(model, batch.input_ids, batch.attention, batch.lengths, start, KEYWORDS) is not None
+    with torch.no_grad():
+        got = token_logprobs(model, batch, 0.7)
+    assert not got[1].any()
+    for i, s in enumerate(samples):
+        if s.completion_ids:
+            p0, c = len(s.prompt_ids), len(s.completion_ids)
+            torch.testing.assert_close(got[i, p0 - 1:p0 - 1 + c], _alone(model, s, 0.7), rtol=0, atol=3e-6)
+
+
 def test_packed_distributions_are_the_padded_ones_at_the_sampled_positions(monkeypatch):
     """What a whole-vocabulary divergence reads: the log-distributions at the N positions where the mask is
     1, row-major, from the packed forward as from the padded one (gradients too)."""

@@ -113,10 +113,11 @@ def packed_logits(model, input_ids: torch.Tensor, p: Plan, start: int, cache_kw:
     offsets = [0]
     for n in lens:
         offsets.append(offsets[-1] + n - prefix)
-    keep = torch.cat([torch.arange(offsets[i] + start - prefix, offsets[i] + n - 1 - prefix, device=device)
-                      for i, n in enumerate(lens)])
-    rows = torch.cat([torch.full((max(n - 1 - start, 0),), i, device=device) for i, n in enumerate(lens)])
-    cols = torch.cat([torch.arange(start, n - 1, device=device) for n in lens])
+    ends = [max(n - 1, start) for n in lens]  # a row that ends before the first scored column has none scored
+    keep = torch.cat([torch.arange(offsets[i] + start - prefix, offsets[i] + e - prefix, device=device)
+                      for i, e in enumerate(ends)])
+    rows = torch.cat([torch.full((e - start,), i, device=device) for i, e in enumerate(ends)])
+    cols = torch.cat([torch.arange(start, e, device=device) for e in ends])
     kwargs = {}
     if prefix:
         from transformers import DynamicCache
