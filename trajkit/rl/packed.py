@@ -110,23 +110,14 @@ def packed_logits(model, input_ids: torch.Tensor, p: Plan, start: int, cache_kw:
     allowed = torch.cat([own.new_ones(len(positions), prefix), own], dim=1)[None, None]  # [1, 1, T, prefix + T]
     if model.config._attn_implementation == "eager":  # an additive mask; sdpa takes the booleans
         allowed = torch.zeros(allowed.shape, device=device).masked_fill_(~allowed, torch.finfo(torch.float32).min)
-    offsets = [0]
-    for n in lens:
-        offsets.append(offsets[-1] + n - prefix)
     ends = [max(n - 1, start) for n in lens]  # a row that ends before the first scored column has none scored
-    keep = torch.cat([torch.arange(offsets[i] + start - prefix, offsets[i] + e - prefix, device=device)
-                      for i, e in enumerate(ends)])
     rows = torch.cat([torch.full((e - start,), i, device=device) for i, e in enumerate(ends)])
     cols = torch.cat([torch.arange(start, e, device=device) for e in ends])
-    kwargs = {}
+    first = torch.tensor([0, *lens[:-1]], device=device).cumsum(0) - prefix * torch.arange(len(lens), device=device)
+    keep = first[rows] + cols - prefix  # where (row, column) sits in the packed sequence
+    kwargs = {"use_cache": False}
     if prefix:
-        from transformers import DynamicCache
-
-        cache = DynamicCache(config=model.config)
-        model(input_ids=input_ids[:1, :prefix], use_cache=True, logits_to_keep=1, **{cache_kw: cache})
-        kwargs = {"use_cache": True, cache_kw: cache}
-    else:
-        kwargs = {"use_cache": False}
+        kwargs = {"use_cache": True, cache_kw: shared_prefix.prefix_cache(model, input_ids, None, prefix, cache_kw)}
     out = model(input_ids=tokens, attention_mask=allowed, position_ids=positions[None], logits_to_keep=keep,
                 **kwargs)
     return out.logits[0], rows, cols

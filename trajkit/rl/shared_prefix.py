@@ -48,14 +48,23 @@ def shared_prefix_logits(model, input_ids: torch.Tensor, attention: torch.Tensor
                          cache_kw: str) -> torch.Tensor:
     """``input_ids, attention: [B, L]`` whose first ``prefix`` (<= ``start``) positions every row shares ->
     the model's logits at positions ``start..L-1``, ``[B, L-start, V]`` (the caller's autocast applies)."""
-    from transformers import DynamicCache
-
     assert 0 < prefix <= start < input_ids.shape[1], (prefix, start, input_ids.shape)
     b, width = input_ids.shape
-    cache = DynamicCache(config=model.config)
-    model(input_ids=input_ids[:1, :prefix], attention_mask=attention[:1, :prefix], use_cache=True,
-          logits_to_keep=1, **{cache_kw: cache})
+    cache = prefix_cache(model, input_ids, attention, prefix, cache_kw)
     cache.batch_repeat_interleave(b)
     out = model(input_ids=input_ids[:, prefix:], attention_mask=attention, use_cache=True,
                 logits_to_keep=width - start, **{cache_kw: cache})
     return out.logits
+
+
+def prefix_cache(model, input_ids: torch.Tensor, attention: torch.Tensor | None, prefix: int, cache_kw: str):
+    """The KV cache of the first row's first ``prefix`` tokens (a batch of one, with its graph): what every
+    row's rest runs on top of (here, and packed in :mod:`trajkit.rl.packed`, which passes no ``attention``:
+    the prefix is all real)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    mask = attention[:1, :prefix] if attention is not None else None
+    model(input_ids=input_ids[:1, :prefix], attention_mask=mask, use_cache=True, logits_to_keep=1,
+          **{cache_kw: cache})
+    return cache
