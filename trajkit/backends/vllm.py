@@ -74,6 +74,7 @@ class VllmBackend:
         self._calls, self._tokens, self._seconds, self._sync_seconds = 0, 0, 0.0, 0.0
         self._spec = {"proposed": 0, "accepted": 0}
         self._draft_updates = 0
+        self.owned_folder: str | None = None  # a folder trajkit wrote the policy to (from_spec); removed at close
 
     @property
     def policy_version(self) -> int:
@@ -146,11 +147,26 @@ class VllmBackend:
                        draft_updates=self._draft_updates)
         return out
 
+    def folders(self) -> list[str]:
+        """The folders the actor writes weights to (on its node)."""
+        return call(self.actor.folders.remote(), "vLLM folders", self.timeout_s)
+
     def close(self) -> None:
+        """Remove the actor's folders and any policy folder written for it, kill the actor, stop a Ray this
+        backend started. The folders go even when the actor no longer answers (its release is best effort)."""
+        import shutil
+
         ray = require_ray()
         if self.actor is not None:
+            try:
+                call(self.actor.release.remote(), "vLLM release", 60.0)
+            except Exception:  # noqa: BLE001 - a dead or hung actor; killing it below is what matters
+                pass
             ray.kill(self.actor)
             self.actor = None
+        if self.owned_folder is not None:
+            shutil.rmtree(self.owned_folder, ignore_errors=True)
+            self.owned_folder = None
         if self.owns_ray:
             ray.shutdown()
 
@@ -178,6 +194,7 @@ def from_spec(spec, target=None, draft=None) -> VllmBackend:
     :class:`~trajkit.backends.build.BackendSpec` -> vLLM over the folder ``spec.model`` (a loaded ``target``
     without one, a random or warm-started policy, is saved to a temporary folder first), its drafter as
     :func:`speculative_config`, the spec's vLLM options."""
+    import shutil
     import tempfile
 
     from trajkit.backends.trajkit import drafter_kind
@@ -195,9 +212,17 @@ def from_spec(spec, target=None, draft=None) -> VllmBackend:
         folder = tempfile.mkdtemp(prefix="trajkit-vllm-policy-")
         target.save_pretrained(folder)
     config = speculative_config(drafter_kind(spec, draft), spec.k, spec.draft)
-    return VllmBackend(folder, python=spec.python, max_model_len=spec.max_model_len, seed=spec.seed,
-                       speculative_config=config, num_cpus=spec.num_cpus, lora_rank=spec.lora_rank,
-                       weight_transfer=spec.weight_transfer)
+    try:
+        backend = VllmBackend(folder, python=spec.python, max_model_len=spec.max_model_len, seed=spec.seed,
+                              speculative_config=config, num_cpus=spec.num_cpus, lora_rank=spec.lora_rank,
+                              weight_transfer=spec.weight_transfer)
+    except BaseException:
+        if spec.model is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if spec.model is None:
+        backend.owned_folder = folder
+    return backend
 
 
 def lora_slot(rank: int) -> int:

@@ -29,6 +29,7 @@ SmolLM2-135M an r=8 adapter's sampled log-probs equal the merged model's float32
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
@@ -132,8 +133,8 @@ class VllmWorker:
     def update_weights(self, state_dict: dict) -> float:
         """Load ``state_dict`` (HF names, CPU tensors); -> seconds it took."""
         started = time.perf_counter()
-        _save(state_dict, self.weights_dir, self.tied)
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_dir})
+        with _saved(state_dict, self.weights_dir, self.tied):
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": self.weights_dir})
         self.llm.collective_rpc(_repack_lm_head)
         self.llm.reset_prefix_cache()
         return time.perf_counter() - started
@@ -176,10 +177,23 @@ class VllmWorker:
         if self.draft_dir is None:
             self.draft_dir = tempfile.mkdtemp(prefix="trajkit-vllm-draft-")
         tied = bool(getattr(spec.draft_model_config.hf_config, "tie_word_embeddings", False))
-        _save(state_dict, self.draft_dir, tied)
-        self.llm.collective_rpc(_reload_draft, args=(self.draft_dir,))
+        with _saved(state_dict, self.draft_dir, tied):
+            self.llm.collective_rpc(_reload_draft, args=(self.draft_dir,))
         self.llm.reset_prefix_cache()
         return time.perf_counter() - started
+
+    def folders(self) -> list[str]:
+        """The folders this worker writes to (its weights folder; the draft's once a draft was refit)."""
+        return [f for f in (self.weights_dir, self.draft_dir) if f is not None]
+
+    def release(self) -> None:
+        """Remove the folders this worker wrote (the current LoRA adapter's; weight files are gone already);
+        the backend calls it before it kills the actor."""
+        import shutil
+
+        for folder in (self.weights_dir, self.draft_dir):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     # vLLM's native weight transfer (CUDA: NCCL), driven by trajkit.cluster.nccl.VllmActorsClient
     @_plain_errors
@@ -212,13 +226,21 @@ class VllmWorker:
         return out
 
 
-def _save(state_dict: dict, folder: str, tied: bool) -> None:
-    """``state_dict`` as ``folder/model.safetensors`` (a tied model's lm_head left out: it is the embedding)."""
+@contextlib.contextmanager
+def _saved(state_dict: dict, folder: str, tied: bool):
+    """``state_dict`` as ``folder/model.safetensors`` (a tied model's lm_head left out: it is the embedding)
+    for the length of the block, then removed: a reload reads it once, and a killed actor leaves no model-
+    sized file behind (each sync of SmolLM2-135M is 0.5 GB)."""
     from safetensors.torch import save_file
 
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()
                if not (tied and k == "lm_head.weight")}
-    save_file(tensors, os.path.join(folder, "model.safetensors"))
+    path = os.path.join(folder, "model.safetensors")
+    save_file(tensors, path)
+    try:
+        yield path
+    finally:
+        os.remove(path)
 
 
 def _row(completion, top: int) -> dict:
