@@ -14,6 +14,15 @@ log-probs; with ``loss.decoupled`` by AReaL's uncapped behaviour weight ``exp(ol
 Forwards run under autocast in ``policy.dtype``; float16 scales the loss with a GradScaler (unscaled before
 the gradient clip).
 
+A row whose advantages are all zero (every row of a GRPO group whose rewards agree) adds exactly nothing to
+the gradient when the loss has no other term (no KL to a reference, no distillation, no ECHO): its
+surrogate is ``A * ratio``. Such rows form their own micro-batches, scored without a graph (their metrics
+and on-policy old log-probs are still written) and never backed; the slice's counts in :class:`LossNorm`
+keep them, so the gradient is the one every row backed would give (to float32 summation order: the other
+rows' micro-batches are grouped without them). TRL and the step before this back every row. Off under
+FSDP2 (every rank must run the same forwards) and when no row is idle; a slice of idle rows only gets zero
+gradients, as a backward of its zero loss would give, so AdamW still applies its momentum and decay.
+
 Draft distillation (NeMo RL does this for EAGLE-3 drafts): on the fresh rollouts, minimise the soft
 cross-entropy ``-sum_v p(v) log q(v)`` between the detached policy distribution ``p`` (from the
 ``logprob`` stage, at the rollout temperature) and the draft's ``q`` at the same temperature, over sampled
@@ -21,6 +30,7 @@ completion positions. Both are tempered because the speculative acceptance test 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -98,35 +108,75 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
     dtype = DTYPES[cfg.policy.dtype]
     totals: dict[str, float] = {}
     own = shard.rows(rows) if shard is not None else rows
-    for idx in length_chunks(own, batch.lengths, cfg.optim.micro_batch_size):
+    idle = idle_rows(batch, cfg, obs, shard)
+    backed = 0
+    for idx, no_gradient in micro_batches(own, batch.lengths, cfg.optim.micro_batch_size, idle):
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
-        if mb.teacher_dists is None:
-            logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
-        else:
-            logp, student = token_logprobs_and_dists(policy, mb, cfg.rollout.temperature, dtype)
-        if on_policy:
-            old_logp[idx, :width] = logp.detach()
-        ref = ref_logp[idx, :width] if ref_logp is not None else None
-        w = weights[idx, :width] if weights is not None else None
-        loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
-                                  cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w,
-                                  kl_ratio=cfg.loss.kl_ratio)
-        if mb.teacher_dists is not None:
-            term = _divergence_term(cfg, logp, student, mb, norm, w)
-            loss = loss + cfg.distill.coef * term
-            stats["distill"] = float(term.detach())
-        if obs is not None:
-            echo = echo_loss(logp, obs[idx, :width], num_obs)
-            loss = loss + cfg.loss.echo_coef * echo
-            stats["echo"] = float(echo.detach())
-        (scaler.scale(loss) if scaler is not None else loss).backward()
+        with torch.no_grad() if no_gradient else contextlib.nullcontext():
+            if mb.teacher_dists is None:
+                logp = token_logprobs(policy, mb, cfg.rollout.temperature, dtype, cfg.optim.logits_chunk)
+            else:
+                logp, student = token_logprobs_and_dists(policy, mb, cfg.rollout.temperature, dtype)
+            if on_policy:
+                old_logp[idx, :width] = logp.detach()
+            ref = ref_logp[idx, :width] if ref_logp is not None else None
+            w = weights[idx, :width] if weights is not None else None
+            loss, stats = policy_loss(cfg.loss.name, logp, old_logp[idx, :width], mb.advantages, mb.mask, norm,
+                                      cfg.loss.clip_low, cfg.loss.clip_high, ref, cfg.loss.kl_coef, tis_weights=w,
+                                      kl_ratio=cfg.loss.kl_ratio)
+            if mb.teacher_dists is not None:
+                term = _divergence_term(cfg, logp, student, mb, norm, w)
+                loss = loss + cfg.distill.coef * term
+                stats["distill"] = float(term.detach())
+            if obs is not None:
+                echo = echo_loss(logp, obs[idx, :width], num_obs)
+                loss = loss + cfg.loss.echo_coef * echo
+                stats["echo"] = float(echo.detach())
+        if not no_gradient:
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            backed += 1
         for key, value in stats.items():
             totals[key] = totals.get(key, 0.0) + value
+    if not backed and idle is not None:
+        _zero_gradients(policy)
     if shard is not None:
         totals = shard.sum(totals)
     totals["tokens"] = norm.num_tokens
     return totals
+
+
+def idle_rows(batch: Batch, cfg: TrainConfig, obs, shard) -> torch.Tensor | None:
+    """``[B]`` bool: the rows whose loss has no gradient (all advantages zero, and no KL, distillation or
+    ECHO term; module docstring), or None where none is or the skip does not apply (FSDP2: ``shard``)."""
+    if shard is not None or obs is not None or batch.teacher_dists is not None or cfg.loss.kl_coef > 0:
+        return None
+    adv = batch.advantages
+    idle = adv == 0 if adv.dim() == 1 else (adv == 0).all(1)
+    return idle if bool(idle.any()) else None
+
+
+def micro_batches(rows: torch.Tensor, lengths: torch.Tensor, size: int,
+                  idle: torch.Tensor | None) -> list[tuple[torch.Tensor, bool]]:
+    """``rows`` in micro-batches (:func:`length_chunks`), each with whether it is all ``idle`` rows (scored
+    without a graph, not backed): the others first, then the idle ones, each longest first.
+
+    >>> [(c.tolist(), i) for c, i in micro_batches(torch.arange(4), torch.tensor([3, 9, 5, 9]), 2,
+    ...                                            torch.tensor([False, True, False, False]))]
+    [([3, 2], False), ([0], False), ([1], True)]
+    """
+    if idle is None:
+        return [(idx, False) for idx in length_chunks(rows, lengths, size)]
+    still = idle[rows]
+    return [(idx, False) for idx in length_chunks(rows[~still], lengths, size)] + \
+        [(idx, True) for idx in length_chunks(rows[still], lengths, size)]
+
+
+def _zero_gradients(policy) -> None:
+    """Zero gradients on every trainable parameter without one: what backing a zero loss leaves."""
+    for p in policy.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
 
 
 def _divergence_term(cfg: TrainConfig, logp: torch.Tensor, student: torch.Tensor, mb: Batch,
