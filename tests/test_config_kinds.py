@@ -16,7 +16,7 @@ from trajkit.envs.registry import OPTIONS as TASK_OPTIONS
 from trajkit.envs.registry import TASKS, HarborOptions, TaskConfig
 from trajkit.errors import ConfigError, InputError
 from trajkit.optim.config import OPTIONS as OPTIM_OPTIONS
-from trajkit.optim.config import MuonOptions, OptimConfig
+from trajkit.optim.config import AdamwOptions, MuonOptions, OptimConfig
 from trajkit.rl.config import TrainConfig, describe, load_config, packaged_configs, to_dict
 
 LOG = "trajkit.config"
@@ -36,7 +36,8 @@ def test_the_sections_hold_the_values_the_file_gives():
     assert cfg.task.options == HarborOptions(max_turns=3, timeout_multiplier=4.0)
     cfg = load_config("rep", ["optim.name=muon", "optim.muon.lr=0.02", "optim.muon.nesterov=false"])
     assert cfg.optim.options == MuonOptions(lr=0.02, nesterov=False)
-    assert load_config("rep").optim.options is None  # adamw has no section of its own
+    assert load_config("rep").optim.options == AdamwOptions(kernel="auto")  # adamw's section, its default
+    assert load_config("rep", ["optim.adamw.kernel=loop"]).optim.options == AdamwOptions(kernel="loop")
 
 
 def _flat_value(section: type, key: str):
@@ -269,7 +270,8 @@ def test_the_tinker_clients_adamw_is_the_trainers():
     values = adam_config({"learning_rate": 1e-2, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1})
     opt.param_groups[0].update(lr=values["lr"], betas=(values["beta1"], values["beta2"]), eps=values["eps"],
                                weight_decay=values["weight_decay"])
-    want = torch.optim.AdamW(ref.parameters(), lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+    # optim.adamw.kernel=auto: torch's fused kernel on CPU parameters (Hugging Face's and TRL's default too)
+    want = torch.optim.AdamW(ref.parameters(), lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1, fused=True)
     x = torch.randn(4, 3)
     for model, step in ((ours, opt), (ref, want)):
         for _ in range(3):
@@ -278,6 +280,40 @@ def test_the_tinker_clients_adamw_is_the_trainers():
             step.step()
     for a, b in zip(ours.parameters(), ref.parameters()):
         assert torch.equal(a, b)
+
+
+def test_the_adamw_kernel_is_torchs_fused_one_where_it_exists_and_the_others_agree_to_rounding():
+    import torch
+
+    from trajkit.optim.build import OPTIMIZERS, adamw_kernel
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 8)
+    stepped = {}
+    for kernel in ("auto", "fused", "foreach", "loop"):
+        cfg = load_config("rep", [f"optim.adamw.kernel={kernel}", "optim.weight_decay=0.1"])
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        opt = OPTIMIZERS["adamw"](model, cfg.optim, 1e-2)
+        group = opt.param_groups[0]
+        assert (group["fused"], group["foreach"]) == {"auto": (True, None), "fused": (True, None),
+                                                      "foreach": (None, True), "loop": (None, False)}[kernel]
+        for _ in range(5):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+        stepped[kernel] = [p.detach().clone() for p in model.parameters()]
+    for kernel in ("fused", "foreach"):
+        for a, b in zip(stepped[kernel], stepped["loop"]):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(stepped["auto"], stepped["fused"]))
+    on_meta = [torch.nn.Parameter(torch.empty(3, device="meta"))]
+    assert adamw_kernel(on_meta, "auto") == {}  # no fused kernel there: torch's default
+    with pytest.raises(ConfigError, match="optim.adamw.kernel=fused: torch has no fused AdamW for these "
+                                          "parameters \\(a parameter on meta\\)"):
+        adamw_kernel(on_meta, "fused")
+    with pytest.raises(ConfigError, match="optim.adamw.kernel must be one of"):
+        load_config("rep", ["optim.adamw.kernel=apex"])
 
 
 @pytest.mark.parametrize("tree, message", [

@@ -9,13 +9,47 @@ from __future__ import annotations
 
 import torch
 
+from trajkit.errors import ConfigError
 from trajkit.optim.logra import LoGRA
 from trajkit.optim.muon import MuonAdamW
 
 
 def _adamw(model, o, lr: float) -> torch.optim.Optimizer:
-    params = model.parameters() if isinstance(model, torch.nn.Module) else model
-    return torch.optim.AdamW(params, lr=lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
+    params = list(model.parameters() if isinstance(model, torch.nn.Module) else model)
+    kernel = getattr(o.options, "kernel", "auto")
+    return torch.optim.AdamW(params, lr=lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay,
+                             **adamw_kernel(params, kernel))
+
+
+def adamw_kernel(params: list, kernel: str) -> dict:
+    """``optim.adamw.kernel`` -> torch AdamW's keywords for ``params`` (:class:`trajkit.optim.config.AdamwOptions`)."""
+    if kernel == "foreach":
+        return {"foreach": True}
+    if kernel == "loop":
+        return {"foreach": False}
+    why = _no_fused_kernel(params)
+    if why is None:
+        return {"fused": True}
+    if kernel == "fused":
+        raise ConfigError(f"optim.adamw.kernel=fused: torch has no fused AdamW for these parameters ({why}); use "
+                          "optim.adamw.kernel=auto")
+    return {}
+
+
+def _no_fused_kernel(params: list) -> str | None:
+    """Why torch's fused AdamW cannot step ``params``, or None when it can."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed, or 2.4 (torch.distributed._tensor): no DTensor here
+        DTensor = ()
+    for p in params:
+        if isinstance(p, DTensor):
+            return "FSDP2's sharded DTensor parameters"
+        if p.device.type not in ("cpu", "cuda"):
+            return f"a parameter on {p.device.type}"
+        if not p.is_floating_point():
+            return f"a {p.dtype} parameter"
+    return None
 
 
 def _logra(model, o, lr: float) -> torch.optim.Optimizer:
