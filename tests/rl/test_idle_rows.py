@@ -127,3 +127,41 @@ def test_rows_are_idle_only_where_nothing_else_has_a_gradient():
     assert idle_rows(batch, cfg, None, object()) is None  # FSDP2: every rank runs the same forwards
     batch.teacher_dists = object()  # on-policy distillation's divergence term
     assert idle_rows(batch, cfg, None, None) is None
+
+
+def test_rows_of_one_prompt_share_a_micro_batch_where_that_computes_fewer_positions():
+    """Two GRPO groups whose prompts share a 10-token template and differ in their last 5 tokens. Longest first
+    mixes the groups (shared prefix 10, each row carrying its 5 other prompt tokens); by prompt, each micro-batch
+    shares its whole 15-token prompt. Positions hand-counted (packed: prefix once plus each row's tokens after it)."""
+    from trajkit.rl.batching import batch_logprobs, length_chunks, positions, row_chunks, token_logprobs
+
+    cfg = load_config(None, TINY)
+    model = random_model(cfg.policy, vocab_size=VOCAB)
+    template = list(range(10, 20))
+    prompts = [template + [30, 31, 32, 33, 34], template + [40, 41, 42, 43, 44]]
+    replies = [9, 7, 4, 2, 8, 6, 5, 1]  # group 0: rows 0-3, group 1: rows 4-7
+    samples = [Sample(prompts[i // 4], [50 + j for j in range(n)], [0.0] * n, [1] * n) for i, n in enumerate(replies)]
+    batch = collate(samples, torch.zeros(8), pad_id=0)
+    rows = torch.arange(8)
+    by_length = length_chunks(rows, batch.lengths, 4)
+    assert [c.tolist() for c in by_length] == [[0, 4, 1, 5], [6, 2, 3, 7]]
+    # by length: prefix 10 + (5 + reply) per row: 10 + 4 * 5 + (9 + 8 + 7 + 6) = 60; 10 + 20 + (5 + 4 + 2 + 1) = 42
+    assert positions(batch, by_length, True, True) == 60 + 42
+    chosen = row_chunks(model, batch, rows, 4)
+    assert [c.tolist() for c in chosen] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # by prompt: the prefix stops at column 14, the first scored one (the last prompt token's output predicts the
+    # reply), so each row carries 1 prompt token: 14 + (10 + 8 + 5 + 3) = 40; 14 + (9 + 7 + 6 + 2) = 38
+    assert positions(batch, chosen, True, True) == 40 + 38
+    # padded (no packing): prefix once, then every row to the longest: 14 + 4 * 10 = 54 and 14 + 4 * 9 = 50 by
+    # prompt, 10 + 4 * 14 = 66 and 10 + 4 * 10 = 50 by length
+    assert positions(batch, chosen, True, False) == 54 + 50 and positions(batch, by_length, True, False) == 66 + 50
+    same = collate([Sample(prompts[0], s.completion_ids, s.logprobs, s.loss_mask) for s in samples], torch.zeros(8),
+                   pad_id=0)
+    assert [c.tolist() for c in row_chunks(model, same, rows, 4)] == [c.tolist() for c in length_chunks(
+        rows, same.lengths, 4)]  # one prompt: grouping saves nothing, longest first stays
+    got, _ = batch_logprobs(model, batch, 0.7, 4)  # the log-probs do not depend on the grouping
+    for i in range(8):
+        with torch.no_grad():
+            alone = token_logprobs(model, batch.select(torch.tensor([i])), 0.7)
+        width = int(batch.lengths[i]) - 1
+        torch.testing.assert_close(got[i, 14:width], alone[0, 14:width], rtol=0, atol=2e-6)

@@ -24,7 +24,7 @@ import torch
 
 from trajkit.engine.kvstate import forward_keywords
 from trajkit.models.logprobs import chunked_logprobs
-from trajkit.rl import packed
+from trajkit.rl import packed, shared_prefix
 from trajkit.rl.precision import autocast, model_device
 from trajkit.rl.shared_prefix import can_share, common_prefix, shared_prefix_logits
 from trajkit.envs.sample import Sample
@@ -198,6 +198,64 @@ def length_chunks(rows: torch.Tensor, lengths: torch.Tensor, size: int) -> list[
     return [ranked[part] for part in chunks(len(ranked), size)]
 
 
+def row_chunks(model, batch: Batch, rows: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """``rows`` in micro-batches of ``size``: longest first (:func:`length_chunks`), or the rows of one prompt
+    together (:func:`prompt_chunks`) where that computes fewer positions. A GRPO group in one micro-batch shares
+    its whole prompt, which runs once (:mod:`trajkit.rl.shared_prefix`); rows of several prompts share only the
+    chat template's start and each carries the rest of its prompt (SmolLM2's arithmetic task: 27 of 44 prompt
+    tokens shared across prompts, so 17 more per row). Positions are counted as the forward computes them:
+    packed where the model packs (:mod:`trajkit.rl.packed`), else padded after the shared prefix."""
+    by_length = length_chunks(rows, batch.lengths, size)
+    if len(rows) <= size:
+        return by_length  # one micro-batch either way
+    by_prompt = prompt_chunks(rows, batch, size)
+    keywords = forward_keywords(model)
+    shares = can_share(model, keywords, 2, shared_prefix.MIN_PREFIX)
+    packs = shares and packed.ENABLED and packed.packable(model, keywords)
+    if positions(batch, by_prompt, shares, packs) < positions(batch, by_length, shares, packs):
+        return by_prompt
+    return by_length
+
+
+def prompt_chunks(rows: torch.Tensor, batch: Batch, size: int) -> list[torch.Tensor]:
+    """``rows`` grouped by their prompt (the tokens before a row's first scored one; prompts in the order they
+    first appear), each group longest first, in chunks of ``size``.
+
+    >>> b = collate([Sample([1, 2], [3], [0.0], [1]), Sample([1, 4], [3, 3], [0.0] * 2, [1] * 2),
+    ...              Sample([1, 2], [5, 6], [0.0] * 2, [1] * 2)], torch.zeros(3), pad_id=0)
+    >>> [c.tolist() for c in prompt_chunks(torch.arange(3), b, 2)]
+    [[2, 0], [1]]
+    """
+    groups: dict[tuple, list[int]] = {}
+    for r in rows.tolist():
+        scored = batch.mask[r].nonzero()
+        end = int(scored[0]) + 1 if len(scored) else int(batch.lengths[r])
+        groups.setdefault(tuple(batch.input_ids[r, :end].tolist()), []).append(r)
+    order = [r for members in groups.values()
+             for r in sorted(members, key=lambda r: -int(batch.lengths[r]))]  # sorted is stable: ties keep order
+    ranked = torch.tensor(order, dtype=rows.dtype)
+    return [ranked[part] for part in chunks(len(ranked), size)]
+
+
+def positions(batch: Batch, parts: list[torch.Tensor], shares: bool, packs: bool) -> int:
+    """The positions the forwards of micro-batches ``parts`` compute: a shared prefix (``shares``) once, then
+    each row's tokens after it, packed (``packs``, where fewer) or padded to the micro-batch's longest row."""
+    total = 0
+    for part in parts:
+        lens = batch.lengths[part]
+        width = int(lens.max())
+        prefix = 0
+        if shares and len(part) > 1:
+            scored = batch.mask[part].any(0).nonzero()
+            start = int(scored[0]) if len(scored) else 0
+            prefix = min(shared_prefix.common_prefix(batch.input_ids[part, :width], batch.attention[part, :width]),
+                         start)
+            prefix = prefix if prefix >= shared_prefix.MIN_PREFIX else 0
+        padded = prefix + len(part) * (width - prefix)
+        total += min(padded, prefix + int(lens.sum()) - len(part) * prefix) if packs else padded
+    return total
+
+
 @torch.no_grad()
 def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: int,
                    keep_dists: bool = False, dtype: torch.dtype = torch.float32, logits_chunk: int = 0,
@@ -212,7 +270,7 @@ def batch_logprobs(model, batch: Batch, temperature: float, micro_batch_size: in
     device = batch.input_ids.device
     out = torch.zeros(b, width - 1, device=device)
     dists = feats = None
-    for rows in length_chunks(torch.arange(b), batch.lengths, micro_batch_size):
+    for rows in row_chunks(model, batch, torch.arange(b), micro_batch_size):
         mb = batch.select(rows)
         if not keep_dists:
             lp = token_logprobs(model, mb, temperature, dtype, logits_chunk)

@@ -10,7 +10,7 @@ A run's config is a YAML file of nested sections (``policy``, ``draft``, ``task`
 >>> load_config(None, ["optim.lrr=1"])
 Traceback (most recent call last):
 ...
-trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, lr_schedule, warmup_steps, num_iterations, weight_decay, beta1, beta2, eps, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, logra, muon
+trajkit.errors.ConfigError: unknown key(s) for OptimConfig in optim: 'lrr' (did you mean 'lr'?); known keys: name, lr, lr_schedule, warmup_steps, num_iterations, weight_decay, beta1, beta2, eps, grad_clip, micro_batch_size, minibatches, gradient_checkpointing, logits_chunk, adamw, logra, muon
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ import torch
 
 from trajkit.models.fit import soft_cross_entropy
 from trajkit.optim.build import OPTIMIZERS  # noqa: F401 (the registry's older import path, kept)
-from trajkit.rl.batching import Batch, chunks, forward_logits, length_chunks, token_logprobs, token_logprobs_and_dists
+from trajkit.rl.batching import Batch, chunks, forward_logits, row_chunks, token_logprobs, token_logprobs_and_dists
 from trajkit.rl.config import TrainConfig
 from trajkit.rl.correction import correction_weights, masking
 from trajkit.rl.divergence import common_support, token_divergence
@@ -110,7 +110,7 @@ def _accumulate(policy, batch: Batch, rows: torch.Tensor, old_logp, ref_logp, we
     own = shard.rows(rows) if shard is not None else rows
     idle = idle_rows(batch, cfg, obs, shard)
     backed = 0
-    for idx, no_gradient in micro_batches(own, batch.lengths, cfg.optim.micro_batch_size, idle):
+    for idx, no_gradient in micro_batches(policy, batch, own, cfg.optim.micro_batch_size, idle):
         mb = batch.select(idx)
         width = mb.input_ids.shape[1] - 1
         with torch.no_grad() if no_gradient else contextlib.nullcontext():
@@ -156,20 +156,15 @@ def idle_rows(batch: Batch, cfg: TrainConfig, obs, shard) -> torch.Tensor | None
     return idle if bool(idle.any()) else None
 
 
-def micro_batches(rows: torch.Tensor, lengths: torch.Tensor, size: int,
+def micro_batches(policy, batch: Batch, rows: torch.Tensor, size: int,
                   idle: torch.Tensor | None) -> list[tuple[torch.Tensor, bool]]:
-    """``rows`` in micro-batches (:func:`length_chunks`), each with whether it is all ``idle`` rows (scored
-    without a graph, not backed): the others first, then the idle ones, each longest first.
-
-    >>> [(c.tolist(), i) for c, i in micro_batches(torch.arange(4), torch.tensor([3, 9, 5, 9]), 2,
-    ...                                            torch.tensor([False, True, False, False]))]
-    [([3, 2], False), ([0], False), ([1], True)]
-    """
+    """``rows`` in micro-batches (:func:`~trajkit.rl.batching.row_chunks`), each with whether it is all ``idle``
+    rows (scored without a graph, not backed): the others first, then the idle ones."""
     if idle is None:
-        return [(idx, False) for idx in length_chunks(rows, lengths, size)]
+        return [(idx, False) for idx in row_chunks(policy, batch, rows, size)]
     still = idle[rows]
-    return [(idx, False) for idx in length_chunks(rows[~still], lengths, size)] + \
-        [(idx, True) for idx in length_chunks(rows[still], lengths, size)]
+    return [(idx, False) for idx in row_chunks(policy, batch, rows[~still], size)] + \
+        [(idx, True) for idx in row_chunks(policy, batch, rows[still], size)]
 
 
 def _zero_gradients(policy) -> None:
