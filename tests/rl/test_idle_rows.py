@@ -15,21 +15,7 @@ from trajkit.rl.config import load_config
 from trajkit.rl.update import idle_rows, update_policy
 
 from .conftest import TINY
-
-VOCAB = 259
-
-
-def _samples() -> list[Sample]:
-    """Six rows of different prompt and completion lengths; row 3 has a forced (mask 0) token."""
-    g = torch.Generator().manual_seed(0)
-    out = []
-    for p, c in ((3, 5), (4, 2), (3, 7), (5, 4), (4, 1), (3, 6)):
-        ids = torch.randint(3, VOCAB, (p + c,), generator=g).tolist()
-        mask = [1] * c
-        if c == 4:
-            mask[1] = 0
-        out.append(Sample(ids[:p], ids[p:], [-1.5] * c, mask))
-    return out
+from .test_on_policy_update import VOCAB, _samples  # six rows of mixed lengths, one forced token
 
 
 def _row_logprobs(model, sample: Sample, temperature: float) -> torch.Tensor:
