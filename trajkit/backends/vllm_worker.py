@@ -191,9 +191,8 @@ class VllmWorker:
         the backend calls it before it kills the actor."""
         import shutil
 
-        for folder in (self.weights_dir, self.draft_dir):
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+        for folder in self.folders():
+            shutil.rmtree(folder, ignore_errors=True)
 
     # vLLM's native weight transfer (CUDA: NCCL), driven by trajkit.cluster.nccl.VllmActorsClient
     @_plain_errors

@@ -26,7 +26,7 @@ from trajkit.engine.kvstate import forward_keywords
 from trajkit.models.logprobs import chunked_logprobs
 from trajkit.rl import packed, shared_prefix
 from trajkit.rl.precision import autocast, model_device
-from trajkit.rl.shared_prefix import can_share, common_prefix, shared_prefix_logits
+from trajkit.rl.shared_prefix import can_share, shared_prefix_logits, usable_prefix
 from trajkit.envs.sample import Sample
 
 
@@ -67,8 +67,7 @@ class Batch:
         of a batch's log-probs (the losses, ECHO's forced tokens after the first sampled one, the mismatch
         metrics, distillation) reads masked columns or later ones, so the columns before it, the shared
         prompt positions, need no output layer (:func:`token_logprobs`)."""
-        scored = self.mask.any(0).nonzero()
-        return int(scored[0]) if len(scored) else 0
+        return first_scored(self.mask)
 
     def to(self, device) -> "Batch":
         """The same batch with every tensor on ``device`` (``lengths`` stays on the CPU: it sizes slices)."""
@@ -105,7 +104,7 @@ def forward_logits(model, batch: Batch, dtype: torch.dtype = torch.float32,
     (:mod:`trajkit.rl.shared_prefix`) when it is long enough (not with ``feature_layers``)."""
     if start and not feature_layers:
         keywords = forward_keywords(model)
-        prefix = min(common_prefix(batch.input_ids, batch.attention), start)
+        prefix = usable_prefix(batch.input_ids, batch.attention, start)
         if can_share(model, keywords, batch.input_ids.shape[0], prefix):
             with autocast(model_device(model), dtype):
                 logits = shared_prefix_logits(model, batch.input_ids, batch.attention, prefix, start, keywords[0])
@@ -155,6 +154,12 @@ def token_logprobs_and_dists(model, batch: Batch, temperature: float,
     lp = logp.gather(-1, batch.input_ids[:, start + 1:].unsqueeze(-1)).squeeze(-1)
     dists = logp[batch.mask[:, start:] > 0]
     return (torch.nn.functional.pad(lp, (start, 0)) if start else lp), dists
+
+
+def first_scored(mask: torch.Tensor) -> int:
+    """The first column of ``mask: [B, L-1]`` where any row is 1 (0 for an all-zero mask)."""
+    scored = mask.any(0).nonzero()
+    return int(scored[0]) if len(scored) else 0
 
 
 def _packed_logprobs(model, batch: Batch, temperature: float, dtype: torch.dtype, start: int,
@@ -246,11 +251,8 @@ def positions(batch: Batch, parts: list[torch.Tensor], shares: bool, packs: bool
         width = int(lens.max())
         prefix = 0
         if shares and len(part) > 1:
-            scored = batch.mask[part].any(0).nonzero()
-            start = int(scored[0]) if len(scored) else 0
-            prefix = min(shared_prefix.common_prefix(batch.input_ids[part, :width], batch.attention[part, :width]),
-                         start)
-            prefix = prefix if prefix >= shared_prefix.MIN_PREFIX else 0
+            prefix = usable_prefix(batch.input_ids[part, :width], batch.attention[part, :width],
+                                   first_scored(batch.mask[part]))
         padded = prefix + len(part) * (width - prefix)
         total += min(padded, prefix + int(lens.sum()) - len(part) * prefix) if packs else padded
     return total

@@ -60,9 +60,7 @@ def plan(model, input_ids: torch.Tensor, attention: torch.Tensor, lengths: torch
     right_padded = torch.arange(width, device=attention.device)[None] < lengths.to(attention.device)[:, None]
     if not torch.equal(attention > 0, right_padded):
         return None
-    prefix = min(shared_prefix.common_prefix(input_ids, attention), start)
-    if prefix < shared_prefix.MIN_PREFIX:
-        prefix = 0
+    prefix = shared_prefix.usable_prefix(input_ids, attention, start)
     tokens = sum(lens) - b * prefix
     if tokens * (prefix + tokens) > MAX_MASK_ELEMENTS:
         return None

@@ -32,6 +32,19 @@ def common_prefix(input_ids: torch.Tensor, attention: torch.Tensor) -> int:
     return int(same.long().cumprod(0).sum())
 
 
+def usable_prefix(input_ids: torch.Tensor, attention: torch.Tensor, start: int) -> int:
+    """The shared prefix a forward of these rows runs once: their :func:`common_prefix`, at most ``start`` (the
+    first scored column, whose output the rows need), 0 when shorter than :data:`MIN_PREFIX`.
+
+    >>> usable_prefix(torch.arange(20).repeat(2, 1), torch.ones(2, 20, dtype=torch.long), 12)
+    12
+    >>> usable_prefix(torch.arange(20).repeat(2, 1), torch.ones(2, 20, dtype=torch.long), 5)
+    0
+    """
+    prefix = min(common_prefix(input_ids, attention), start)
+    return prefix if prefix >= MIN_PREFIX else 0
+
+
 def can_share(model, keywords: tuple[str, bool], rows: int, prefix: int) -> bool:
     """Whether :func:`shared_prefix_logits` applies: several rows, a prefix of :data:`MIN_PREFIX` or more,
     a model taking ``logits_to_keep``, no activation checkpointing (which would drop the cache) and no FSDP2
