@@ -178,6 +178,49 @@ def test_the_students_reverse_kl_to_the_teacher_falls(tmp_path, tiny):
     assert all(m["distill/teacher_logp"] < 0 and m["time/logprob/teacher"] > 0 for m in got)
 
 
+@pytest.mark.parametrize("divergence", ["sampled", "forward_kl"])
+def test_an_agent_step_distils_on_the_stitched_samples_sampled_tokens(tmp_path, tiny, divergence):
+    """Through the gateway: two chat turns per episode, so each stitched sample holds forced tokens (the second
+    user message, template glue) between sampled ones. The teacher scores the sampled tokens only, in the
+    context of everything before them: ``distill/reverse_kl`` and ``distill/teacher_logp`` equal means over the
+    samples' ``loss_mask`` tokens of log-probs recomputed per sample, at the rollout temperature, from the
+    student before the step and the teacher folder."""
+    import copy
+
+    from tests.envs.test_agent import ROWS, odd_length, two_turns
+    from trajkit.envs.agent import AgentTask
+    from trajkit.models.load import load_model
+
+    student, teacher = _peaked_pair(tiny, tmp_path)[1:3]
+    cfg = tiny("policy.source=path", student, teacher, f"distill.divergence={divergence}", "rollout.group_size=2",
+               "optim.micro_batch_size=8", "rollout.temperature=0.8")
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+    trainer = Trainer(cfg, task=task, logger=False)
+    before = copy.deepcopy(trainer.state.side.policy)
+    try:
+        result = trainer.step_once()
+    finally:
+        trainer.close()
+    reference = load_model(teacher.split("=", 1)[1], dtype=torch.float32).eval()
+    kl = teacher_sum = 0.0
+    count = forced = 0
+    with torch.no_grad():
+        for s in result.samples:
+            ids = torch.tensor([s.prompt_ids + s.completion_ids])
+            target = torch.tensor(s.completion_ids).unsqueeze(-1)
+            lp = [torch.log_softmax(m(input_ids=ids).logits[0, len(s.prompt_ids) - 1:-1].double() / 0.8, -1)
+                  .gather(-1, target).squeeze(-1) for m in (before, reference)]
+            sampled = torch.tensor(s.loss_mask, dtype=torch.bool)
+            kl += float((lp[0] - lp[1])[sampled].sum())
+            teacher_sum += float(lp[1][sampled].sum())
+            count += int(sampled.sum())
+            forced += int((~sampled[int(sampled.nonzero()[0]):]).sum())
+    assert forced > 0  # the second turn's forced tokens are there, and out of the means
+    assert result.metrics["distill/reverse_kl"] == pytest.approx(kl / count, rel=1e-4)
+    assert result.metrics["distill/teacher_logp"] == pytest.approx(teacher_sum / count, rel=1e-4)
+    assert result.metrics["loss/grad_norm"] > 0
+
+
 def test_an_async_run_at_staleness_zero_distils_as_the_synchronous_one_bitwise(tmp_path, tiny):
     pair = _peaked_pair(tiny, tmp_path)
     sync, expected = _run(tiny(*pair), 3)
