@@ -3,8 +3,10 @@ loopback port in a background thread, for tests, benchmarks and the RL agent tas
 (model folder -> backend -> gateway)."""
 from __future__ import annotations
 
+import logging
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -39,10 +41,51 @@ def _uvicorn(gateway: Gateway, log_level: str):
 
 def uvicorn_server(app, log_level: str = "info"):
     """The uvicorn server of an ASGI ``app`` with the gateway's settings (no access log, 30 s keep-alive);
-    the Tinker server (:mod:`trajkit.tinker.server`) runs on the same."""
+    the Tinker server (:mod:`trajkit.tinker.server`) runs on the same.
+
+    Logging is set up once per process (:func:`_uvicorn_logging`), never by uvicorn: its default config runs
+    ``logging.config.dictConfig`` for every server, which puts a handler writing to ``sys.stdout`` on the
+    access logger before ``access_log=False`` takes it off again. Servers starting in several threads at
+    once (concurrent trials, each with its gateway) left request lines in that window, and they landed in
+    the stdout of the command that ran them (``trajkit envs check --json``)."""
     import uvicorn
 
-    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, timeout_keep_alive=30))
+    _uvicorn_logging()
+    return uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, timeout_keep_alive=30,
+                                         log_config=None))
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (a test's capture, a redirect)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+_LOGGING_LOCK = threading.Lock()
+
+
+def _uvicorn_logging() -> None:
+    """uvicorn's server messages (start-up, errors) to stderr as its default config formats them, and no
+    handler ever on its access logger: set once, before the first server, under a lock."""
+    with _LOGGING_LOCK:
+        root = logging.getLogger("uvicorn")
+        if any(isinstance(h, _Stderr) for h in root.handlers):
+            return
+        from uvicorn.logging import DefaultFormatter
+
+        handler = _Stderr()
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s", use_colors=False))
+        root.addHandler(handler)
+        root.propagate = False
+        access = logging.getLogger("uvicorn.access")
+        access.handlers.clear()
+        access.propagate = False
 
 
 def serve(gateway: Gateway, log_level: str = "info") -> None:
