@@ -52,3 +52,22 @@ def test_requests_leave_stdout_empty_and_server_messages_go_to_stderr(capsys):
     assert out == ""
     assert "Uvicorn running on" in err or "Started server process" in err  # uvicorn's own start-up line
     assert "GET /forbidden" not in err
+
+
+def test_bad_bytes_on_the_wire_reach_stderr_only(capsys):
+    """A client sending no HTTP at all (bytes a policy's tool call could send): uvicorn's warning about it
+    goes to stderr, and stdout stays empty."""
+    import socket
+    import time
+    from urllib.parse import urlparse
+
+    with serving_in_thread(uvicorn_server(_app(), "info")) as url:
+        where = urlparse(url)
+        with socket.create_connection((where.hostname, where.port), timeout=10) as sock:
+            sock.sendall(b"\xff\xfe\x00 NOT HTTP \r\n\x1b[31m\r\n\r\n")
+            sock.settimeout(10)
+            sock.recv(4096)  # the server answers 400 and closes
+        time.sleep(0.1)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "Invalid HTTP request" in err

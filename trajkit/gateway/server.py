@@ -71,21 +71,18 @@ _LOGGING_LOCK = threading.Lock()
 
 
 def _uvicorn_logging() -> None:
-    """uvicorn's server messages (start-up, errors) to stderr as its default config formats them, and no
-    handler ever on its access logger: set once, before the first server, under a lock."""
+    """uvicorn's server messages (start-up, errors) to stderr as its default config formats them: set once,
+    before the first server, under a lock (each server's ``access_log=False`` keeps the access logger bare)."""
     with _LOGGING_LOCK:
-        root = logging.getLogger("uvicorn")
-        if any(isinstance(h, _Stderr) for h in root.handlers):
+        logger = logging.getLogger("uvicorn")
+        if any(isinstance(h, _Stderr) for h in logger.handlers):
             return
         from uvicorn.logging import DefaultFormatter
 
         handler = _Stderr()
         handler.setFormatter(DefaultFormatter("%(levelprefix)s %(message)s", use_colors=False))
-        root.addHandler(handler)
-        root.propagate = False
-        access = logging.getLogger("uvicorn.access")
-        access.handlers.clear()
-        access.propagate = False
+        logger.addHandler(handler)
+        logger.propagate = False
 
 
 def serve(gateway: Gateway, log_level: str = "info") -> None:
