@@ -134,7 +134,9 @@ answer) for trajkit audit data. The same flags write the same folder (docs/envs.
 
 --families compose: the composed kinds (40 trained pipelines of primitives such as match-sort-json; with
 --split heldout also 8 unseen compositions and 8 kinds using the never-trained primitives lower, reverse, min;
-each row's heldout_kind says which). Any kind can be named alone: --families match-sort-json,lines-sum-text."""
+each row's heldout_kind says which). Any kind can be named alone: --families match-sort-json,lines-sum-text.
+--phrasings 6 words their train instructions more ways (RL on wording wider than the SFT data's:
+  trajkit envs generate --families compose --split train --n 10 --phrasings 6 --out tasks/train6)."""
 
 
 def cmd_generate(args) -> int:
@@ -142,7 +144,7 @@ def cmd_generate(args) -> int:
 
     from trajkit.envs.harbor.families import generate
 
-    rows = generate(args.families, args.split, args.n, args.seed, args.out)
+    rows = generate(args.families, args.split, args.n, args.seed, args.out, args.phrasings)
     counts = Counter(r["family"] for r in rows)
     print("\n".join(f"{family:<16} {n}" for family, n in counts.items()))
     print(f"{len(rows)} {args.split} tasks of {len(counts)} families in {args.out} (manifest: {args.out}/tasks.jsonl)")
@@ -268,6 +270,9 @@ def register(sub) -> None:
     gen.add_argument("--split", choices=("train", "heldout"), required=True, help="which split to draw from")
     gen.add_argument("--n", type=int, default=10, help="instances per family (default 10)")
     gen.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    gen.add_argument("--phrasings", type=int, default=3,
+                     help="composed kinds: train phrasings each clause of a train instruction draws from, 1-6 "
+                          "(default 3; 4-6 add other registers; the same seed keeps the same instances and data)")
     gen.add_argument("--out", required=True, help="a new (or empty) folder for the tasks")
     gen.set_defaults(handler=cmd_generate)
     orc = esub.add_parser("oracle-traces", help="each task's Oracle replayed as a shell-agent conversation: SFT traces",

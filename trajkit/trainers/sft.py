@@ -3,7 +3,9 @@ folder that ``policy.path`` and ``trajkit serve --model`` load.
 
 1. **tasks**: ``train_n`` training instances of every training family and ``heldout_n`` held-out instances of
    every family (:mod:`trajkit.envs.harbor.families`) under ``OUT/tasks/{train,heldout}``; of the ``families``
-   listed, the held-out families (never trained on) are generated in the held-out split only;
+   listed, the held-out families (never trained on) are generated in the held-out split only; a composed
+   kind's train instructions draw each clause from ``phrasings`` train phrasings (1-6, as ``trajkit envs
+   generate --phrasings``);
 2. **traces**: each training task's Oracle replayed through the shell agent's protocol in a real trial
    (:mod:`trajkit.envs.harbor.trajectories`), kept when the verifier pays 1 -> ``OUT/oracle.jsonl``;
 3. **export**: those traces rendered with the policy's own chat template and checked token by token against
@@ -55,6 +57,7 @@ class SFTConfig(Checked):
     model: str = "smollm2-135m-instruct"
     families: str = "all"
     train_n: int = 40
+    phrasings: int = 3
     heldout_n: int = 2
     steps: int = 16
     lr: float = 1.0e-4
@@ -68,7 +71,7 @@ class SFTConfig(Checked):
     eval_jobs: int = 4
     out_dir: str = "runs/sft_harbor_smollm2"
 
-    __ranges__: ClassVar[dict[str, str]] = {"seed": "[0, inf)", "threads": "[0, inf)", "train_n": "[1, inf)",
+    __ranges__: ClassVar[dict[str, str]] = {"seed": "[0, inf)", "threads": "[0, inf)", "train_n": "[1, inf)", "phrasings": "[1, 6]",
                                             "heldout_n": "[0, inf)", "steps": "[1, inf)", "lr": "(0, inf)",
                                             "batch_size": "[1, inf)", "warmup": "[0, inf)", "max_length": "[16, inf)",
                                             "eval_max_turns": "[1, inf)", "eval_max_tokens": "[1, inf)", "eval_timeout_multiplier": "(0, inf)",
@@ -142,7 +145,7 @@ def make_tasks(cfg: SFTConfig, out: Path) -> dict:
     counts = {}
     for split, n in (("train", cfg.train_n), ("heldout", cfg.heldout_n)):
         if n and not (out / "tasks" / split / "tasks.jsonl").exists():
-            generate(split_families(cfg.families, split), split, n, cfg.seed, out / "tasks" / split)
+            generate(split_families(cfg.families, split), split, n, cfg.seed, out / "tasks" / split, cfg.phrasings)
         counts[split] = n and len((out / "tasks" / split / "tasks.jsonl").read_text().splitlines())
     return counts
 

@@ -379,3 +379,98 @@ def test_train_instructions_vary_phrasing_and_quoting_yet_hold_no_held_out_phras
             spec = instance(kind, "train", 0, index)
             fixed += spec.instruction == compose_words.instruction(compose.plan_of(spec), spec.wording)
     assert fixed < 0.1 * len(train), fixed
+
+
+def test_wider_train_phrasings_draw_from_all_six_and_change_no_data():
+    """``phrasings=6``: a clause's draw of 0-5 maps to phrasings 0, 1, 2, 4, 5, 6 (3 is held out); against a
+    hand-written text. The data, the Oracle and the task names do not depend on it."""
+    import random
+
+    from trajkit.envs.harbor.families import compose_data, compose_words
+
+    plan = compose_data.draw(random.Random(7), parse_kind("column-sum-text-rename"), "train")
+
+    class Scripted:  # the draws 3, 5, 4, 0 -> phrasings 4, 6, 5, 0 of column, sum, the write, the rename
+        def __init__(self):
+            self.draws = [3, 5, 4, 0]
+
+        def randrange(self, n):
+            assert n == 6
+            return self.draws.pop(0)
+
+        def choice(self, options):
+            return "'"
+
+    assert compose_words.instruction(plan, 0, Scripted(), phrasings=6) == (
+        "Pull the 'score' values out of the CSV '/app/staff.csv', skipping the header row, the result is the total "
+        "of the numbers, and the number, and nothing else, goes in '/app/result.txt'. Afterwards rename "
+        "'/app/staff.csv' to '/app/staff.csv.done'.")
+    for kind in ("column-sum-text-rename", "match-sort-json", "lines-upper-csv"):
+        for index in range(5):
+            narrow, wide = instance(kind, "train", 0, index), instance(kind, "train", 0, index, phrasings=6)
+            assert (task_name(narrow), narrow.solution, narrow.files, narrow.wording) == (
+                task_name(wide), wide.solution, wide.files, wide.wording)
+    narrow = [instance(k, "train", 0, i).instruction for k in compose.TRAIN_KINDS for i in range(3)]
+    wide = [instance(k, "train", 0, i, phrasings=6).instruction for k in compose.TRAIN_KINDS for i in range(3)]
+    assert sum(a != b for a, b in zip(narrow, wide)) > 0.9 * len(narrow)
+
+
+def test_every_pool_holds_seven_distinct_phrasings_with_the_held_out_one_fourth():
+    from trajkit.envs.harbor.families.compose_words import FILE as FILE_WORDS, HELDOUT_PHRASING, STEP, TRAIN_PHRASINGS, WRITE
+
+    assert sorted((*TRAIN_PHRASINGS, HELDOUT_PHRASING)) == list(range(7))
+    for table in (STEP, WRITE, FILE_WORDS):
+        for key, pool in table.items():
+            assert len(pool) == 7 and len(set(pool)) == 7, key
+            fields = [set(re.findall(r"(?<!\{)\{(\w+)\}", p)) - {"src"} for p in pool]
+            assert all(f == fields[0] for f in fields), (key, fields)  # each names every value (the input
+            # file may be "the input")
+
+
+def test_train_instructions_at_six_phrasings_hold_no_held_out_phrase_and_pass_audit(tmp_path):
+    from trajkit.envs.harbor.families.compose_words import FILE as FILE_WORDS, STEP, WRITE
+
+    train = generate("compose", "train", 10, 0, tmp_path / "train", phrasings=6)
+    generate("compose", "heldout", 1, 0, tmp_path / "heldout")
+    held = [max(re.split(r"\{\w+\}", p[3]), key=len).strip(" `") for t in (STEP, WRITE, FILE_WORDS)
+            for p in t.values()]
+    prompts = [r["prompt"] for r in train]
+    assert not [(h, p) for p in prompts for h in held if h in p]
+    # every new phrasing of every pool a training kind reaches occurs (40 instances a kind, quotes dropped)
+    reached = set()
+    for kind in map(parse_kind, compose.TRAIN_KINDS):
+        reached |= {("STEP", s) for s in (kind.select, kind.map, *kind.order, kind.aggregate) if s}
+        sink = "append" if kind.file == "append" else kind.format
+        reached.add(("WRITE", f"{sink}/{'number' if kind.aggregate else 'lines'}"))
+        reached |= {("FILE", kind.file)} if kind.file in FILE_WORDS else set()
+    tables = {"STEP": STEP, "WRITE": WRITE, "FILE": FILE_WORDS}
+    wider = {q: phrasing_pattern(q) for t, k in reached for q in tables[t][k][4:]}
+    texts = [instance(k, "train", 0, i, phrasings=6).instruction for k in compose.TRAIN_KINDS for i in range(40)]
+    assert len(wider) == 3 * len(reached)
+    assert not [q for q, pattern in wider.items() if not any(pattern.search(t) for t in texts)]
+    assert main(["audit", "data", "--train", str(tmp_path / "train" / "tasks.jsonl"),
+                 "--eval", str(tmp_path / "heldout" / "tasks.jsonl")]) == 0
+
+
+def phrasing_pattern(phrasing: str) -> re.Pattern:
+    """A phrasing as a regex: its values (and a JSON object's braces) any text, its backticks any quoting."""
+    parts = re.split(r"\{\{.*\}\}|\{\w+\}", phrasing)
+    return re.compile(".+?".join(re.escape(p).replace("`", "[`'\"]?") for p in parts), re.I)
+
+
+@pytest.mark.parametrize("bad", [0, 7, -1, True, "6"])
+def test_a_phrasing_count_outside_one_to_six_is_refused(bad, tmp_path):
+    with pytest.raises(ConfigError, match=r"phrasings: .*1 to 6"):
+        generate("compose", "train", 1, 0, tmp_path / "t", phrasings=bad)
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_cli_passes_phrasings_and_refuses_a_bad_one(tmp_path, capsys):
+    assert main(["envs", "generate", "--families", "match-sort-json", "--split", "train", "--n", "4",
+                 "--phrasings", "6", "--out", str(tmp_path / "wide")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "wide" / "tasks.jsonl").read_text().splitlines()]
+    assert [r["prompt"] for r in rows] == [instance("match-sort-json", "train", 0, i, phrasings=6).instruction
+                                           for i in range(4)]
+    assert main(["envs", "generate", "--families", "compose", "--split", "train", "--phrasings", "9",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "phrasings" in capsys.readouterr().err

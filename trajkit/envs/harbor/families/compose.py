@@ -78,17 +78,19 @@ def plan_of(spec: TaskSpec) -> Plan:
 
 
 def make(name: str):
-    """The generator of kind ``name``: ``(rng, wording, split) -> TaskSpec``, like the hand-written families'
-    with the split, which chooses the name pools (:data:`.compose_data.NAMES`)."""
+    """The generator of kind ``name``: ``(rng, wording, split, phrasings) -> TaskSpec``, like the hand-written
+    families' with the split, which chooses the name pools (:data:`.compose_data.NAMES`), and the count of train
+    phrasings a clause draws from (:func:`.compose_words.instruction`)."""
     kind = parse_kind(name)
 
-    def generator(rng: random.Random, wording: int, split: str) -> TaskSpec:
+    def generator(rng: random.Random, wording: int, split: str,
+                  phrasings: int = words.DEFAULT_PHRASINGS) -> TaskSpec:
         plan = draw_plan(rng, kind, split)
         files = {plan.src: "\n".join(plan.lines) + "\n"}
         if "existing" in plan.params:
             files[plan.out] = "\n".join(plan.params["existing"]) + "\n"
         params = {"kind": name, "src": plan.src, "out": plan.out, "lines": plan.lines, **plan.params}
-        text = words.instruction(plan, wording, rng if split == "train" else None)
+        text = words.instruction(plan, wording, rng if split == "train" else None, phrasings)
         return TaskSpec(name, params, text, files, solution(plan), checks(plan), wording=wording)
 
     generator.__name__ = name.replace("-", "_")

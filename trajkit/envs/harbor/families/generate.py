@@ -92,13 +92,15 @@ def resolve_families(names: str, split: Split) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-def instance(family: str, split: Split, seed: int, index: int) -> TaskSpec:
+def instance(family: str, split: Split, seed: int, index: int,
+             phrasings: int = compose.words.DEFAULT_PHRASINGS) -> TaskSpec:
     """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split (a
-    composed kind's: drawn from the split's name pools)."""
+    composed kind's: drawn from the split's name pools; its train instruction's clauses from ``phrasings``
+    phrasings each, which changes no data)."""
     rng = random.Random(f"{seed}:{split}:{family}:{index}")
     wordings = wordings_for(family, split)
     if family in compose.COMPOSE:  # split by name pools, not by hash (compose_data.NAMES)
-        return compose.COMPOSE[family](rng, rng.choice(wordings), split)
+        return compose.COMPOSE[family](rng, rng.choice(wordings), split, phrasings)
     for _ in range(MAX_DRAWS):
         spec = FAMILIES[family](rng, rng.choice(wordings))
         if split_of(family, spec.solution) == split:
@@ -110,11 +112,15 @@ def task_name(spec: TaskSpec) -> str:
     return f"{spec.family}-{hashlib.sha1(spec.key.encode()).hexdigest()[:8]}"
 
 
-def generate(families: str, split: Split, n: int, seed: int, out: str | Path) -> list[dict]:
+def generate(families: str, split: Split, n: int, seed: int, out: str | Path,
+             phrasings: int = compose.words.DEFAULT_PHRASINGS) -> list[dict]:
     """``n`` distinct instances of each family in ``split`` as task folders under ``out`` (which must not hold
-    tasks already); returns the manifest rows, also written to ``out/tasks.jsonl``."""
+    tasks already); returns the manifest rows, also written to ``out/tasks.jsonl``. ``phrasings``: how many
+    train phrasings a composed kind's train clause draws from (:func:`.compose_words.instruction`; the same
+    seed gives the same instances and data whatever it is, and held-out instructions never change)."""
     if n < 1:
         raise ConfigError(f"--n must be at least 1, got {n}")
+    compose.words.check_phrasings(phrasings)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: not empty; generate into a new folder (tasks of two runs would mix)")
@@ -126,7 +132,7 @@ def generate(families: str, split: Split, n: int, seed: int, out: str | Path) ->
         while len(seen) < n:
             if index >= n * 20:
                 raise ConfigError(f"family {family}: only {len(seen)} distinct {split} instances; ask for fewer")
-            spec = instance(family, split, seed, index)
+            spec = instance(family, split, seed, index, phrasings)
             index += 1
             if spec.key in seen:
                 continue
