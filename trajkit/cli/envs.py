@@ -136,7 +136,9 @@ answer) for trajkit audit data. The same flags write the same folder (docs/envs.
 --split heldout also 8 unseen compositions and 8 kinds using the never-trained primitives lower, reverse, min;
 each row's heldout_kind says which). Any kind can be named alone: --families match-sort-json,lines-sum-text.
 --phrasings 6 words their train instructions more ways (RL on wording wider than the SFT data's:
-  trajkit envs generate --families compose --split train --n 10 --phrasings 6 --out tasks/train6)."""
+  trajkit envs generate --families compose --split train --n 10 --phrasings 6 --out tasks/train6).
+--probe-wording 0 writes the held-out instances (same names, data and answers) in train wording 0: a policy
+that passes them but not the held-out folder fails on the wording, not the skill (docs/envs.md)."""
 
 
 def cmd_generate(args) -> int:
@@ -144,7 +146,7 @@ def cmd_generate(args) -> int:
 
     from trajkit.envs.harbor.families import generate
 
-    rows = generate(args.families, args.split, args.n, args.seed, args.out, args.phrasings)
+    rows = generate(args.families, args.split, args.n, args.seed, args.out, args.phrasings, args.probe_wording)
     counts = Counter(r["family"] for r in rows)
     print("\n".join(f"{family:<16} {n}" for family, n in counts.items()))
     print(f"{len(rows)} {args.split} tasks of {len(counts)} families in {args.out} (manifest: {args.out}/tasks.jsonl)")
@@ -273,6 +275,10 @@ def register(sub) -> None:
     gen.add_argument("--phrasings", type=int, default=3,
                      help="composed kinds: train phrasings each clause of a train instruction draws from, 1-6 "
                           "(default 3; 4-6 add other registers; the same seed keeps the same instances and data)")
+    gen.add_argument("--probe-wording", type=int, default=None, metavar="K",
+                     help="--split heldout: the same held-out instances in train wording K (0-2) instead of the "
+                          "held-out wording, an eval probe that tells a wording gap from a skill gap (never train "
+                          "on it)")
     gen.add_argument("--out", required=True, help="a new (or empty) folder for the tasks")
     gen.set_defaults(handler=cmd_generate)
     orc = esub.add_parser("oracle-traces", help="each task's Oracle replayed as a shell-agent conversation: SFT traces",

@@ -474,3 +474,27 @@ def test_the_cli_passes_phrasings_and_refuses_a_bad_one(tmp_path, capsys):
     assert main(["envs", "generate", "--families", "compose", "--split", "train", "--phrasings", "9",
                  "--out", str(tmp_path / "bad")]) == 2
     assert "phrasings" in capsys.readouterr().err
+
+
+def test_a_wording_probe_rewords_the_held_out_instances_and_nothing_else(tmp_path):
+    """``--probe-wording K``: the held-out instances (names, data, answers, task names) of the composed kinds and
+    the hand-written families, each worded as train wording K would word it without a draw (hand-derived for
+    one composed instance); refused for a train split and for the held-out wording itself."""
+    held = generate("compose,write-file,sort-lines", "heldout", 2, 0, tmp_path / "held")
+    probe = generate("compose,write-file,sort-lines", "heldout", 2, 0, tmp_path / "probe", probe=0)
+    assert [(r["id"], r["answer"], r["family"]) for r in probe] == [(r["id"], r["answer"], r["family"]) for r in held]
+    assert all(p["prompt"] != h["prompt"] and p["probe_wording"] == 0 and p["wording"] == 0
+               for p, h in zip(probe, held))
+    def files(folder):  # every file of a task folder but its instruction, by path; the wording line left out
+        return {str(p.relative_to(folder)): re.sub(rb"\nwording = \d\n", b"\n", p.read_bytes())
+                for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "instruction.md"}
+
+    for row in held:
+        assert files(tmp_path / "probe" / row["id"]) == files(tmp_path / "held" / row["id"]) != {}
+    first = next(r for r in probe if r["family"] == "match-sort-text")
+    assert first["prompt"] == ("Take the lines of `/app/data.txt` that contain `a`, sort them in alphabetical "
+                               "(byte) order, and write the result to `/app/answer.txt`, one per line.")
+    with pytest.raises(ConfigError, match="--split heldout"):
+        generate("compose", "train", 1, 0, tmp_path / "t1", probe=0)
+    with pytest.raises(ConfigError, match="0 to 2, got 3"):
+        generate("compose", "heldout", 1, 0, tmp_path / "t2", probe=3)

@@ -61,9 +61,24 @@ def split_of(family: str, solution: str) -> Split:
     return "heldout" if digest[0] % 4 == 0 else "train"
 
 
-def wordings_for(family: str, split: Split) -> list[int]:
+def wordings_for(family: str, split: Split, probe: int | None = None) -> list[int]:
+    """The wordings an instance of ``family`` in ``split`` draws from: the last for held-out, the others for
+    train; ``probe`` (held-out only) puts a held-out instance in train wording ``probe`` instead."""
     n = compose.words.WORDING_COUNT if family in compose.COMPOSE else len(kinds.WORDINGS[family])
+    if probe is not None:
+        return [probe]
     return [n - 1] if split == "heldout" else list(range(n - 1))
+
+
+def check_probe(probe: int | None, split: Split) -> None:
+    """``probe`` must be a train wording (0-2) of a held-out split, or None."""
+    if probe is None:
+        return
+    if split != "heldout":
+        raise ConfigError("--probe-wording rewords held-out instances; use it with --split heldout")
+    if isinstance(probe, bool) or not isinstance(probe, int) or not 0 <= probe < compose.words.WORDING_COUNT - 1:
+        raise ConfigError(f"--probe-wording must be a train wording, 0 to {compose.words.WORDING_COUNT - 2}, "
+                          f"got {probe!r}")
 
 
 def heldout_only(family: str) -> bool:
@@ -93,12 +108,13 @@ def resolve_families(names: str, split: Split) -> list[str]:
 
 
 def instance(family: str, split: Split, seed: int, index: int,
-             phrasings: int = compose.words.DEFAULT_PHRASINGS) -> TaskSpec:
+             phrasings: int = compose.words.DEFAULT_PHRASINGS, probe: int | None = None) -> TaskSpec:
     """Instance ``index`` of ``family`` in ``split``: parameters drawn until its solution falls in the split (a
     composed kind's: drawn from the split's name pools; its train instruction's clauses from ``phrasings``
-    phrasings each, which changes no data)."""
+    phrasings each, which changes no data). ``probe``: the held-out instance itself, worded in train wording
+    ``probe`` (one draw of one wording either way, so the data are the same)."""
     rng = random.Random(f"{seed}:{split}:{family}:{index}")
-    wordings = wordings_for(family, split)
+    wordings = wordings_for(family, split, probe)
     if family in compose.COMPOSE:  # split by name pools, not by hash (compose_data.NAMES)
         return compose.COMPOSE[family](rng, rng.choice(wordings), split, phrasings)
     for _ in range(MAX_DRAWS):
@@ -113,14 +129,17 @@ def task_name(spec: TaskSpec) -> str:
 
 
 def generate(families: str, split: Split, n: int, seed: int, out: str | Path,
-             phrasings: int = compose.words.DEFAULT_PHRASINGS) -> list[dict]:
+             phrasings: int = compose.words.DEFAULT_PHRASINGS, probe: int | None = None) -> list[dict]:
     """``n`` distinct instances of each family in ``split`` as task folders under ``out`` (which must not hold
     tasks already); returns the manifest rows, also written to ``out/tasks.jsonl``. ``phrasings``: how many
     train phrasings a composed kind's train clause draws from (:func:`.compose_words.instruction`; the same
-    seed gives the same instances and data whatever it is, and held-out instructions never change)."""
+    seed gives the same instances and data whatever it is, and held-out instructions never change).
+    ``probe``: write the held-out instances in train wording ``probe`` (0-2) instead of the held-out one, to
+    tell a gap in reading the held-out wording from a gap in skill; never train on such a folder."""
     if n < 1:
         raise ConfigError(f"--n must be at least 1, got {n}")
     compose.words.check_phrasings(phrasings)
+    check_probe(probe, split)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise InputError(f"{out}: not empty; generate into a new folder (tasks of two runs would mix)")
@@ -132,7 +151,7 @@ def generate(families: str, split: Split, n: int, seed: int, out: str | Path,
         while len(seen) < n:
             if index >= n * 20:
                 raise ConfigError(f"family {family}: only {len(seen)} distinct {split} instances; ask for fewer")
-            spec = instance(family, split, seed, index, phrasings)
+            spec = instance(family, split, seed, index, phrasings, probe)
             index += 1
             if spec.key in seen:
                 continue
@@ -140,6 +159,8 @@ def generate(families: str, split: Split, n: int, seed: int, out: str | Path,
             name = task_name(spec)
             row = {"id": name, "family": family, "split": split, "wording": spec.wording,
                    "prompt": spec.instruction, "answer": spec.solution}
+            if probe is not None:
+                row["probe_wording"] = probe  # a held-out instance in a train wording: an eval probe only
             if family in compose.COMPOSE:
                 spec.heldout_kind = row["heldout_kind"] = (compose.heldout_kind(family) or "instance"
                                                            if split == "heldout" else None)
