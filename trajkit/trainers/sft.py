@@ -71,7 +71,8 @@ class SFTConfig(Checked):
     eval_jobs: int = 4
     out_dir: str = "runs/sft_harbor_smollm2"
 
-    __ranges__: ClassVar[dict[str, str]] = {"seed": "[0, inf)", "threads": "[0, inf)", "train_n": "[1, inf)", "phrasings": "[1, 6]",
+    __ranges__: ClassVar[dict[str, str]] = {"seed": "[0, inf)", "threads": "[0, inf)", "train_n": "[1, inf)",
+                                            "phrasings": "[1, 6]",
                                             "heldout_n": "[0, inf)", "steps": "[1, inf)", "lr": "(0, inf)",
                                             "batch_size": "[1, inf)", "warmup": "[0, inf)", "max_length": "[16, inf)",
                                             "eval_max_turns": "[1, inf)", "eval_max_tokens": "[1, inf)", "eval_timeout_multiplier": "(0, inf)",

@@ -416,7 +416,8 @@ def test_wider_train_phrasings_draw_from_all_six_and_change_no_data():
 
 
 def test_every_pool_holds_seven_distinct_phrasings_with_the_held_out_one_fourth():
-    from trajkit.envs.harbor.families.compose_words import FILE as FILE_WORDS, HELDOUT_PHRASING, STEP, TRAIN_PHRASINGS, WRITE
+    from trajkit.envs.harbor.families.compose_words import (FILE as FILE_WORDS, HELDOUT_PHRASING, STEP,
+                                                            TRAIN_PHRASINGS, WRITE)
 
     assert sorted((*TRAIN_PHRASINGS, HELDOUT_PHRASING)) == list(range(7))
     for table in (STEP, WRITE, FILE_WORDS):

@@ -219,9 +219,11 @@ WRITE: dict[str, list[str]] = {  # (format, lines or number, written or appended
         "write `{out}` as CSV: the header `index,{head}`, then one row `N,VALUE` per line, N counting from 1",
         "save them to `{out}` as a CSV file with columns `index` (1, 2, ...) and `{head}`, header row first",
         "store them in `{out}` as CSV with header `index,{head}` and numbered rows",
-        "put them in {out} as a table with the columns index and {head}, a header line first and the rows numbered from 1",
+        "put them in {out} as a table with the columns index and {head}, a header line first and the rows "
+        "numbered from 1",
         "output them to `{out}` as CSV with the header `index,{head}` and rows `1,VALUE`, `2,VALUE`, and so on",
-        "the result goes into `{out}` as a CSV table: first the line `index,{head}`, then one numbered row per line starting at 1",
+        "the result goes into `{out}` as a CSV table: first the line `index,{head}`, then one numbered row per "
+        "line starting at 1",
         "`{out}` must end up a CSV file headed `index,{head}` with one row per line, numbered from 1",
     ],
     "csv/number": [
