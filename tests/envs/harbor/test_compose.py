@@ -492,6 +492,13 @@ def test_a_wording_probe_rewords_the_held_out_instances_and_nothing_else(tmp_pat
 
     for row in held:
         assert files(tmp_path / "probe" / row["id"]) == files(tmp_path / "held" / row["id"]) != {}
+    for family in resolve_families("all", "heldout"):  # every hand-written family, every train wording
+        for index in range(5):
+            held_spec = instance(family, "heldout", 0, index)
+            for k in (0, 1, 2):
+                spec = instance(family, "heldout", 0, index, probe=k)
+                assert (task_name(spec), spec.solution, spec.files, spec.wording) == (
+                    task_name(held_spec), held_spec.solution, held_spec.files, k)
     first = next(r for r in probe if r["family"] == "match-sort-text")
     assert first["prompt"] == ("Take the lines of `/app/data.txt` that contain `a`, sort them in alphabetical "
                                "(byte) order, and write the result to `/app/answer.txt`, one per line.")
