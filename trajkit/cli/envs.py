@@ -160,9 +160,11 @@ EVAL_EPILOG = """Examples:
 The model (a Hugging Face folder) is served by trajkit's gateway on a loopback port; every trial runs the
 shell agent in a fresh sandbox against it, as task.name=harbor training does. A failed trial scores 0 and is
 counted in errors. Pass rates: per task the mean of its samples (± sd/sqrt(K)); per family and overall the mean
-of the tasks' pass rates (± sd over tasks / sqrt(n_tasks): tasks are the sampled unit). --json prints
-{"pass_rate": ..., "stderr": ..., "families": {...}, "tasks": [...]}. --save-dir keeps every conversation as
-the gateway's samples.jsonl and hermes.jsonl (trajkit traces stats DIR/hermes.jsonl)."""
+of the tasks' pass rates (± sd over tasks / sqrt(n_tasks): tasks are the sampled unit). With --samples K > 1,
+pass@k for k = 1, 2, 4, ..., K (unbiased, Chen et al. 2021; a sample solves when it scores >= --pass-reward):
+pass@K far above pass@1 is headroom that RL's sharpening can take. --json prints {"pass_rate": ...,
+"stderr": ..., "pass_at_k": {"1": ..., "K": ...}, "families": {...}, "tasks": [...]}. --save-dir keeps every
+conversation as the gateway's samples.jsonl and hermes.jsonl (trajkit traces stats DIR/hermes.jsonl)."""
 
 
 def cmd_eval(args) -> int:

@@ -19,6 +19,15 @@ With ``K`` equal for every task the folder's pass rate is also the mean score of
 
 Worked example: tasks a (family f) scores [1, 0], b (family f) [1, 1], c (family g) [0, 0]: pass rates 0.5,
 1, 0; se 0.5, 0, 0; family f 0.75 (se 0.25), g 0 (se None); overall 0.5 (se 0.2887 = sd(0.5, 1, 0) / sqrt 3).
+
+With ``K > 1`` samples at a temperature above 0 the report adds **pass@k** for k = 1, 2, 4, ... and K: the
+chance that at least one of k samples of a task solves it (a score of at least ``pass_reward``, 1 by default),
+by the unbiased estimator of Chen et al. (2021, "Evaluating large language models trained on code") from the
+task's c solved of n samples, ``1 - C(n - c, k) / C(n, k)``, then averaged over tasks (± sd over tasks /
+sqrt(n_tasks)). It is the ceiling of what sharpening a policy (RL on its own samples) can reach on those tasks
+(Yue et al. 2025, "Does reinforcement learning really incentivize reasoning capacity in LLMs beyond the base
+model?"): pass@1 near pass@K means the policy rarely samples a solution that it does not already give first.
+Worked example: scores [1, 0, 0, 1] (c = 2 of n = 4): pass@1 0.5, pass@2 1 - C(2,2)/C(4,2) = 5/6, pass@4 1.
 """
 from __future__ import annotations
 
@@ -49,6 +58,31 @@ class TaskScore:
     def pass_rate(self) -> float:
         return statistics.fmean(self.scores)
 
+    def pass_at(self, k: int, pass_reward: float = 1.0) -> float:
+        """The unbiased pass@k of this task's samples (module docstring), ``k <= len(scores)``."""
+        return pass_at_k(len(self.scores), sum(s >= pass_reward for s in self.scores), k)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """``1 - C(n - c, k) / C(n, k)``: the chance that k of n samples, c of them correct, drawn without
+    replacement, hold at least one correct one (Chen et al. 2021), as a product (no large binomials).
+
+    >>> [round(pass_at_k(*nck), 4) for nck in ((4, 2, 2), (4, 2, 4), (4, 0, 4), (5, 1, 1))]
+    [0.8333, 1.0, 0.0, 0.2]
+    """
+    if not 1 <= k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= c <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def pass_ks(samples: int) -> list[int]:
+    """The k of a report's pass@k: 1, 2, 4, ... below ``samples``, and ``samples`` (none for one sample)."""
+    if samples < 2:
+        return []
+    return sorted({1 << i for i in range(samples.bit_length()) if 1 << i < samples} | {samples})
+
 
 @dataclass
 class Rate:
@@ -68,10 +102,16 @@ class EvalReport:
     tasks: list[TaskScore]
     samples: int
     extra: dict = field(default_factory=dict)
+    pass_reward: float = 1.0
+
+    def pass_at(self) -> dict[int, Rate]:
+        """pass@k over tasks for every k of :func:`pass_ks` (empty for one sample a task)."""
+        return {k: mean_se([t.pass_at(k, self.pass_reward) for t in self.tasks]) for k in pass_ks(self.samples)}
 
     def to_json(self) -> dict:
         return {"pass_rate": self.overall.pass_rate, "stderr": self.overall.stderr, "n_tasks": self.overall.n,
                 "samples": self.samples, "errors": sum(t.errors for t in self.tasks),
+                "pass_at_k": {str(k): vars(r) for k, r in self.pass_at().items()},
                 "families": {f: vars(r) for f, r in self.families.items()},
                 "tasks": [{"task": t.task, "family": t.family, "pass_rate": t.pass_rate,
                            "stderr": mean_se(t.scores).stderr, "scores": t.scores, "errors": t.errors,
@@ -139,6 +179,8 @@ def table(report: EvalReport) -> str:
                      for f, r in report.families.items()]
     o = report.overall
     lines.append(f"pass rate {rate(o.pass_rate, o.stderr)} over {o.n} tasks x {report.samples} samples")
+    lines += [f"pass@{k:<3} {rate(r.pass_rate, r.stderr)}   (at least one of {k} samples scores "
+              f">= {report.pass_reward:g})" for k, r in report.pass_at().items()]
     return "\n".join(lines)
 
 
@@ -154,6 +196,7 @@ class ModelEval(Checked):
     jobs: int = 4
     sandbox: Literal["namespace", "docker"] = "namespace"
     timeout_multiplier: float = 1.0
+    pass_reward: float = 1.0
 
     __ranges__: ClassVar[dict[str, str]] = {"samples": "[1, inf)", "temperature": "[0, 2]", "seed": "[0, inf)",
                                             "max_turns": "[1, inf)", "max_tokens": "[1, inf)", "jobs": "[1, inf)",
@@ -168,6 +211,7 @@ class ModelEval(Checked):
         "sandbox": "where trials run",
         "timeout_multiplier": "scales every task's [agent] timeout_sec (Harbor's --timeout-multiplier): a slow or "
                               "shared CPU must not turn a model's answers into agent timeouts",
+        "pass_reward": "a sample solves its task when it scores at least this (pass@k, reported with --samples > 1)",
     }
 
 
@@ -193,6 +237,7 @@ def evaluate_model(tasks: Sequence[HarborTask], model: str, how: ModelEval, save
             save_sessions(gateway.sessions.all(), save_dir)
     finally:
         gateway.close()
+    report.pass_reward = how.pass_reward
     report.extra = {"model": model, "temperature": how.temperature, "seed": how.seed, "max_turns": how.max_turns,
                     "max_tokens": how.max_tokens, "timeout_multiplier": how.timeout_multiplier}
     return report
