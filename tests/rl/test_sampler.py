@@ -10,7 +10,7 @@ import torch
 from trajkit.envs.base import ENDLESS, Prompt
 from trajkit.errors import ConfigError
 from trajkit.rl.config import load_config
-from trajkit.rl.sampler import DifficultySampler, draw_weight, pass_rates, pool_of, unsolved_quota
+from trajkit.rl.sampler import DifficultySampler, draw_weight, pass_rates, pool_of, unsolved_quota, walk_stride
 from trajkit.rl.sampler_config import SamplerConfig
 
 
@@ -260,6 +260,97 @@ def test_resume_draws_exactly_what_the_uninterrupted_sampler_draws():
     assert resumed.profiles == straight.profiles > 1 and resumed.cursor == straight.cursor == 24
 
 
+# the refill's first test: items 0-3 profiled, then 4 solved, 5 at 0.25, 6 at 0.75
+REFILL = {0: [1, 1, 1, 1], 1: [0, 0, 0, 0], 2: [1, 1, 1, 1], 3: [1, 0, 1, 0], 4: [1, 1, 1, 1], 5: [1, 0, 0, 0],
+          6: [1, 1, 1, 0]}
+
+
+def test_refill_retires_the_solved_and_profiles_fresh_items_in_their_places():
+    # pool 0-3: 0 and 2 solved -> round 1 puts stream items 4 and 5 at their places; 4 is solved -> round 2
+    # puts 6 at its place; 6 is informative and the rounds are spent
+    calls = []
+    s = sampler(distinct=10, table=REFILL, calls=calls, max_items=4, refill_rounds=2, batch=2, group=4)
+    s.take(2)
+    assert calls == [(2, 4, 0, True), (2, 4, 1, False), (2, 4, 2, False), (1, 4, 3, False)]  # push once
+    assert s.items == [6, 1, 5, 3] and s.retired == [0, 2, 4] and s.walk == 7
+    assert s.windows == [[1, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 1, 0]]
+    assert s.index_of == {6: 0, 1: 1, 5: 2, 3: 3}
+    m = s.metrics()
+    assert (m["sampler/informative"], m["sampler/unsolved"], m["sampler/solved"], m["sampler/retired"]) == (3, 1, 0, 3)
+    assert m["sampler/profile_trials"] == (4 + 2 + 1) * 4
+    s.observe([0], [1, 1, 1, 1], 4)  # a retired item's group: no item's window changes
+    assert s.windows[0] == [1, 1, 1, 0]
+    off = sampler(distinct=10, table=REFILL, max_items=4)
+    off.take(2)
+    assert off.items == [0, 1, 2, 3] and off.retired == [] and off.metrics()["sampler/solved"] == 2
+
+
+def test_refill_walks_a_finite_split_spread_over_it():
+    # 12 rows, pool 0, 3, 6, 9 (every item solved); the walk j * 7 mod 12 = 0, 7, 2, 9, 4, 11, ... skips
+    # the rows already in the pool: 7, 2, 4, 11 take the four places
+    assert walk_stride(12) == 7 and walk_stride(1) == 1 and walk_stride(10) == 7  # 6 shares 2 with 10
+    s = DifficultySampler(ListTask(), SamplerConfig(profile_samples=4, max_items=4, refill_rounds=1), seed=3,
+                          correct_threshold=1.0, batch=2, group_size=4,
+                          profiler=lambda prompts, k, number, first: [1.0] * (len(prompts) * k))
+    s.take(2)
+    assert [ListTask.names[i] for i in s.retired] == ["a-0", "a-3", "b-0", "b-3"]
+    assert s.items == [7, 2, 4, 11] and [ListTask.names[i] for i in s.items] == ["b-1", "a-2", "a-4", "b-5"]
+    assert s.walk == 6 and not s.exhausted
+
+
+def test_refill_stops_when_the_stream_has_nothing_new_and_keeps_the_unreplaced():
+    # 5 distinct prompts, a pool of 4, all solved: round 1 finds only item 4 (then 16 x 4 indices of
+    # repeats), so only position 0 is replaced; round 2 finds nothing and the rounds stop
+    solved = {j: [1, 1, 1, 1] for j in range(5)}
+    calls = []
+    s = sampler(distinct=5, table=solved, calls=calls, max_items=4, refill_rounds=3)
+    s.take(2)
+    assert s.items == [4, 1, 2, 3] and s.retired == [0] and s.exhausted and s.walk == 4 + 1 + 16 * 4
+    assert calls == [(2, 4, 0, True), (2, 4, 1, False), (1, 4, 2, False)]
+    assert s.metrics()["sampler/solved"] == 4  # kept in the pool, as fill
+
+
+def test_resume_with_refill_draws_exactly_what_the_uninterrupted_sampler_draws():
+    def run(s, steps):  # every group all-same: the plateau re-profiles (and refills) at every step
+        out = []
+        for _ in range(steps):
+            step = s.cursor // 2
+            prompts = s.take(2)
+            out.append([p.index for p in prompts])
+            s.observe([p.index for p in prompts], [float((step + p.index) % 3 == 0) for p in prompts for _ in "abcd"], 4)
+        return out
+
+    def learning(prompts, k, number, first):
+        """A policy that keeps learning: an item is solved in the profile batches where (item + batch) % 3 == 0,
+        half solved in the others, so every re-profile finds other items solved."""
+        return [float((int(p.text[4:]) + number) % 3 == 0 or i % 2 == 0) for p in prompts for i in range(k)]
+
+    def make():
+        s = sampler(distinct=40, max_items=4, refill_rounds=1, plateau_steps=1, plateau_all_same=0.5)
+        s.profiler = learning
+        return s
+
+    straight = make()
+    expected = run(straight, 12)
+    first = make()
+    head = run(first, 5)
+    buffer = io.BytesIO()
+    torch.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    resumed = make()
+    resumed.load_state_dict(torch.load(buffer, weights_only=True))
+    assert resumed.keys == first.keys
+    assert head + run(resumed, 7) == expected
+    assert resumed.retired == straight.retired and len(straight.retired) > 2 and straight.profiles > 1
+    assert (resumed.items, resumed.walk, resumed.windows) == (straight.items, straight.walk, straight.windows)
+    older = first.state_dict()  # a checkpoint from before the refill existed: no walk, no retired items
+    for key in ("walk", "exhausted", "retired"):
+        del older[key]
+    again = make()
+    again.load_state_dict(older)
+    assert (again.walk, again.exhausted, again.retired) == (4, False, [])  # an endless stream's walk: max_items
+
+
 def test_uniform_and_difficulty_checkpoints_refuse_each_other():
     from trajkit.rl.state import PromptStream
 
@@ -277,6 +368,8 @@ def test_uniform_and_difficulty_checkpoints_refuse_each_other():
     (["rollout.sampler=difficulty", "sampler.unsolved_share=1.5"], "sampler.unsolved_share"),
     (["rollout.sampler=difficulty", "sampler.plateau_all_same=0"], "sampler.plateau_all_same"),
     (["rollout.sampler=best"], "rollout.sampler"),
+    (["rollout.sampler=difficulty", "sampler.profile_samples=0", "sampler.refill_rounds=1"], "sampler.refill_rounds=1"),
+    (["rollout.sampler=difficulty", "sampler.refill_rounds=-1"], "sampler.refill_rounds"),
 ])
 def test_config_refusals_name_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("=", "=").replace(">", ">")):

@@ -72,3 +72,19 @@ def test_resumed_run_draws_what_the_uninterrupted_run_draws(tiny, tmp_path):
         assert got.metrics[key] == expected.metrics[key], key
     assert resumed.state.stream.windows == straight.state.stream.windows
     assert expected.metrics["sampler/profiles"] == 2 and expected.metrics["sampler/profile_trials"] == 3 * G
+
+
+def test_refill_replaces_the_solved_items_in_the_trainer(tiny):
+    # pool 0-3: 0 and 2 solved (even) -> round 1 profiles stream items 4 and 5 in their places; 4 is solved
+    # -> round 2 profiles 6 in its place (solved too, and the rounds are spent): pool 6, 1, 5, 3, all odd
+    # items but 6 informative at 0.25, the steps draw only them
+    t = _trainer(tiny, *DIFFICULTY, "sampler.max_items=4", "sampler.refill_rounds=2")
+    first = t.step_once()
+    assert t.state.stream.items == [6, 1, 5, 3] and t.state.stream.retired == [0, 2, 4]
+    assert first.metrics["sampler/profile_trials"] == (4 + 2 + 1) * G
+    assert (first.metrics["sampler/solved"], first.metrics["sampler/informative"],
+            first.metrics["sampler/retired"]) == (1, 3, 3)
+    for result in [first, t.step_once()]:
+        indices = [s.metadata["prompt_index"] for s in result.samples[::G]]
+        assert set(indices) <= {1, 3, 5} and len(set(indices)) == 2, indices
+        assert result.metrics["reward/groups_all_same"] == 0.0

@@ -28,6 +28,15 @@ per item and draws by it:
               leaves fewer than ``prompts_per_step`` items to draw from doubles the wait (up to 32 N
               steps), one that leaves enough resets it, so a policy that solves everything is not
               profiled again every N steps
+    refill    with ``sampler.refill_rounds`` R > 0, after every profile up to R rounds: the items found
+              solved are retired (never drawn or profiled again) and as many fresh items take their
+              places, each profiled with K samples; fresh items are the next distinct prompts of the train
+              split never in the pool (by :func:`item_key`), in the order of a walk over it: an endless
+              stream's indices after the first ``max_items``, a finite split's ``j * stride mod size`` for
+              j = 0, 1, ... (``stride`` the integer nearest ``0.618 size`` that is coprime with it, so the
+              walk visits every row once, spread over the whole list); a walk that finds nothing new (a
+              finite split's end, or ``16 max_items`` indices in a row of an endless stream) stops for good
+              and a solved item without a replacement stays in the pool
 
 The weight ``p (1 - p)`` is the variance of a Bernoulli reward, the "learnability" of Tzannetos et al. /
 Foster & Foerster (2025, "Learning to reason at the frontier of learnability"). The probe-and-filter
@@ -132,6 +141,9 @@ class DifficultySampler:
         self.batches = 0  # profile batches run so far (each samples with its own seed)
         self.backoff = 1  # the plateau's wait, in N steps' groups: doubled after a profile that found too few
         self.cursor, self.committed, self.rows = 0, None, []  # PromptStream's attributes: draws so far
+        self.walk, self.exhausted = 0, False  # the refill's next walk position; True once it found nothing
+        self.retired: list[int] = []  # the stream index of every retired item
+        self.keys: set[str] = set()  # item_key of every item in the pool or retired
 
     # -- the stream's interface -------------------------------------------------------------------
     def take(self, n: int) -> list[Prompt]:
@@ -171,7 +183,7 @@ class DifficultySampler:
                     "sampler/mean_pass_rate": sum(known) / len(known) if known else math.nan,
                     "sampler/profile_trials": float(self.trials_step),
                     "sampler/profile_trials_total": float(self.trials_total),
-                    "sampler/profiles": float(self.profiles)})
+                    "sampler/profiles": float(self.profiles), "sampler/retired": float(len(self.retired))})
         self.trials_step = 0
         return out
 
@@ -187,6 +199,11 @@ class DifficultySampler:
         if not seen:
             raise ConfigError("rollout.sampler=difficulty: the task's train split has no prompts to draw")
         self._set_items(list(seen.values()), [[] for _ in seen])
+        self.keys, self.walk = set(seen), self._first_walk()
+
+    def _first_walk(self) -> int:
+        """Where the refill's walk starts: after the scanned indices of an endless stream, 0 of a finite one."""
+        return self.cfg.max_items if _train_size(self.task) is None else 0
 
     def _set_items(self, items: list[int], windows: list[list[int]]) -> None:
         self.items, self.windows = items, windows
@@ -236,29 +253,74 @@ class DifficultySampler:
 
     def profile(self) -> None:
         """K samples of every item through :attr:`profiler`, replacing their windows (K = 0: the windows are
-        cleared, every item unprofiled again)."""
+        cleared, every item unprofiled again), then the refill's rounds (module docstring)."""
         k = self.cfg.profile_samples
         if k > 0 and self.profiler is None:
             raise ConfigError("rollout.sampler=difficulty: the sampler has no profiler (build the run with "
                               "trajkit.rl.trainer.build_state, which gives it the rollout's)")
-        per_batch = max(1, self.batch * self.group_size // max(k, 1))
-        for start in range(0, len(self.items), per_batch) if k > 0 else ():
-            chunk = list(range(start, min(start + per_batch, len(self.items))))
-            prompts = [self.task.prompt(self.items[j]) for j in chunk]
-            rewards = self.profiler(prompts, k, self.batches, start == 0)
-            self.batches += 1
-            for i, j in enumerate(chunk):
-                scored = [r for r in rewards[i * k:(i + 1) * k] if not math.isnan(float(r))]
-                self.windows[j] = [int(float(r) >= self.threshold) for r in scored][-self.cfg.window:]
-            self.trials_step += len(chunk) * k
-            self.trials_total += len(chunk) * k
-        if k == 0:
+        if k > 0:
+            self._profile_items(list(range(len(self.items))), push=True)
+            for _ in range(self.cfg.refill_rounds):
+                fresh = self._refill()
+                if not fresh:
+                    break
+                self._profile_items(fresh, push=False)
+        else:
             self.windows = [[] for _ in self.windows]
         left = sum(pool_of(r) in ("informative", "unprofiled") for r in pass_rates(self.windows))
         self.backoff = 1 if left >= self.batch else min(2 * self.backoff, MAX_BACKOFF)
         self.pending, self.since_profile = False, 0
         self.recent.clear()
         self.profiles += 1
+
+    def _profile_items(self, positions: list[int], push: bool) -> None:
+        """K samples of the items at ``positions``, in batches of ``prompts_per_step * group_size`` rows (the
+        first pushes the current policy to the engine when ``push``); their windows become the outcomes."""
+        k = self.cfg.profile_samples
+        per_batch = max(1, self.batch * self.group_size // k)
+        for start in range(0, len(positions), per_batch):
+            chunk = positions[start:start + per_batch]
+            prompts = [self.task.prompt(self.items[j]) for j in chunk]
+            rewards = self.profiler(prompts, k, self.batches, push and start == 0)
+            self.batches += 1
+            for i, j in enumerate(chunk):
+                scored = [r for r in rewards[i * k:(i + 1) * k] if not math.isnan(float(r))]
+                self.windows[j] = [int(float(r) >= self.threshold) for r in scored][-self.cfg.window:]
+            self.trials_step += len(chunk) * k
+            self.trials_total += len(chunk) * k
+
+    def _refill(self) -> list[int]:
+        """Retire the solved items that a fresh item can replace, the fresh ones in their places (unprofiled);
+        their positions."""
+        solved = [j for j, rate in enumerate(pass_rates(self.windows)) if pool_of(rate) == "solved"]
+        fresh = self._fresh(len(solved))
+        for j, index in zip(solved, fresh):
+            self.retired.append(self.items[j])
+            del self.index_of[self.items[j]]
+            self.items[j], self.windows[j], self.index_of[index] = index, [], j
+        return solved[:len(fresh)]
+
+    def _fresh(self, n: int) -> list[int]:
+        """Up to ``n`` stream indices of prompts never in the pool, from the walk (module docstring, "refill")."""
+        size = _train_size(self.task)
+        stride = walk_stride(size) if size is not None else 1
+        found: list[int] = []
+        misses = 0
+        while len(found) < n and not self.exhausted:
+            done = self.walk >= size if size is not None else misses >= SCAN_MISSES * self.cfg.max_items
+            if done:
+                self.exhausted = True
+                break
+            index = self.walk * stride % size if size is not None else self.walk
+            self.walk += 1
+            key = item_key(self.task.prompt(index))
+            if key in self.keys:
+                misses += 1
+                continue
+            self.keys.add(key)
+            found.append(index)
+            misses = 0
+        return found
 
     # -- checkpoint ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -271,15 +333,20 @@ class DifficultySampler:
                 "built": self.items is not None, "windows": grid, "rng": self.rng.get_state(),
                 "credit": self.credit, "recent": list(self.recent), "since_profile": self.since_profile,
                 "pending": self.pending, "profiles": self.profiles, "trials_total": self.trials_total,
-                "batches": self.batches, "backoff": self.backoff}
+                "batches": self.batches, "backoff": self.backoff, "walk": self.walk, "exhausted": self.exhausted,
+                "retired": list(self.retired)}
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("kind") != "difficulty":
             raise ConfigError("checkpoint.resume_from: the checkpoint was written with rollout.sampler=uniform "
                               "(its stream is a cursor); resume it with rollout.sampler=uniform")
+        self.retired = [int(i) for i in state.get("retired", [])]  # absent: a checkpoint from before the refill
         if state["built"]:
             windows = [[int(v) for v in row if v >= 0] for row in state["windows"].tolist()]
             self._set_items([int(i) for i in state["items"]], windows)
+            self.keys = {item_key(self.task.prompt(i)) for i in self.items + self.retired}
+        self.walk = int(state.get("walk", self._first_walk()))
+        self.exhausted = bool(state.get("exhausted", False))
         self.cursor, self.credit = int(state["cursor"]), float(state["credit"])
         self.rng.set_state(state["rng"])
         self.recent.clear()
@@ -320,6 +387,20 @@ def rollout_profiler(t) -> Profiler:
 
 
 MAX_BACKOFF = 32  # the longest plateau wait: 32 x N steps' groups
+SCAN_MISSES = 16  # the refill's walk over an endless stream stops after 16 x max_items indices with nothing new
+
+
+def walk_stride(size: int) -> int:
+    """The refill's step over a finite split of ``size`` rows: the integer nearest ``0.618 size`` (the golden
+    ratio's, which spreads consecutive steps over the list), raised until it is coprime with ``size``.
+
+    >>> walk_stride(12), [j * walk_stride(12) % 12 for j in range(12)]
+    (7, [0, 7, 2, 9, 4, 11, 6, 1, 8, 3, 10, 5])
+    """
+    stride = max(1, round(size * 0.6180339887))
+    while math.gcd(stride, size) != 1:
+        stride += 1
+    return stride
 PROFILE_ROUND = 1 << 12  # the profile's batch b samples with round_seed(step seed, PROFILE_ROUND + b)
 
 

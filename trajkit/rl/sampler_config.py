@@ -24,7 +24,11 @@ class SamplerConfig(Checked):
     least N steps' groups (N x ``rollout.prompts_per_step``) observed since the last profile, the items left
     to draw from (informative or unprofiled) are fewer than ``rollout.prompts_per_step``, or the share of
     those last groups whose correctness was all the same reached ``plateau_all_same``; a profile that
-    leaves too few items to draw from doubles that wait (up to 32 N steps), one that leaves enough resets it."""
+    leaves too few items to draw from doubles that wait (up to 32 N steps), one that leaves enough resets it.
+    ``refill_rounds`` (0: off): after every profile, up to this many rounds of retiring the items it found
+    solved and profiling as many fresh ones in their place, the next distinct prompts of the train split that
+    were never in the pool, so that the pool stays ``max_items`` items with headroom instead of shrinking to
+    what the policy has not learned yet (each round costs K samples of each fresh item)."""
 
     max_items: int = 256
     profile_samples: int = 4
@@ -33,16 +37,21 @@ class SamplerConfig(Checked):
     unsolved_share: float = 0.1
     plateau_steps: int = 5
     plateau_all_same: float = 0.8
+    refill_rounds: int = 0
 
     __section__ = "sampler"
     __ranges__ = {"max_items": "[1, inf)", "profile_samples": "[0, inf)", "window": "[1, inf)",
                   "sharpness": "[0, inf)", "unsolved_share": "[0, 1]", "plateau_steps": "[0, inf)",
-                  "plateau_all_same": "(0, 1]"}
+                  "plateau_all_same": "(0, 1]", "refill_rounds": "[0, inf)"}
 
     def validate(self) -> None:
         if self.profile_samples == 1:
             raise ConfigError("sampler.profile_samples=1 can only say solved or unsolved, never in between; set "
                               "it to 0 (no profiling pass) or >= 2 (4 is the usual probe)")
+        if self.refill_rounds > 0 and self.profile_samples == 0:
+            raise ConfigError(f"sampler.refill_rounds={self.refill_rounds} replaces the items a profile finds "
+                              "solved, and sampler.profile_samples=0 runs no profile; set sampler.profile_samples "
+                              ">= 2 (or sampler.refill_rounds=0)")
         if self.window < self.profile_samples:
             raise ConfigError(f"sampler.window={self.window} is smaller than sampler.profile_samples="
                               f"{self.profile_samples}: the estimate would drop profile samples; set "
