@@ -143,7 +143,11 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     # gradient: scored once without a graph (trajkit.rl.update.idle_rows)
     assert len(calls) == 2 * 2 + 1
     g_ckpt = torch.cat([p.grad.flatten() for p in checkpointed.parameters()])
-    assert torch.allclose(g_ckpt, g_ref, rtol=1e-5, atol=1e-8)
+    # equal to float32 rounding, not bit for bit: transformers 5.25's checkpointed layers run the recompute by
+    # another path (measured: relative error 1.7e-7 of the gradient's norm; summing the same rows in micro-
+    # batches of 1 instead of 2 already moves the reference by 6.6e-7); a recompute that lost or changed a
+    # term (a mask, a dropout draw, a detached input) is off by orders of magnitude more
+    assert float((g_ckpt - g_ref).norm() / g_ref.norm()) < 1e-6
 
 
 def test_gradient_checkpointing_from_the_config():
