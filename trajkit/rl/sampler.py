@@ -388,6 +388,7 @@ def rollout_profiler(t) -> Profiler:
 
 MAX_BACKOFF = 32  # the longest plateau wait: 32 x N steps' groups
 SCAN_MISSES = 16  # the refill's walk over an endless stream stops after 16 x max_items indices with nothing new
+PROFILE_ROUND = 1 << 12  # the profile's batch b samples with round_seed(step seed, PROFILE_ROUND + b)
 
 
 def walk_stride(size: int) -> int:
@@ -401,7 +402,6 @@ def walk_stride(size: int) -> int:
     while math.gcd(stride, size) != 1:
         stride += 1
     return stride
-PROFILE_ROUND = 1 << 12  # the profile's batch b samples with round_seed(step seed, PROFILE_ROUND + b)
 
 
 def make_stream(cfg, task: Task):
