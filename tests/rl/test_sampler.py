@@ -2,6 +2,7 @@
 unsolved share, the fill order, the plateau re-profile, resume (exact draws) and the config refusals. A fake
 task (no model) whose profile rewards come from a fixed table."""
 import io
+import logging
 import math
 
 import pytest
@@ -361,7 +362,6 @@ def test_uniform_and_difficulty_checkpoints_refuse_each_other():
 
 
 @pytest.mark.parametrize("overrides, key", [
-    (["sampler.window=8"], "sampler.window is a setting of the difficulty sampler"),
     (["rollout.sampler=difficulty", "rollout.mode=async"], "rollout.mode=sync"),
     (["rollout.sampler=difficulty", "sampler.profile_samples=1"], "sampler.profile_samples=1"),
     (["rollout.sampler=difficulty", "sampler.profile_samples=8", "sampler.window=4"], "sampler.window >= 8"),
@@ -374,6 +374,20 @@ def test_uniform_and_difficulty_checkpoints_refuse_each_other():
 def test_config_refusals_name_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("=", "=").replace(">", ">")):
         load_config(None, overrides)
+
+
+def test_sampler_settings_under_the_uniform_sampler_are_ignored_each_named_in_a_warning(caplog):
+    """A packaged config that draws by difficulty runs the uniform ablation with one override."""
+    with caplog.at_level(logging.WARNING, logger="trajkit.config"):
+        cfg = load_config(None, ["sampler.window=8", "sampler.refill_rounds=2", "sampler.max_items=256"])
+    assert cfg.rollout.sampler == "uniform"
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"sampler.{k} is a setting of the difficulty sampler, not read with rollout.sampler=uniform; "
+                    "ignored" for k in ("window", "refill_rounds")]  # max_items=256 is the default: nothing to say
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trajkit.config"):
+        load_config(None, ["rollout.sampler=difficulty", "sampler.window=8"])
+    assert not caplog.records
 
 
 def test_the_difficulty_config_loads():

@@ -1,14 +1,17 @@
 """The rules between sections of a run's config: each a small function named after what it refuses, each
-raising a :class:`ConfigError` that names the keys and what to set. :class:`trajkit.rl.config.TrainConfig` runs
+raising a :class:`ConfigError` that names the keys and what to set (a setting that is only not read is a warning
+instead, as :mod:`trajkit.config` warns of one). :class:`trajkit.rl.config.TrainConfig` runs
 :data:`RULES` in order after every section validated itself (a rule sees only well-formed sections)."""
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from trajkit.envs.imports import is_import_path
 from trajkit.errors import ConfigError
 
 TrainConfig = Any  # a trajkit.rl.config.TrainConfig (not imported: that module imports this one)
+_log = logging.getLogger("trajkit.config")  # the config loader's logger: a key read nowhere is its warning
 
 
 def rewards_are_import_paths(cfg: TrainConfig) -> None:
@@ -78,16 +81,20 @@ def async_where_a_producer_runs(cfg: TrainConfig) -> None:
 
 
 def sampler_settings(cfg: TrainConfig) -> None:
-    """The ``sampler`` section is the difficulty sampler's; where it does not run yet, refused."""
+    """The ``sampler`` section is the difficulty sampler's: with ``rollout.sampler=uniform`` its settings are not
+    read, and each one changed from its default is named in a warning (as a key another task kind reads), so that
+    a packaged config that draws by difficulty runs the uniform ablation with one override. Where the difficulty
+    sampler does not run yet, refused."""
     import dataclasses
 
     from trajkit.rl.sampler_config import SamplerConfig
 
     if cfg.rollout.sampler == "uniform":
-        changed = [f.name for f in dataclasses.fields(SamplerConfig) if getattr(cfg.sampler, f.name) != f.default]
-        if changed:
-            raise ConfigError(f"sampler.{changed[0]} is a setting of the difficulty sampler; set "
-                              "rollout.sampler=difficulty (or drop it)")
+        for f in dataclasses.fields(SamplerConfig):
+            if getattr(cfg.sampler, f.name) != f.default:
+                _log.warning(
+                    "sampler.%s is a setting of the difficulty sampler, not read with rollout.sampler=uniform; "
+                    "ignored", f.name)
         return
     if cfg.rollout.mode == "async":
         raise ConfigError("rollout.sampler=difficulty with rollout.mode=async: the producer draws batches ahead "
