@@ -6,7 +6,9 @@ from trajkit.cli.commands import COMMANDS
 
 AGENT_EXAMPLE = """Examples:
   trajkit demo agent --seeds 0,1,2 --out runs/agent_loop
-  trajkit demo agent --seeds 0 --set sft.train_n=10 --set sft.steps=8 --set rl.steps=2 --set rl.eval.every=1
+  trajkit demo agent --seeds 0 --out runs/agent_small --set sft.train_n=4 --set sft.steps=8 \
+    --set sft.families=match-sort-json,lines-sum-text,match-replace-json,lines-reverse-text \
+    --set rl.steps=2 --set rl.sampler.max_items=8          # a short try: 2 trained kinds, 4 held out
 
 Overrides: sft.KEY=VALUE goes to the SFT config (default sft_harbor_smollm2: trajkit train sft_harbor_smollm2
 --print-config lists its keys), rl.SECTION.KEY=VALUE to the RL config (default grpo_harbor_smollm2). A rerun
@@ -49,9 +51,11 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_demo)
     demos = p.add_subparsers(dest="demo", metavar="{agent}")
     a = demos.add_parser("agent", help="the agentic loop: tasks, Oracle traces, SFT, GRPO, held-out evals, report",
-                         description="The whole agentic loop for each seed: task families (train / held-out), "
-                                     "Oracle traces, SFT, GRPO from the SFT policy, held-out eval of base, SFT and "
-                                     "RL; then a report with pass rates, curves, trace stats and audit verdicts.",
+                         description="The whole agentic loop for each seed: task kinds (train / held-out), Oracle "
+                                     "traces, SFT, GRPO from the SFT policy, held-out eval of base, SFT and RL; then "
+                                     "a report with pass rates, curves, trace stats and audit verdicts. The packaged "
+                                     "configs generate the composed kinds and draw RL tasks by the policy's pass "
+                                     "rate (rollout.sampler=difficulty).",
                          epilog=AGENT_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     d = LoopConfig()  # the defaults are the config's, declared once
     a.add_argument("--seeds", default=",".join(map(str, d.seeds)), help=f"comma-separated seeds (default {','.join(map(str, d.seeds))})")

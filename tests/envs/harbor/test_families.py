@@ -65,9 +65,9 @@ def test_bad_family_choices_are_one_clear_error(tmp_path):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_heldout_passes_audit_data_where_a_reseeded_train_split_fails(tmp_path, capsys, seed):
-    """At the packaged loop's sizes (sft_harbor_smollm2: 40 train instances a family, 2 held-out) and seeds:
-    split by parameters, 3 of seed 0's 20 held-out instances had a train instance with the same Oracle command
-    (json-sum, csv-to-json: only the data differed), which leak.ngram failed."""
+    """At the named families' loop sizes (sft_harbor_smollm2 with families=all: 40 train instances a family, 2
+    held-out) and seeds: split by parameters, 3 of seed 0's 20 held-out instances had a train instance with the
+    same Oracle command (json-sum, csv-to-json: only the data differed), which leak.ngram failed."""
     generate("all", "train", 40, seed, tmp_path / "train")
     generate("all", "heldout", 2, seed, tmp_path / "heldout")
     generate("all", "train", 3, seed + 1, tmp_path / "reseeded")
