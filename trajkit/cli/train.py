@@ -9,7 +9,7 @@ from trajkit.cli.commands import COMMANDS
 EXAMPLE = """examples:
   trajkit train rep                                   # a packaged config (trajkit/configs/rep.yaml)
   trajkit train grpo_smollm2                          # GRPO on SmolLM2-135M-Instruct (real model, offline)
-  trajkit train sft_harbor_smollm2 steps=100          # SFT warm start on Harbor task families (trainer: sft)
+  trajkit train sft_harbor_smollm2 seed=1             # SFT warm start on Harbor task kinds (trainer: sft)
   trajkit train grpo_smollm2 cluster.ray=true cluster.rollout_workers=2   # on Ray: 2 rollout + 1 policy worker
   trajkit train examples/rl_rep.yaml seed=1 draft.kind=none draft.distill=false steps=50 log.out_dir=runs/plain
   trajkit train rep checkpoint.resume_from=runs/rl_rep/checkpoints/step_000050

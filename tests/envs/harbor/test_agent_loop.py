@@ -66,7 +66,9 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
     from PIL import Image
 
     out = tmp_path / "loop"
-    argv = ["demo", "agent", "--seeds", "0,1", "--out", str(out), *_sets(memorised)]
+    # the uniform stream: the packaged config draws by difficulty, which the next test runs
+    argv = ["demo", "agent", "--seeds", "0,1", "--out", str(out), *_sets(memorised),
+            "--set", "rl.rollout.sampler=uniform"]
     assert main(argv) == 0
     first = capsys.readouterr().out
     lines = [x for x in first.splitlines() if x.startswith("[")]  # plain progress lines (stdout is not a TTY)
