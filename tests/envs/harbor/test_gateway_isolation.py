@@ -41,7 +41,8 @@ print(json.dumps(out))
 
 
 def _round(tmp_path, monkeypatch, attack: bool):
-    """One GRPO step on hello-file (2 episodes) -> ({session: (sample fields, record count)}, attack reports)."""
+    """One GRPO step on hello-file (2 episodes) -> ({session: (sample fields, record count)}, attack reports,
+    the gateway's sessions, {session: (harness error, trial record)}: what to show when an episode failed)."""
     reports, attackers = [], {}
     real_agent, real_episode = rltask.shell_agent, rltask.HarborRLTask.episode
 
@@ -76,22 +77,24 @@ def _round(tmp_path, monkeypatch, attack: bool):
                                        len(gateway.sessions.find(s.metadata["session"]).records))
                for s in result.samples}
         sessions = sorted(gateway.sessions.ids())
+        why = {s.metadata["session"]: (s.metadata.get("harness_error"), s.metadata["columns"]["harness_output"])
+               for s in result.samples}
     finally:
         trainer.close()
-    return out, reports, sessions
+    return out, reports, sessions, why
 
 
 def test_an_episode_cannot_reach_its_siblings_session_through_the_relay(needs_sandbox, tmp_path, monkeypatch):
-    clean, none, _ = _round(tmp_path, monkeypatch, attack=False)
-    attacked, [report], sessions = _round(tmp_path, monkeypatch, attack=True)
+    clean, none, _, why = _round(tmp_path, monkeypatch, attack=False)
+    assert all(n >= 1 for _, n in clean.values()), why  # each clean episode called the gateway
+    attacked, [report], sessions, why = _round(tmp_path, monkeypatch, attack=True)
     assert none == [] and sorted(clean) == ["run-1-0", "run-1-1"] == sessions  # no session made by the attack
     assert isinstance(report, dict), report  # the script ran in the sandbox and reached the gateway
     assert {k: report[k] for k in ("list", "records", "samples", "hermes", "metrics", "post_header")} == \
         {k: 403 for k in ("list", "records", "samples", "hermes", "metrics", "post_header")}, report
     assert report["post_as_sibling"] == 401 and report["post_no_key"] == 401, report
-    assert all(n >= 1 for _, n in clean.values())
     assert sorted(attacked) == sorted(clean)
     for sid, ((prompt, completion, logprobs, mask), calls) in clean.items():  # as if nothing had been tried
         (prompt2, completion2, logprobs2, mask2), calls2 = attacked[sid]
-        assert (prompt2, completion2, mask2, calls2) == (prompt, completion, mask, calls), sid
+        assert (prompt2, completion2, mask2, calls2) == (prompt, completion, mask, calls), (sid, why[sid])
         assert len(logprobs2) == len(logprobs) and max(abs(a - b) for a, b in zip(logprobs, logprobs2)) < 1e-5, sid

@@ -65,7 +65,7 @@ def test_the_timeout_multiplier_scales_every_agent_limit_train_and_heldout_not_t
 
     model, tokenizer = scripted_policy
     held = _heldout(tmp_path)
-    cfg = harbor(tmp_path, SHIPPED / "hello-file", f"task.eval_path={held}", "task.timeout_multiplier=2.5")
+    cfg = harbor(tmp_path, SHIPPED / "hello-file", f"task.eval_path={held}", "task.harbor.timeout_multiplier=2.5")
     trainer = Trainer(cfg, model=model, tokenizer=tokenizer, logger=False)
     try:
         tasks = trainer.state.task.tasks
@@ -79,4 +79,4 @@ def test_the_timeout_multiplier_scales_every_agent_limit_train_and_heldout_not_t
         assert tasks[name].agent.timeout_sec == 2.5 * source.agent.timeout_sec
         assert tasks[name].verifier.timeout_sec == source.verifier.timeout_sec
     with pytest.raises(ConfigError, match="timeout_multiplier"):
-        harbor(tmp_path, SHIPPED / "hello-file", "task.timeout_multiplier=0")
+        harbor(tmp_path, SHIPPED / "hello-file", "task.harbor.timeout_multiplier=0")
