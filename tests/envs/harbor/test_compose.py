@@ -205,6 +205,9 @@ def _near_misses(step, plan):
         yield f"without {step}", rendered(plan, evaluate(plan, skip=step))
     if step in ("lines", "column", "first", "last") and lines:
         yield "one line missing", rendered(plan, lines[:-1])
+    if step == "column":  # what a policy that guesses the column's number writes (the Oracle reads the header)
+        other = Plan(k, plan.src, plan.lines, plan.out, {**plan.params, "col": plan.params["col"] % 3 + 1})
+        yield "another column", rendered(plan, evaluate(other))
     if step == "strip":
         yield "a trailing space", rendered(plan, lines[:-1] + [lines[-1] + " "])
     if step in AGGREGATE:

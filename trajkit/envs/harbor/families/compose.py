@@ -8,7 +8,7 @@ string, sort them, write them as a JSON list. The steps come in a fixed order, o
 role           primitives                                                  shell (the Oracle's stage)
 =============  ==========================================================  ===================================
 select (1)     ``lines`` ``match`` ``exclude`` ``column`` ``first``         ``cat``, ``grep -F``, ``grep -vF``,
-               ``last``                                                    ``tail -n +2 | cut -d, -fK``,
+               ``last``                                                    ``awk -F, -v col=NAME`` (by header),
                                                                            ``head -n N``, ``tail -n N``
 map (0-1)      ``upper`` ``lower`` ``replace`` ``strip``                   ``tr``, ``tr``, ``sed s///g``, ``sed``
 order (0-2)    ``sort`` ``dedupe`` ``reverse`` (in this order)             ``LC_ALL=C sort``, ``awk '!seen[$0]++'``,
