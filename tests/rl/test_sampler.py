@@ -1,6 +1,7 @@
 """The difficulty sampler's choices against hand-derived pass-rate tables: the pools, the draw weights, the
 unsolved share, the fill order, the plateau re-profile, resume (exact draws) and the config refusals. A fake
 task (no model) whose profile rewards come from a fixed table."""
+import dataclasses
 import io
 import logging
 import math
@@ -384,6 +385,13 @@ def test_sampler_settings_under_the_uniform_sampler_are_ignored_each_named_in_a_
     said = [r.getMessage() for r in caplog.records]
     assert said == [f"sampler.{k} is a setting of the difficulty sampler, not read with rollout.sampler=uniform; "
                     "ignored" for k in ("window", "refill_rounds")]  # max_items=256 is the default: nothing to say
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="trajkit.config"):  # as Trainer(model="folder") rebuilds it
+        rebuilt = dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, source="path", path="elsewhere"))
+    assert rebuilt.sampler is cfg.sampler and not caplog.records
+    with caplog.at_level(logging.WARNING, logger="trajkit.config"):  # another config is another warning
+        load_config(None, ["sampler.window=8"])
+    assert [r.getMessage() for r in caplog.records] == said[:1]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="trajkit.config"):
         load_config(None, ["rollout.sampler=difficulty", "sampler.window=8"])

@@ -5,6 +5,7 @@ instead, as :mod:`trajkit.config` warns of one). :class:`trajkit.rl.config.Train
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any, Callable
 
 from trajkit.envs.imports import is_import_path
@@ -80,6 +81,11 @@ def async_where_a_producer_runs(cfg: TrainConfig) -> None:
                           "lockstep and there is no producer thread; use rollout.mode=sync, or cluster.ray=true")
 
 
+# the sampler sections already warned about: ``dataclasses.replace`` of a config (the Trainer setting
+# ``policy.path``) validates it again around the same section, which would say the same warnings twice
+_SAID_IGNORED: set[int] = set()
+
+
 def sampler_settings(cfg: TrainConfig) -> None:
     """The ``sampler`` section is the difficulty sampler's: with ``rollout.sampler=uniform`` its settings are not
     read, and each one changed from its default is named in a warning (as a key another task kind reads), so that
@@ -90,6 +96,10 @@ def sampler_settings(cfg: TrainConfig) -> None:
     from trajkit.rl.sampler_config import SamplerConfig
 
     if cfg.rollout.sampler == "uniform":
+        if id(cfg.sampler) in _SAID_IGNORED:  # a config rebuilt around the same section (Trainer(model=str))
+            return
+        _SAID_IGNORED.add(id(cfg.sampler))
+        weakref.finalize(cfg.sampler, _SAID_IGNORED.discard, id(cfg.sampler))
         for f in dataclasses.fields(SamplerConfig):
             if getattr(cfg.sampler, f.name) != f.default:
                 _log.warning(
