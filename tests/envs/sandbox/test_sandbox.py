@@ -65,6 +65,13 @@ def host_state() -> dict:
     return {"/": sorted(os.listdir("/")), "/etc": sorted(os.listdir("/etc")), "home": sorted(os.listdir(home))}
 
 
+def mounts_at_or_under(root: Path) -> list[str]:
+    """The host's mount points that are ``root`` or inside it (mountinfo's fifth field; a plain substring test
+    took ``/tmp/trajkit-sbx-3700/disk``, another sandbox's, for one under ``/tmp/trajkit-sbx-370``)."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p == str(root) or p.startswith(f"{root}/")]
+
+
 def uid_processes(uid: int) -> list[int]:
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -93,7 +100,7 @@ def contained(needs_sandbox):
         root = sb.root
         sb.stop()
         assert root is not None and not root.exists()
-        assert str(root) not in Path("/proc/self/mountinfo").read_text()
+        assert mounts_at_or_under(root) == []
         assert uid_processes(sb.uid) == []
     assert host_state() == before
 
