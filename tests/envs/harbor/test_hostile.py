@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envs.conftest import mounts_at_or_under
 from tests.envs.harbor.conftest import SHIPPED
 from trajkit.envs.sandbox import launcher as launchers, namespace as nsbox, netns, slots
 from trajkit.envs.harbor.check import check_tasks
@@ -59,10 +60,9 @@ class HostWatch:
         for folder in WATCHED:  # no marker of this test anywhere a write to the host would put it
             if os.path.isdir(folder):
                 assert not [n for n in os.listdir(folder) if self.tag in n], folder
-        mounts = Path("/proc/self/mountinfo").read_text()
         for root, uid in self.made:
             assert not root.exists(), root
-            assert str(root) not in mounts, root
+            assert mounts_at_or_under(root) == [], root
             assert slots.processes_of(uid) == [], f"processes of sandbox uid {uid} survived"
 
 

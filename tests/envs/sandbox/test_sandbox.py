@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envs.conftest import mounts_at_or_under
 from trajkit.envs.sandbox import docker, namespace as nsbox
 from trajkit.envs.sandbox.registry import make_sandbox
 from trajkit.envs.sandbox.base import Limits, SandboxError, SandboxSpec
@@ -63,13 +64,6 @@ def host_state() -> dict:
     running beside this test)."""
     home = Path.home()
     return {"/": sorted(os.listdir("/")), "/etc": sorted(os.listdir("/etc")), "home": sorted(os.listdir(home))}
-
-
-def mounts_at_or_under(root: Path) -> list[str]:
-    """The host's mount points that are ``root`` or inside it (mountinfo's fifth field; a plain substring test
-    took ``/tmp/trajkit-sbx-3700/disk``, another sandbox's, for one under ``/tmp/trajkit-sbx-370``)."""
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [p for p in points if p == str(root) or p.startswith(f"{root}/")]
 
 
 def uid_processes(uid: int) -> list[int]:
