@@ -208,6 +208,8 @@ def _near_misses(step, plan):
     if step == "column":  # what a policy that guesses the column's number writes (the Oracle reads the header)
         other = Plan(k, plan.src, plan.lines, plan.out, {**plan.params, "col": plan.params["col"] % 3 + 1})
         yield "another column", rendered(plan, evaluate(other))
+        header = Plan(k, plan.src, ["", *plan.lines], plan.out, plan.params)  # the header read as a data row
+        yield "the header as a row", rendered(plan, evaluate(header))
     if step == "strip":
         yield "a trailing space", rendered(plan, lines[:-1] + [lines[-1] + " "])
     if step in AGGREGATE:
