@@ -312,14 +312,58 @@ def test_refill_stops_when_the_stream_has_nothing_new_and_keeps_the_unreplaced()
     assert s.metrics()["sampler/solved"] == 4  # kept in the pool, as fill
 
 
-def test_resume_with_refill_draws_exactly_what_the_uninterrupted_sampler_draws():
-    def run(s, steps):  # every group all-same: the plateau re-profiles (and refills) at every step
+# the top-up's test: items 0-2 informative and 3 unsolved after the profile; the fresh items 4 (solved) and 5
+TOP_UP = {0: [1, 0, 1, 0], 1: [1, 0, 0, 0], 2: [1, 1, 0, 0], 3: [0, 0, 0, 0], 4: [1, 1, 1, 1], 5: [1, 0, 1, 1]}
+
+
+def test_top_up_replaces_the_solved_items_between_profiles_and_keeps_the_other_windows():
+    # pool of 4, refill_below 0.5: a top-up is due when fewer than 2 items are left to draw from
+    calls = []
+    s = sampler(distinct=10, table=TOP_UP, calls=calls, max_items=4, refill_rounds=1, refill_below=0.5)
+    s.take(2)
+    assert calls == [(2, 4, 0, True), (2, 4, 1, False)] and s.retired == []  # nothing solved to refill
+    assert s.metrics()["sampler/profile_trials"] == 4 * 4
+    s.observe([0, 2], [1] * 8 + [1, 0, 0, 0, 0, 0, 0, 0], 8)  # item 0 solved: 2 left (1, 2), not fewer than 2
+    s.take(2)
+    assert len(calls) == 2 and not s.running_low()
+    s.observe([1], [1] * 8, 8)  # item 1 solved too: 1 left < 2 -> retire 0 and 1, profile 4 and 5 (one round)
+    assert s.running_low()
+    s.take(2)
+    assert calls[2:] == [(2, 4, 2, True)]  # the current policy pushed once, K samples of each fresh item
+    assert s.items == [4, 5, 2, 3] and s.retired == [0, 1] and s.walk == 6
+    assert s.windows == [[1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0]]  # 2: its RL group's
+    m = s.metrics()
+    assert (m["sampler/top_ups"], m["sampler/profiles"], m["sampler/profile_trials"]) == (1, 1, 2 * 4)
+    assert (m["sampler/informative"], m["sampler/solved"], m["sampler/unsolved"]) == (2, 1, 1)
+    s.take(2)  # 2 left (5, 2): item 4 stays solved in the pool until the pool runs low again
+    assert len(calls) == 3 and s.top_ups == 1
+
+
+def test_top_up_needs_a_solved_item_a_fresh_one_and_a_share_set():
+    unsolved = {j: [0, 0, 0, 0] for j in range(10)}
+    s = sampler(distinct=10, table=unsolved, max_items=4, refill_rounds=1, refill_below=1.0)
+    s.take(2)
+    assert not s.running_low()  # 0 left, but nothing solved to replace
+    solved = {j: [1, 1, 1, 1] for j in range(5)}
+    dry = sampler(distinct=5, table=solved, max_items=4, refill_rounds=1, refill_below=1.0, plateau_steps=0)
+    dry.take(2)  # the profile's round finds item 4 only, and the walk is spent
+    assert dry.exhausted and dry.items == [4, 1, 2, 3] and not dry.running_low()
+    off = sampler(distinct=10, table={j: [1, 1, 1, 1] for j in range(10)}, max_items=4, refill_rounds=1,
+                  plateau_steps=0)
+    off.take(2)
+    assert not off.running_low() and off.metrics()["sampler/top_ups"] == 0
+
+
+@pytest.mark.parametrize("between", [dict(plateau_steps=1, plateau_all_same=0.5),  # a re-profile every step
+                                     dict(plateau_steps=0, refill_below=0.75)])  # top-ups, never a re-profile
+def test_resume_with_refill_draws_exactly_what_the_uninterrupted_sampler_draws(between):
+    def run(s, steps):  # every group all-same
         out = []
         for _ in range(steps):
             step = s.cursor // 2
             prompts = s.take(2)
             out.append([p.index for p in prompts])
-            s.observe([p.index for p in prompts], [float((step + p.index) % 3 == 0) for p in prompts for _ in "abcd"], 4)
+            s.observe([p.index for p in prompts], [float((step + p.index) % 2 == 0) for p in prompts for _ in "abcd"], 4)
         return out
 
     def learning(prompts, k, number, first):
@@ -328,29 +372,33 @@ def test_resume_with_refill_draws_exactly_what_the_uninterrupted_sampler_draws()
         return [float((int(p.text[4:]) + number) % 3 == 0 or i % 2 == 0) for p in prompts for i in range(k)]
 
     def make():
-        s = sampler(distinct=40, max_items=4, refill_rounds=1, plateau_steps=1, plateau_all_same=0.5)
+        s = sampler(distinct=40, max_items=4, refill_rounds=1, **between)
         s.profiler = learning
         return s
 
     straight = make()
     expected = run(straight, 12)
     first = make()
-    head = run(first, 5)
+    head = run(first, 6)
     buffer = io.BytesIO()
     torch.save(first.state_dict(), buffer)
     buffer.seek(0)
     resumed = make()
     resumed.load_state_dict(torch.load(buffer, weights_only=True))
     assert resumed.keys == first.keys
-    assert head + run(resumed, 7) == expected
-    assert resumed.retired == straight.retired and len(straight.retired) > 2 and straight.profiles > 1
+    assert head + run(resumed, 6) == expected
+    assert resumed.retired == straight.retired and len(straight.retired) > 2
+    # top-ups (the second case) at steps 5 (before the checkpoint), 6, 7 and 10
+    assert (straight.profiles, straight.top_ups) == ((12, 0) if between["plateau_steps"] else (1, 4))
+    assert first.top_ups == (0 if between["plateau_steps"] else 1)
+    assert (resumed.profiles, resumed.top_ups) == (straight.profiles, straight.top_ups)
     assert (resumed.items, resumed.walk, resumed.windows) == (straight.items, straight.walk, straight.windows)
     older = first.state_dict()  # a checkpoint from before the refill existed: no walk, no retired items
-    for key in ("walk", "exhausted", "retired"):
+    for key in ("walk", "exhausted", "retired", "top_ups"):
         del older[key]
     again = make()
     again.load_state_dict(older)
-    assert (again.walk, again.exhausted, again.retired) == (4, False, [])  # an endless stream's walk: max_items
+    assert (again.walk, again.exhausted, again.retired, again.top_ups) == (4, False, [], 0)  # an endless stream's walk: max_items
 
 
 def test_uniform_and_difficulty_checkpoints_refuse_each_other():
@@ -371,6 +419,8 @@ def test_uniform_and_difficulty_checkpoints_refuse_each_other():
     (["rollout.sampler=best"], "rollout.sampler"),
     (["rollout.sampler=difficulty", "sampler.profile_samples=0", "sampler.refill_rounds=1"], "sampler.refill_rounds=1"),
     (["rollout.sampler=difficulty", "sampler.refill_rounds=-1"], "sampler.refill_rounds"),
+    (["rollout.sampler=difficulty", "sampler.refill_below=0.5"], "sampler.refill_below=0.5"),
+    (["rollout.sampler=difficulty", "sampler.refill_rounds=1", "sampler.refill_below=1.5"], "sampler.refill_below"),
 ])
 def test_config_refusals_name_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("=", "=").replace(">", ">")):

@@ -37,6 +37,12 @@ per item and draws by it:
               walk visits every row once, spread over the whole list); a walk that finds nothing new (a
               finite split's end, or ``16 max_items`` indices in a row of an endless stream) stops for good
               and a solved item without a replacement stays in the pool
+    top-up    with ``sampler.refill_below`` b > 0, between profiles: before a draw, when fewer than b x the
+              pool's items are left to draw from (informative or unprofiled) and some item's window says
+              solved (its RL groups: with a window of one group, a group of G all solved), the refill's
+              rounds run from those items without profiling the others again (the first round pushes the
+              current policy); the pool keeps its headroom at a cost of K trials per fresh item, where a
+              plateau would wait until fewer than ``prompts_per_step`` items are left and then profile all
 
 The weight ``p (1 - p)`` is the variance of a Bernoulli reward, the "learnability" of Tzannetos et al. /
 Foster & Foerster (2025, "Learning to reason at the frontier of learnability"). The probe-and-filter
@@ -138,6 +144,7 @@ class DifficultySampler:
         self.since_profile = 0  # groups observed since the last profile
         self.pending = cfg.profile_samples > 0  # the first profile is still to run
         self.profiles, self.trials_total, self.trials_step = 0, 0, 0
+        self.top_ups = 0  # refills between profiles (``sampler.refill_below``)
         self.batches = 0  # profile batches run so far (each samples with its own seed)
         self.backoff = 1  # the plateau's wait, in N steps' groups: doubled after a profile that found too few
         self.cursor, self.committed, self.rows = 0, None, []  # PromptStream's attributes: draws so far
@@ -147,10 +154,13 @@ class DifficultySampler:
 
     # -- the stream's interface -------------------------------------------------------------------
     def take(self, n: int) -> list[Prompt]:
-        """``n`` prompts by difficulty; profiles first when due (the initial pass, or a plateau)."""
+        """``n`` prompts by difficulty; profiles first when due (the initial pass, or a plateau), or tops the
+        pool up when it runs low."""
         self._ensure_items()
         if self.pending or self.plateau():
             self.profile()
+        elif self.running_low():
+            self.top_up()
         chosen = self.choose(n)
         self.cursor += n
         return [self.task.prompt(self.items[j]) for j in chosen]
@@ -183,7 +193,8 @@ class DifficultySampler:
                     "sampler/mean_pass_rate": sum(known) / len(known) if known else math.nan,
                     "sampler/profile_trials": float(self.trials_step),
                     "sampler/profile_trials_total": float(self.trials_total),
-                    "sampler/profiles": float(self.profiles), "sampler/retired": float(len(self.retired))})
+                    "sampler/profiles": float(self.profiles), "sampler/retired": float(len(self.retired)),
+                    "sampler/top_ups": float(self.top_ups)})
         self.trials_step = 0
         return out
 
@@ -255,16 +266,9 @@ class DifficultySampler:
         """K samples of every item through :attr:`profiler`, replacing their windows (K = 0: the windows are
         cleared, every item unprofiled again), then the refill's rounds (module docstring)."""
         k = self.cfg.profile_samples
-        if k > 0 and self.profiler is None:
-            raise ConfigError("rollout.sampler=difficulty: the sampler has no profiler (build the run with "
-                              "trajkit.rl.trainer.build_state, which gives it the rollout's)")
         if k > 0:
             self._profile_items(list(range(len(self.items))), push=True)
-            for _ in range(self.cfg.refill_rounds):
-                fresh = self._refill()
-                if not fresh:
-                    break
-                self._profile_items(fresh, push=False)
+            self._refill_rounds(push=False)
         else:
             self.windows = [[] for _ in self.windows]
         left = sum(pool_of(r) in ("informative", "unprofiled") for r in pass_rates(self.windows))
@@ -273,9 +277,35 @@ class DifficultySampler:
         self.recent.clear()
         self.profiles += 1
 
+    def running_low(self) -> bool:
+        """Whether a top-up is due: ``sampler.refill_below`` of the pool or fewer left to draw from, a solved
+        item to replace and a walk that can still find fresh ones (module docstring, "top-up")."""
+        if self.cfg.refill_below <= 0 or self.exhausted:
+            return False
+        pools = [pool_of(r) for r in pass_rates(self.windows)]
+        left = sum(p in ("informative", "unprofiled") for p in pools)
+        return left < self.cfg.refill_below * len(pools) and "solved" in pools
+
+    def top_up(self) -> None:
+        """The refill's rounds from the items solved now, the others' windows kept."""
+        self._refill_rounds(push=True)
+        self.top_ups += 1
+
+    def _refill_rounds(self, push: bool) -> None:
+        """Up to ``sampler.refill_rounds`` rounds: the solved items retired, fresh ones profiled in their places."""
+        for _ in range(self.cfg.refill_rounds):
+            fresh = self._refill()
+            if not fresh:
+                break
+            self._profile_items(fresh, push=push)
+            push = False
+
     def _profile_items(self, positions: list[int], push: bool) -> None:
         """K samples of the items at ``positions``, in batches of ``prompts_per_step * group_size`` rows (the
         first pushes the current policy to the engine when ``push``); their windows become the outcomes."""
+        if self.profiler is None:
+            raise ConfigError("rollout.sampler=difficulty: the sampler has no profiler (build the run with "
+                              "trajkit.rl.trainer.build_state, which gives it the rollout's)")
         k = self.cfg.profile_samples
         per_batch = max(1, self.batch * self.group_size // k)
         for start in range(0, len(positions), per_batch):
@@ -334,7 +364,7 @@ class DifficultySampler:
                 "credit": self.credit, "recent": list(self.recent), "since_profile": self.since_profile,
                 "pending": self.pending, "profiles": self.profiles, "trials_total": self.trials_total,
                 "batches": self.batches, "backoff": self.backoff, "walk": self.walk, "exhausted": self.exhausted,
-                "retired": list(self.retired)}
+                "retired": list(self.retired), "top_ups": self.top_ups}
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("kind") != "difficulty":
@@ -354,6 +384,7 @@ class DifficultySampler:
         self.since_profile, self.pending = int(state["since_profile"]), bool(state["pending"])
         self.profiles, self.trials_total = int(state["profiles"]), int(state["trials_total"])
         self.batches, self.backoff = int(state["batches"]), int(state["backoff"])
+        self.top_ups = int(state.get("top_ups", 0))  # absent: a checkpoint from before the top-up
 
 
 def _train_size(task: Task) -> int | None:

@@ -28,7 +28,12 @@ class SamplerConfig(Checked):
     ``refill_rounds`` (0: off): after every profile, up to this many rounds of retiring the items it found
     solved and profiling as many fresh ones in their place, the next distinct prompts of the train split that
     were never in the pool, so that the pool stays ``max_items`` items with headroom instead of shrinking to
-    what the policy has not learned yet (each round costs K samples of each fresh item)."""
+    what the policy has not learned yet (each round costs K samples of each fresh item).
+    ``refill_below`` (0: off; needs ``refill_rounds`` >= 1): between profiles, before a draw, when fewer than
+    ``refill_below`` x the pool's items are left to draw from (informative or unprofiled) and some item's
+    window says solved, the refill's rounds run on those items alone (a top-up: retired, fresh ones profiled
+    in their places), without profiling the rest of the pool again, so the pool does not run dry while
+    the plateau waits for it to."""
 
     max_items: int = 256
     profile_samples: int = 4
@@ -38,11 +43,13 @@ class SamplerConfig(Checked):
     plateau_steps: int = 5
     plateau_all_same: float = 0.8
     refill_rounds: int = 0
+    refill_below: float = 0.0
 
     __section__ = "sampler"
     __ranges__ = {"max_items": "[1, inf)", "profile_samples": "[0, inf)", "window": "[1, inf)",
                   "sharpness": "[0, inf)", "unsolved_share": "[0, 1]", "plateau_steps": "[0, inf)",
-                  "plateau_all_same": "(0, 1]", "refill_rounds": "[0, inf)"}
+                  "plateau_all_same": "(0, 1]", "refill_rounds": "[0, inf)",
+                  "refill_below": "[0, 1]"}
 
     def validate(self) -> None:
         if self.profile_samples == 1:
@@ -52,6 +59,10 @@ class SamplerConfig(Checked):
             raise ConfigError(f"sampler.refill_rounds={self.refill_rounds} replaces the items a profile finds "
                               "solved, and sampler.profile_samples=0 runs no profile; set sampler.profile_samples "
                               ">= 2 (or sampler.refill_rounds=0)")
+        if self.refill_below > 0 and self.refill_rounds == 0:
+            raise ConfigError(f"sampler.refill_below={self.refill_below} runs the refill's rounds between profiles, "
+                              "and sampler.refill_rounds=0 runs none; set sampler.refill_rounds >= 1 (or "
+                              "sampler.refill_below=0)")
         if self.window < self.profile_samples:
             raise ConfigError(f"sampler.window={self.window} is smaller than sampler.profile_samples="
                               f"{self.profile_samples}: the estimate would drop profile samples; set "
