@@ -278,8 +278,8 @@ class DifficultySampler:
         self.profiles += 1
 
     def running_low(self) -> bool:
-        """Whether a top-up is due: ``sampler.refill_below`` of the pool or fewer left to draw from, a solved
-        item to replace and a walk that can still find fresh ones (module docstring, "top-up")."""
+        """Whether a top-up is due: fewer than ``sampler.refill_below`` x the pool's items left to draw from, a
+        solved item to replace and a walk that can still find fresh ones (module docstring, "top-up")."""
         if self.cfg.refill_below <= 0 or self.exhausted:
             return False
         pools = [pool_of(r) for r in pass_rates(self.windows)]
