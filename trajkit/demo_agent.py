@@ -161,7 +161,7 @@ def train_rl(rl_cfg, seed: int, progress: LoopProgress) -> dict:
     history = trainer_for(rl_cfg)(rl_cfg, lambda r: progress.advance(seed, f"rl step {r.step}/{rl_cfg.steps}"))
     keep = ("step", "reward/raw", "reward/unscorable", "reward/groups_all_same", "eval/reward", "mismatch/max_abs",
             "env/failed", "sampler/informative", "sampler/solved", "sampler/unsolved", "sampler/unprofiled",
-            "sampler/mean_pass_rate", "sampler/profile_trials_total")
+            "sampler/mean_pass_rate", "sampler/profile_trials_total", "sampler/retired", "sampler/top_ups")
     return {"history": [{k: h[k] for k in keep if k in h} for h in history],
             "policy": str(out / "checkpoints" / f"step_{rl_cfg.steps:06d}" / "policy")}
 

@@ -151,6 +151,7 @@ def test_the_loop_trains_composed_kinds_with_the_difficulty_sampler_and_reports_
     assert "match-replace-json" not in train and "lines-reverse-text" not in train and train.count("\n") == 2
     groups = report["groups"]["0"]
     assert groups["sampler"] is not None and groups["sampler"]["profile_trials_total"] == 2 * 2  # 2 items x K=2
+    assert (groups["sampler"]["retired"], groups["sampler"]["top_ups"]) == (0, 0)  # no fresh item was profiled
     assert sum(groups["sampler"][k] for k in ("informative", "solved", "unsolved", "unprofiled")) == 2
     assert groups["mean"] is not None
     md = (out / "report.md").read_text()
