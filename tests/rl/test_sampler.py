@@ -332,6 +332,7 @@ def test_top_up_replaces_the_solved_items_between_profiles_and_keeps_the_other_w
     assert calls[2:] == [(2, 4, 2, True)]  # the current policy pushed once, K samples of each fresh item
     assert s.items == [4, 5, 2, 3] and s.retired == [0, 1] and s.walk == 6
     assert s.windows == [[1, 1, 1, 1], [1, 0, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0]]  # 2: its RL group's
+    assert s.since_profile == 0 and not s.recent  # the plateau's wait restarts
     m = s.metrics()
     assert (m["sampler/top_ups"], m["sampler/profiles"], m["sampler/profile_trials"]) == (1, 1, 2 * 4)
     assert (m["sampler/informative"], m["sampler/solved"], m["sampler/unsolved"]) == (2, 1, 1)
@@ -352,6 +353,42 @@ def test_top_up_needs_a_solved_item_a_fresh_one_and_a_share_set():
                   plateau_steps=0)
     off.take(2)
     assert not off.running_low() and off.metrics()["sampler/top_ups"] == 0
+
+
+def test_top_up_waits_while_the_unsolved_items_hold_the_pool_low():
+    # pool of 4 at b = 0.5 (a floor of 2): three unsolved items and one informative. Once item 3 is solved, 0
+    # items are left; replacing the one solved item could bring back 1 < 2, so no top-up: every newly solved
+    # item would otherwise top up on its own
+    table = {0: [0, 0, 0, 0], 1: [0, 0, 0, 0], 2: [0, 0, 0, 0], 3: [1, 0, 0, 0]}
+    s = sampler(distinct=10, table=table, max_items=4, refill_rounds=1, refill_below=0.5, plateau_steps=0)
+    s.take(2)
+    s.observe([3], [1] * 8, 8)
+    assert not s.running_low()
+
+
+def test_a_top_up_that_finds_nothing_fresh_is_not_counted():
+    # a pool holding every distinct prompt (4 of them, max_items 8): items 0 and 1 solved by RL, the top-up
+    # is due (2 left < 4 and 2 + 2 >= 4) but its walk finds nothing new: nothing profiled, no top-up counted
+    calls = []
+    table = {j: [1, 0, 1, 0] for j in range(4)}
+    s = sampler(distinct=4, table=table, calls=calls, max_items=8, refill_rounds=1, refill_below=1.0,
+                plateau_steps=0)
+    s.take(2)
+    s.observe([0, 1], [1] * 16, 8)
+    assert s.running_low()
+    s.take(2)
+    assert len(calls) == 2 and s.exhausted and s.top_ups == 0 and s.retired == [] and not s.running_low()
+
+
+def test_a_top_up_without_a_profiler_changes_nothing_before_it_refuses():
+    s = sampler(distinct=10, table=TOP_UP, max_items=4, refill_rounds=1, refill_below=0.5)
+    s.take(2)
+    s.observe([0, 1], [1] * 16, 8)
+    s.profiler = None
+    before = (list(s.items), [list(w) for w in s.windows], s.walk, list(s.retired))
+    with pytest.raises(ConfigError, match="no profiler"):
+        s.take(2)
+    assert (s.items, s.windows, s.walk, s.retired) == before
 
 
 @pytest.mark.parametrize("between", [dict(plateau_steps=1, plateau_all_same=0.5),  # a re-profile every step
@@ -388,8 +425,9 @@ def test_resume_with_refill_draws_exactly_what_the_uninterrupted_sampler_draws(b
     assert resumed.keys == first.keys
     assert head + run(resumed, 6) == expected
     assert resumed.retired == straight.retired and len(straight.retired) > 2
-    # top-ups (the second case) at steps 5 (before the checkpoint), 6, 7 and 10
-    assert (straight.profiles, straight.top_ups) == ((12, 0) if between["plateau_steps"] else (1, 4))
+    # top-ups (the second case) at steps 5 (before the checkpoint), 6 and 7; at step 10 the one solved item
+    # could not bring the pool back to 3 of 4 (two items unsolved): none
+    assert (straight.profiles, straight.top_ups) == ((12, 0) if between["plateau_steps"] else (1, 3))
     assert first.top_ups == (0 if between["plateau_steps"] else 1)
     assert (resumed.profiles, resumed.top_ups) == (straight.profiles, straight.top_ups)
     assert (resumed.items, resumed.walk, resumed.windows) == (straight.items, straight.walk, straight.windows)

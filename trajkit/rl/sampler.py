@@ -38,11 +38,14 @@ per item and draws by it:
               finite split's end, or ``16 max_items`` indices in a row of an endless stream) stops for good
               and a solved item without a replacement stays in the pool
     top-up    with ``sampler.refill_below`` b > 0, between profiles: before a draw, when fewer than b x the
-              pool's items are left to draw from (informative or unprofiled) and some item's window says
-              solved (its RL groups: with a window of one group, a group of G all solved), the refill's
-              rounds run from those items without profiling the others again (the first round pushes the
-              current policy); the pool keeps its headroom at a cost of K trials per fresh item, where a
-              plateau would wait until fewer than ``prompts_per_step`` items are left and then profile all
+              pool's items are left to draw from (informative or unprofiled) and replacing the items whose
+              window says solved (their RL groups: with a window of one group, a group of G all solved)
+              would bring it back to b, the refill's rounds run from those items without profiling the
+              others again (the first round pushes the current policy), and the plateau's wait restarts;
+              the pool keeps its headroom at a cost of K trials per fresh item, where a plateau would wait
+              until fewer than ``prompts_per_step`` items are left and then profile all. Fresh items that
+              the last round finds solved are replaced at the next draw if the pool is still low; under
+              dynamic sampling a top-up can come at a refill's draw, mid-step
 
 The weight ``p (1 - p)`` is the variance of a Bernoulli reward, the "learnability" of Tzannetos et al. /
 Foster & Foerster (2025, "Learning to reason at the frontier of learnability"). The probe-and-filter
@@ -278,34 +281,47 @@ class DifficultySampler:
         self.profiles += 1
 
     def running_low(self) -> bool:
-        """Whether a top-up is due: fewer than ``sampler.refill_below`` x the pool's items left to draw from, a
-        solved item to replace and a walk that can still find fresh ones (module docstring, "top-up")."""
+        """Whether a top-up is due: fewer than ``b = sampler.refill_below`` x the pool's items left to draw
+        from, a solved item to replace, enough of them to bring the pool back to b (the unsolved items, never
+        replaced between profiles, could hold it under b for good, and each newly solved item would then top
+        up) and a walk that can still find fresh ones (module docstring, "top-up")."""
         if self.cfg.refill_below <= 0 or self.exhausted:
             return False
         pools = [pool_of(r) for r in pass_rates(self.windows)]
-        left = sum(p in ("informative", "unprofiled") for p in pools)
-        return left < self.cfg.refill_below * len(pools) and "solved" in pools
+        left, solved = sum(p in ("informative", "unprofiled") for p in pools), pools.count("solved")
+        floor = self.cfg.refill_below * len(pools)
+        return left < floor and solved > 0 and left + solved >= floor
 
     def top_up(self) -> None:
-        """The refill's rounds from the items solved now, the others' windows kept."""
-        self._refill_rounds(push=True)
-        self.top_ups += 1
+        """The refill's rounds from the items solved now, the others' windows kept; one that replaced an item
+        restarts the plateau's wait (its all-same history is of the groups before)."""
+        self._need_profiler()
+        if self._refill_rounds(push=True):
+            self.top_ups += 1
+            self.since_profile = 0
+            self.recent.clear()
 
-    def _refill_rounds(self, push: bool) -> None:
-        """Up to ``sampler.refill_rounds`` rounds: the solved items retired, fresh ones profiled in their places."""
+    def _refill_rounds(self, push: bool) -> int:
+        """Up to ``sampler.refill_rounds`` rounds: the solved items retired, fresh ones profiled in their places;
+        the number of items replaced."""
+        replaced = 0
         for _ in range(self.cfg.refill_rounds):
             fresh = self._refill()
             if not fresh:
                 break
             self._profile_items(fresh, push=push)
-            push = False
+            push, replaced = False, replaced + len(fresh)
+        return replaced
+
+    def _need_profiler(self) -> None:
+        if self.profiler is None:
+            raise ConfigError("rollout.sampler=difficulty: the sampler has no profiler (build the run with "
+                              "trajkit.rl.trainer.build_state, which gives it the rollout's)")
 
     def _profile_items(self, positions: list[int], push: bool) -> None:
         """K samples of the items at ``positions``, in batches of ``prompts_per_step * group_size`` rows (the
         first pushes the current policy to the engine when ``push``); their windows become the outcomes."""
-        if self.profiler is None:
-            raise ConfigError("rollout.sampler=difficulty: the sampler has no profiler (build the run with "
-                              "trajkit.rl.trainer.build_state, which gives it the rollout's)")
+        self._need_profiler()
         k = self.cfg.profile_samples
         per_batch = max(1, self.batch * self.group_size // k)
         for start in range(0, len(positions), per_batch):
