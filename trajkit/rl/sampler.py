@@ -99,6 +99,18 @@ def pool_of(rate: float | None) -> str:
     return "unsolved" if rate == 0.0 else "solved" if rate == 1.0 else "informative"
 
 
+def pool_sizes(rates: Sequence[float | None]) -> dict[str, int]:
+    """How many items each pool holds, and ``"left"``: the items left to draw from (informative or unprofiled).
+
+    >>> pool_sizes([0.5, None, 1.0, 1.0])
+    {'informative': 1, 'solved': 2, 'unsolved': 0, 'unprofiled': 1, 'left': 2}
+    """
+    sizes = dict.fromkeys(("informative", "solved", "unsolved", "unprofiled"), 0)
+    for rate in rates:
+        sizes[pool_of(rate)] += 1
+    return {**sizes, "left": sizes["informative"] + sizes["unprofiled"]}
+
+
 def draw_weight(rate: float | None, sharpness: float) -> float:
     """``(p (1 - p)) ** sharpness`` for an informative item (unprofiled: p = 0.5); 0 for the other pools.
 
@@ -187,11 +199,8 @@ class DifficultySampler:
         """The pools, the mean estimated pass rate over profiled items, and the profiling cost (this step's
         trials, then zeroed, and the run's)."""
         rates = pass_rates(self.windows)
-        sizes = {name: 0 for name in ("informative", "solved", "unsolved", "unprofiled")}
-        for rate in rates:
-            sizes[pool_of(rate)] += 1
         known = [r for r in rates if r is not None]
-        out = {f"sampler/{k}": float(v) for k, v in sizes.items()}
+        out = {f"sampler/{k}": float(v) for k, v in pool_sizes(rates).items() if k != "left"}
         out.update({"sampler/items": float(len(rates)),
                     "sampler/mean_pass_rate": sum(known) / len(known) if known else math.nan,
                     "sampler/profile_trials": float(self.trials_step),
@@ -262,7 +271,7 @@ class DifficultySampler:
         need = self.cfg.plateau_steps * self.batch
         if need == 0 or self.since_profile < need * self.backoff:
             return False
-        left = sum(pool_of(r) in ("informative", "unprofiled") for r in pass_rates(self.windows))
+        left = pool_sizes(pass_rates(self.windows))["left"]
         return left < self.batch or sum(self.recent) / len(self.recent) >= self.cfg.plateau_all_same
 
     def profile(self) -> None:
@@ -274,7 +283,7 @@ class DifficultySampler:
             self._refill_rounds(push=False)
         else:
             self.windows = [[] for _ in self.windows]
-        left = sum(pool_of(r) in ("informative", "unprofiled") for r in pass_rates(self.windows))
+        left = pool_sizes(pass_rates(self.windows))["left"]
         self.backoff = 1 if left >= self.batch else min(2 * self.backoff, MAX_BACKOFF)
         self.pending, self.since_profile = False, 0
         self.recent.clear()
@@ -287,10 +296,9 @@ class DifficultySampler:
         up) and a walk that can still find fresh ones (module docstring, "top-up")."""
         if self.cfg.refill_below <= 0 or self.exhausted:
             return False
-        pools = [pool_of(r) for r in pass_rates(self.windows)]
-        left, solved = sum(p in ("informative", "unprofiled") for p in pools), pools.count("solved")
-        floor = self.cfg.refill_below * len(pools)
-        return left < floor and solved > 0 and left + solved >= floor
+        sizes = pool_sizes(pass_rates(self.windows))
+        floor = self.cfg.refill_below * len(self.windows)
+        return sizes["left"] < floor and sizes["solved"] > 0 and sizes["left"] + sizes["solved"] >= floor
 
     def top_up(self) -> None:
         """The refill's rounds from the items solved now, the others' windows kept; one that replaced an item
