@@ -1,8 +1,10 @@
 """The difficulty sampler in the trainer (tiny random policy): on a task where every even item is solved
 by construction and every odd one by one row of four, uniform sampling gives ``reward/groups_all_same``
 0.5 each step and the difficulty sampler 0 (the solved items set aside after the profile); a resumed run
-draws and samples exactly what the uninterrupted one does."""
+draws and samples exactly what the uninterrupted one does, and evaluating between steps changes nothing the
+run trains on."""
 import pytest
+import torch
 
 from trajkit.envs.rewards import RewardSet
 from trajkit.rl.trainer import Trainer
@@ -88,3 +90,25 @@ def test_refill_replaces_the_solved_items_in_the_trainer(tiny):
         indices = [s.metadata["prompt_index"] for s in result.samples[::G]]
         assert set(indices) <= {1, 3, 5} and len(set(indices)) == 2, indices
         assert result.metrics["reward/groups_all_same"] == 0.0
+
+
+def test_evaluating_between_steps_changes_nothing_the_run_trains(tiny):
+    # the eval has its own seed and the sampler never sees its scores: a run evaluated before every step
+    # (sampled, so the eval draws random numbers) draws, samples and learns exactly what a run never evaluated
+    # does, so a config may change eval.every without changing its trained policy
+    spec = DIFFICULTY + ("sampler.max_items=4", "sampler.refill_rounds=1", "sampler.refill_below=0.5",
+                         "eval.num_prompts=4", "eval.samples=2", "eval.temperature=1.0")
+    plain, evaluated = _trainer(tiny, *spec), _trainer(tiny, *spec)
+    evals = []
+    for _ in range(4):
+        evals.append(evaluated.evaluate()["eval/reward"])
+        want, got = plain.step_once(), evaluated.step_once()
+        assert [s.metadata["prompt_index"] for s in got.samples] == [s.metadata["prompt_index"] for s in want.samples]
+        assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in want.samples]
+        assert got.metrics["reward/raw"] == want.metrics["reward/raw"]
+        assert got.metrics["sampler/profile_trials_total"] == want.metrics["sampler/profile_trials_total"]
+    assert len(evals) == 4 and all(0.0 <= e <= 1.0 for e in evals)
+    assert evaluated.state.stream.windows == plain.state.stream.windows
+    trained = plain.state.side.policy.state_dict()
+    for name, value in evaluated.state.side.policy.state_dict().items():
+        assert torch.equal(value, trained[name]), name
