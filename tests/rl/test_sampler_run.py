@@ -30,6 +30,14 @@ def _trainer(tiny, *overrides):
     return t
 
 
+def _assert_same_step(got, want, *keys):
+    """Two runs' step results drew the same items, sampled the same tokens and logged the same ``keys``."""
+    assert [s.metadata["prompt_index"] for s in got.samples] == [s.metadata["prompt_index"] for s in want.samples]
+    assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in want.samples]
+    for key in keys:
+        assert got.metrics[key] == want.metrics[key], key
+
+
 DIFFICULTY = ("rollout.sampler=difficulty", "sampler.max_items=8", f"sampler.profile_samples={G}",
               "sampler.window=8", "sampler.unsolved_share=0")
 
@@ -67,11 +75,8 @@ def test_resumed_run_draws_what_the_uninterrupted_run_draws(tiny, tmp_path):
         first.step_once()
     path = first.save(str(tmp_path / "ckpt"))
     resumed = _trainer(tiny, *spec, f"checkpoint.resume_from={path}")
-    got = resumed.step_once()
-    assert [s.metadata["prompt_index"] for s in got.samples] == [s.metadata["prompt_index"] for s in expected.samples]
-    assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in expected.samples]
-    for key in ("reward/raw", "loss/pg", "sampler/informative", "sampler/profiles", "sampler/profile_trials_total"):
-        assert got.metrics[key] == expected.metrics[key], key
+    _assert_same_step(resumed.step_once(), expected, "reward/raw", "loss/pg", "sampler/informative",
+                      "sampler/profiles", "sampler/profile_trials_total")
     assert resumed.state.stream.windows == straight.state.stream.windows
     assert expected.metrics["sampler/profiles"] == 2 and expected.metrics["sampler/profile_trials"] == 3 * G
 
@@ -102,11 +107,8 @@ def test_evaluating_between_steps_changes_nothing_the_run_trains(tiny):
     evals = []
     for _ in range(4):
         evals.append(evaluated.evaluate()["eval/reward"])
-        want, got = plain.step_once(), evaluated.step_once()
-        assert [s.metadata["prompt_index"] for s in got.samples] == [s.metadata["prompt_index"] for s in want.samples]
-        assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in want.samples]
-        assert got.metrics["reward/raw"] == want.metrics["reward/raw"]
-        assert got.metrics["sampler/profile_trials_total"] == want.metrics["sampler/profile_trials_total"]
+        want = plain.step_once()
+        _assert_same_step(evaluated.step_once(), want, "reward/raw", "sampler/profile_trials_total")
     assert len(evals) == 4 and all(0.0 <= e <= 1.0 for e in evals)
     assert evaluated.state.stream.windows == plain.state.stream.windows
     trained = plain.state.side.policy.state_dict()
