@@ -10,6 +10,7 @@ from pathlib import Path
 
 import openai
 import pytest
+import torch
 
 from tests.rl.test_async import wait_for
 from trajkit.errors import ConfigError
@@ -89,6 +90,61 @@ def test_agent_rollouts_are_a_function_of_the_step_seed(tiny):
     assert sampled() == first
     assert sampled("seed=1") != first
     assert len({tuple(ids) for ids in first}) > 1  # the runs of one step are seeded apart
+
+
+def test_evaluating_between_steps_changes_nothing_an_agent_run_trains(tiny):
+    """The environment numbers every round it runs, evaluations included (session ids ``run-ROUND-I``), but a
+    call's seed comes from the round's seed and the row, so a run evaluated (sampled) before every step
+    samples and learns exactly what a run never evaluated does: a config may change ``eval.every`` (or a
+    sampler profile before a step) without changing the trained policy. With seeds drawn from the round
+    numbers every step after the first evaluation sampled other tokens."""
+    def trainer():
+        task = AgentTask(ROWS, byte_tokenizer(), two_turns, eval=ROWS[:2], reward_funcs=[odd_length])
+        return Trainer(tiny("eval.num_prompts=2", "eval.samples=2", "eval.temperature=1.0"), task=task,
+                       logger=False)
+    plain, evaluated = trainer(), trainer()
+    try:
+        for _ in range(3):
+            evaluated.evaluate()
+            want, got = plain.step_once(), evaluated.step_once()
+            assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in want.samples]
+            assert got.metrics["reward/raw"] == want.metrics["reward/raw"]
+            assert got.samples[0].metadata["session"] != want.samples[0].metadata["session"]  # rounds apart
+        trained = plain.state.side.policy.state_dict()
+        for name, value in evaluated.state.side.policy.state_dict().items():
+            assert torch.equal(value, trained[name]), name
+    finally:
+        plain.close()
+        evaluated.close()
+
+
+def test_a_resumed_agent_run_samples_what_the_uninterrupted_run_samples(tiny, tmp_path):
+    """A resumed run's environment numbers its rounds from 1 again (the counter is not in the checkpoint), so
+    with seeds drawn from the round numbers its first step after the checkpoint sampled other tokens than
+    the run that went on; with seeds from the round's seed and the row it samples the same."""
+    def trainer(*overrides):
+        task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
+        return Trainer(tiny(*overrides), task=task, logger=False)
+    straight = trainer()
+    try:
+        straight.step_once()
+        want = straight.step_once()
+    finally:
+        straight.close()
+    first = trainer()
+    try:
+        first.step_once()
+        path = first.save(str(tmp_path / "ckpt"))
+    finally:
+        first.close()
+    resumed = trainer(f"checkpoint.resume_from={path}")
+    try:
+        got = resumed.step_once()
+    finally:
+        resumed.close()
+    assert got.step == want.step == 2
+    assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in want.samples]
+    assert got.samples[0].metadata["session"] != want.samples[0].metadata["session"]  # numbered from 1 again
 
 
 def test_a_weight_sync_waits_for_the_running_engine_call(tiny):

@@ -109,11 +109,11 @@ class RayRollouts:
     def episodes(self, rows: list, params: SamplingParams, round_no: int,
                  timeout_s: float | None = None) -> tuple[list, list[GenerationStats], list[int]]:
         """Round ``round_no``'s episodes of ``rows``: worker ``i`` runs the ``i``-th contiguous slice
-        (:func:`split_rows`) with a gateway over its own backend, each run keeping the session id, and so the
-        seeds, it has in process (:meth:`trajkit.envs.agent.GatewayEnv.rollout_part`) -> (the samples in row
-        order, every call's stats, the calls' versions). One deadline, the longer of ``cluster.timeout_s`` and
-        the round's own (``timeout_s``, the environment's) plus a minute; a worker that raises, dies or is
-        silent fails the round naming the worker and the task."""
+        (:func:`split_rows`) with a gateway over its own backend, each run keeping the session id and seed key,
+        and so the seeds, it has in process (:meth:`trajkit.envs.agent.GatewayEnv.rollout_part`) -> (the samples
+        in row order, every call's stats, the calls' versions). One deadline, the longer of
+        ``cluster.timeout_s`` and the round's own (``timeout_s``, the environment's) plus a minute; a worker
+        that raises, dies or is silent fails the round naming the worker and the task."""
         slices = split_rows(len(rows), len(self.workers))
         started = time.perf_counter()
         refs = [self.workers[i].episodes.remote(list(rows[sl.start:sl.stop]), params, round_no, sl.start)

@@ -21,8 +21,8 @@ the rollout workers, not here: each worker holds the task (built from the config
 given object, pickled) and runs its contiguous slice of every round's rows with a gateway over its own
 backend, so the harness processes and Harbor sandboxes live on the workers' nodes
 (:meth:`~trajkit.rl.rollout.Rollout.episodes`, :meth:`~trajkit.cluster.split.RayRollouts.episodes`). A run
-keeps its in-process session id and so its seeds; the controller gets the finished samples, the calls'
-counters and versions, and judges the round (every run failed: an error; Harbor: failed trials masked).
+keeps its in-process session id and seed key, and so its seeds; the controller gets the finished samples, the
+calls' counters and versions, and judges the round (every run failed: an error; Harbor: failed trials masked).
 A worker that raises or dies fails the step naming the worker and the task.
 """
 from __future__ import annotations

@@ -19,8 +19,10 @@ times, a group, by the trainer):
 2. each run's session is opened for the round (:class:`trajkit.gateway.sessions.Forced`): every request is
    sampled at the round's temperature with top-k/top-p off and ``max_new_tokens`` as the default budget (the
    loss assumes that distribution, whatever the harness asks for); a request without a seed is seeded from
-   the round's seed, its session and its index there, so the step's rollouts are a function of the step's
-   seed as in the plain rollout path. The shared :class:`~trajkit.gateway.GatewayConfig` is never rewritten;
+   the round's seed, its run's row in the round and the request's index in its session, so the step's
+   rollouts are a function of the step's seed as in the plain rollout path, and not of the rounds run
+   before (an evaluation or a profile between two steps changes no seed of the next). The shared
+   :class:`~trajkit.gateway.GatewayConfig` is never rewritten;
 3. the harness runs once per prompt, all concurrently (the gateway batches their requests), each with its
    own API key: a random secret bound to its session (``run-ROUND-I``) when the session is opened, revoked
    when the round ends. The gateway is locked (:mod:`trajkit.gateway.access`): a request reaches only the
@@ -189,7 +191,7 @@ class GatewayEnv:
         self._rounds: set[int] = set()  # rounds running now (any thread)
         self._mutex = threading.Lock()  # guards the gateway's start and stop, the rounds and the counter
         self._stack = ExitStack()
-        self._prefix = "run"  # session ids (and so their calls' seeds) are the same on every run
+        self._prefix = "run"  # session ids are the same on every run
         self._round = 0
 
     def serve(self, client: GenerationClient) -> Gateway:
@@ -267,9 +269,10 @@ class GatewayEnv:
         return samples
 
     def next_round(self, generate: Generate | None = None) -> int:
-        """A new round's number (its runs' session ids ``run-ROUND-I``, and so their calls' seeds): the one the
-        trainer reserved on ``generate`` (:attr:`GenerationClient.round`, taken once), else the counter's next.
-        The counter counts every number handed out, reserved ones included."""
+        """A new round's number (its runs' session ids ``run-ROUND-I``; not their calls' seeds, which the round's
+        seed and the row give: :meth:`rollout_part`): the one the trainer reserved on ``generate``
+        (:attr:`GenerationClient.round`, taken once), else the counter's next. The counter counts every number
+        handed out, reserved ones included."""
         reserved = getattr(generate, "round", None)
         if reserved is not None:
             generate.round = None
@@ -281,12 +284,16 @@ class GatewayEnv:
     def rollout_part(self, generate: Generate, prompts: Sequence[Prompt], params: SamplingParams, round_no: int,
                      first: int) -> list[Sample]:
         """The runs of rows ``first .. first + len(prompts) - 1`` of round ``round_no`` (another process may run
-        the round's other rows: a Ray rollout worker runs its slice); each run's session id, and so each call's
-        seed, is the one it has when the whole round runs here. Failed runs are empty samples; the round's
+        the round's other rows: a Ray rollout worker runs its slice); each run's session id and each call's
+        seed are the ones they have when the whole round runs here. A call's seed comes from the round's seed
+        (``params.seed``), the row (seed key ``run-row-I``) and the call's index, never from ``round_no``: the
+        round numbers count every round of the environment (evaluations and profiles too), so a seed drawn
+        from them would change with how often a run evaluates. Failed runs are empty samples; the round's
         verdict on them is :meth:`check_round`'s, over all its rows."""
         with self._round_of(as_client(generate), round_no) as gateway:
             forced = Forced(params.temperature, params.seed, params.max_new_tokens)
-            opened = [gateway.sessions.open(f"{self._prefix}-{round_no}-{first + i}", self.model, forced, tag=round_no)
+            opened = [gateway.sessions.open(f"{self._prefix}-{round_no}-{first + i}", self.model, forced, tag=round_no,
+                                            seed_key=f"{self._prefix}-row-{first + i}")
                       for i in range(len(prompts))]
             runs = [HarnessRun(self.base_url, s.key, self.model, _task_text(p), dict(p.columns), session=s.id)
                     for s, p in zip(opened, prompts)]

@@ -213,7 +213,7 @@ class Gateway:
         if forced.temperature is not None:
             s = replace(s, temperature=forced.temperature, top_k=0, top_p=1.0)
         if s.seed is None and forced.seed is not None:
-            s = replace(s, seed=session_seed(forced.seed, session.id, session.next_call()))
+            s = replace(s, seed=session_seed(forced.seed, session.seed_name, session.next_call()))
         stop_ids = tuple(self.stop_ids) + tuple(t for t in dict.fromkeys(extra_stop_ids) if t not in self.stop_ids)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,
                                  stop_token_ids=stop_ids, top_logprobs=s.top_logprobs,
@@ -375,7 +375,8 @@ def _has_stop(text: str, stop: list[str]) -> bool:
 
 
 def session_seed(seed: int, session: str, call: int) -> int:
-    """The seed of call ``call`` of ``session`` under ``GatewayConfig.force_seed = seed`` (63 bits; the
-    session id enters through a hash that is the same in every process, unlike ``hash(str)``)."""
+    """The seed of call ``call`` of the session named ``session`` (its seed key, else its id:
+    :attr:`Session.seed_name`) under ``seed`` (``GatewayConfig.force_seed``, or an RL round's), 63 bits; the
+    name enters through a hash that is the same in every process, unlike ``hash(str)``."""
     digest = int.from_bytes(hashlib.blake2b(session.encode(), digest_size=8).digest(), "little")
     return mix(mix(seed, digest), call)

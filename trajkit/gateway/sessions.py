@@ -71,8 +71,8 @@ def record_line(session_id: str, record: CallRecord) -> str:
 class Forced:
     """Sampling a session's requests get whatever they ask (an RL round's: the loss assumes it).
     ``temperature`` replaces the request's (top-k/top-p off); ``seed`` seeds the requests that bring none
-    (with the session id and the call's index, :func:`trajkit.gateway.service.session_seed`); ``max_tokens``
-    is the budget of a request that gives none."""
+    (with the session's seed key and the call's index, :func:`trajkit.gateway.service.session_seed`);
+    ``max_tokens`` is the budget of a request that gives none."""
 
     temperature: float | None
     seed: int | None = None
@@ -90,6 +90,12 @@ class Session:
     forced: Forced | None = None  # set when the session is opened for an RL round (SessionStore.open)
     tag: object = None  # who its requests are for (an RL round's number): the scheduler's job tag
     key: str | None = field(default=None, repr=False)  # the secret bound to it by SessionStore.open
+    seed_key: str | None = None  # the name its forced seeds are drawn under (None: its id; SessionStore.open)
+
+    @property
+    def seed_name(self) -> str:
+        """What :func:`~trajkit.gateway.service.session_seed` hashes: ``seed_key``, else the session id."""
+        return self.id if self.seed_key is None else self.seed_key
 
     def next_call(self) -> int:
         """The index of a new request in this session (0, 1, ...), counted when it is prepared."""
@@ -146,8 +152,10 @@ class SessionStore:
                            "(use a new x-session-id or API key)", param="model", status=409, code="session_model")
         return s
 
-    def open(self, sid: str, model: str, forced: Forced | None = None, tag: object = None) -> Session:
-        """A new session ``sid`` whose requests are sampled as ``forced`` says and tagged ``tag`` (the
+    def open(self, sid: str, model: str, forced: Forced | None = None, tag: object = None,
+             seed_key: str | None = None) -> Session:
+        """A new session ``sid`` whose requests are sampled as ``forced`` says (its seeds drawn under
+        ``seed_key``, else ``sid``) and tagged ``tag`` (the
         scheduler's :meth:`~trajkit.gateway.scheduler.Scheduler.drain` by tag), with a fresh random ``key``
         (``tk-`` + ``secrets.token_urlsafe``, 192 bits; the prefix keeps a key that would start with ``-`` from
         reading as an option on a harness's command line) bound to it until :meth:`revoke`; an existing one
@@ -156,7 +164,7 @@ class SessionStore:
         with self._lock:
             if sid in self._sessions:
                 raise ValueError(f"session {sid!r} is open already")
-            s = self._sessions[sid] = Session(sid, model, forced=forced, tag=tag, key=key)
+            s = self._sessions[sid] = Session(sid, model, forced=forced, tag=tag, key=key, seed_key=seed_key)
             self._keys[_digest(key)] = s
         return s
 

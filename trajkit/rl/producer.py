@@ -111,9 +111,9 @@ class Producer:
     def _reserve(self) -> None:
         """Make the clients of the batches the trainer's version admits, in step order, on the trainer's thread
         (the constructor and :meth:`advance`): an environment that numbers its rounds (a gateway environment:
-        session ids ``run-ROUND-I``, which seed the calls) gets each batch's round number here, so it depends
-        on the step and the trainer's schedule (its evaluations number their rounds from the same counter),
-        never on the timing of the batches' threads."""
+        session ids ``run-ROUND-I``) gets each batch's round number here, so it depends on the step and the
+        trainer's schedule (its evaluations number their rounds from the same counter), never on the timing of
+        the batches' threads. The calls' seeds do not depend on it (the round's seed and the row give them)."""
         if not self.own_clients:
             return
         number = getattr(self.t.task.env, "next_round", None)
