@@ -10,7 +10,7 @@ AGENT_EXAMPLE = """Examples:
     --set sft.families=match-sort-json,lines-sum-text,match-replace-json,lines-reverse-text \\
     --set rl.steps=2 --set rl.eval.every=1 --set rl.sampler.max_items=8
   (a short try, about 4 minutes on 2 cores: 2 trained kinds, 4 held-out tasks; a seed as
-  packaged takes about an hour, estimated)
+  packaged takes about 70 minutes, estimated from its timed parts)
 
 Overrides: sft.KEY=VALUE goes to the SFT config (default sft_harbor_smollm2: trajkit train sft_harbor_smollm2
 --print-config lists its keys), rl.SECTION.KEY=VALUE to the RL config (default grpo_harbor_smollm2). A rerun
