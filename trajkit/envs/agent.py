@@ -99,7 +99,8 @@ class HarnessRun:
     """What one harness run gets: the gateway's ``base_url`` (``http://127.0.0.1:PORT/v1``), the
     ``api_key`` bound to its session (a secret: the only key that reaches it), the served ``model`` name, the
     ``task`` text (the row's prompt; a message list is passed as JSON), the row's other ``columns`` and the
-    ``session`` id (``run-ROUND-I``: what records, seeds and messages name; not a credential)."""
+    ``session`` id (``run-ROUND-I``: what records and messages name; not a credential, and not what seeds its
+    calls: the row's seed key, :meth:`GatewayEnv.rollout_part`)."""
 
     base_url: str
     api_key: str
