@@ -42,6 +42,12 @@ def odd_length(completions, harness_output, **kwargs) -> list[float]:
     return [None if out is None else float(len(out) % 2) for out in harness_output]
 
 
+def _trainer(tiny, *overrides, eval=None):
+    """A trainer on the two-turn agent task over ``ROWS`` (``eval``: its evaluation rows), logging nothing."""
+    task = AgentTask(ROWS, byte_tokenizer(), two_turns, eval=eval, reward_funcs=[odd_length])
+    return Trainer(tiny(*overrides), task=task, logger=False)
+
+
 def _records(task, sample):
     return task.env.gateway.sessions.find(sample.metadata["session"]).records
 
@@ -79,8 +85,7 @@ def test_agent_rollouts_are_a_function_of_the_step_seed(tiny):
     """Harnesses send no seed; the gateway seeds each call from the round's seed, its session and its index
     there, so two trainers with the same seed sample the same tokens (and another seed others)."""
     def sampled(*overrides):
-        task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
-        trainer = Trainer(tiny(*overrides), task=task, logger=False)
+        trainer = _trainer(tiny, *overrides)
         try:
             return [s.completion_ids for s in trainer.step_once().samples]
         finally:
@@ -98,11 +103,8 @@ def test_evaluating_between_steps_changes_nothing_an_agent_run_trains(tiny):
     samples and learns exactly what a run never evaluated does: a config may change ``eval.every`` (or a
     sampler profile before a step) without changing the trained policy. With seeds drawn from the round
     numbers every step after the first evaluation sampled other tokens."""
-    def trainer():
-        task = AgentTask(ROWS, byte_tokenizer(), two_turns, eval=ROWS[:2], reward_funcs=[odd_length])
-        return Trainer(tiny("eval.num_prompts=2", "eval.samples=2", "eval.temperature=1.0"), task=task,
-                       logger=False)
-    plain, evaluated = trainer(), trainer()
+    spec = ("eval.num_prompts=2", "eval.samples=2", "eval.temperature=1.0")
+    plain, evaluated = _trainer(tiny, *spec, eval=ROWS[:2]), _trainer(tiny, *spec, eval=ROWS[:2])
     try:
         for _ in range(3):
             evaluated.evaluate()
@@ -122,22 +124,19 @@ def test_a_resumed_agent_run_samples_what_the_uninterrupted_run_samples(tiny, tm
     """A resumed run's environment numbers its rounds from 1 again (the counter is not in the checkpoint), so
     with seeds drawn from the round numbers its first step after the checkpoint sampled other tokens than
     the run that went on; with seeds from the round's seed and the row it samples the same."""
-    def trainer(*overrides):
-        task = AgentTask(ROWS, byte_tokenizer(), two_turns, reward_funcs=[odd_length])
-        return Trainer(tiny(*overrides), task=task, logger=False)
-    straight = trainer()
+    straight = _trainer(tiny)
     try:
         straight.step_once()
         want = straight.step_once()
     finally:
         straight.close()
-    first = trainer()
+    first = _trainer(tiny)
     try:
         first.step_once()
         path = first.save(str(tmp_path / "ckpt"))
     finally:
         first.close()
-    resumed = trainer(f"checkpoint.resume_from={path}")
+    resumed = _trainer(tiny, f"checkpoint.resume_from={path}")
     try:
         got = resumed.step_once()
     finally:

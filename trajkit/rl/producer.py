@@ -11,22 +11,23 @@ construction and no finished work is thrown away for it. The trainer still check
 (:func:`admit`) and drops a group that would exceed it (``async/dropped_stale``; zero unless a push
 bypassed :meth:`trajkit.rl.rollout.Rollout.push`).
 
-*Batches overlap.* Each admitted batch runs in a thread of its own, so up to ``K + 1`` batches' episodes are
-in flight at once: batch ``s + 1`` starts as soon as admission allows, while batch ``s``'s stragglers still
-run (a synchronous step, and a producer making one batch at a time, waits for each batch's slowest episode
-before the next begins). Within a batch the environment runs the episodes concurrently (one batched engine
-call per turn; a latency or tool wait per episode, the batch's longest). Engine calls of different batches
-take turns on the one engine under ``Rollout.lock``; a wait (tool call, sandbox, the latency env's sleep)
-happens outside it. Each batch has its own client (:meth:`Rollout.batch_client`: its calls and versions), made
-on the trainer's thread in step order as admission allows (with the round number an environment that numbers
-its rounds reserves for it: a gateway environment's session ids ``run-ROUND-I``; their calls' seeds come from
-the round's seed and the row), draws its prompts in the producer's loop thread in step order, and keeps its
-per-row seeds, so a sample does not depend on the interleaving, only on the weights that sampled it. The
-trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays exact for
-resume. One batch at a time instead (:func:`batches_in_flight`) when dynamic sampling refills a batch from the
-stream (a later batch's prompts would depend on the timing) or the environment does not declare
-``concurrent_rollouts`` (the single-turn, tool and gateway environments do; the gateway ones share one
-gateway, each round waiting for its own requests: :mod:`trajkit.envs.agent`).
+*Batches overlap.* Each admitted batch runs in a thread of its own, so up to ``K + 1`` batches' episodes
+are in flight at once: batch ``s + 1`` starts as soon as admission allows, while batch ``s``'s stragglers
+still run (a synchronous step, and a producer making one batch at a time, waits for each batch's slowest
+episode before the next begins). Within a batch the environment runs the episodes concurrently (one
+batched engine call per turn; a latency or tool wait per episode, the batch's longest). Engine calls of
+different batches take turns on the one engine under ``Rollout.lock``; a wait (tool call, sandbox, the
+latency env's sleep) happens outside it. Each batch has its own client (:meth:`Rollout.batch_client`:
+its calls and versions), made on the trainer's thread in step order as admission allows (with the round
+number an environment that numbers its rounds reserves for it: a gateway environment's session ids
+``run-ROUND-I``; their calls' seeds come from the round's seed and the row), draws its prompts in the
+producer's loop thread in step order, and keeps its per-row seeds, so a sample does not depend on the
+interleaving, only on the weights that sampled it.
+The trainer takes the batches in step order (:meth:`Producer.take`): the stream's committed cursor stays
+exact for resume. One batch at a time instead (:func:`batches_in_flight`) when dynamic sampling refills
+a batch from the stream (a later batch's prompts would depend on the timing) or the environment does not
+declare ``concurrent_rollouts`` (the single-turn, tool and gateway environments do; the gateway ones share
+one gateway, each round waiting for its own requests: :mod:`trajkit.envs.agent`).
 
 Partial rollouts: the trainer pushes new weights after each update without waiting for the producer's
 episodes. A push waits only for the engine call in progress (every call holds ``Rollout.lock``); an
