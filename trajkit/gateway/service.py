@@ -212,7 +212,9 @@ class Gateway:
         max_new = min(s.max_tokens if s.max_tokens is not None else budget, room)
         if forced.temperature is not None:
             s = replace(s, temperature=forced.temperature, top_k=0, top_p=1.0)
-        if s.seed is None and forced.seed is not None:
+        # an RL round's session (session.forced) seeds every request, whatever seed it brings: a harness that
+        # pins one would make a group's members copies of each other (no advantage) or replay another row
+        if forced.seed is not None and (s.seed is None or session.forced is not None):
             s = replace(s, seed=session_seed(forced.seed, session.seed_name, session.next_call()))
         stop_ids = tuple(self.stop_ids) + tuple(t for t in dict.fromkeys(extra_stop_ids) if t not in self.stop_ids)
         params = [SamplingParams(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, max_new_tokens=max_new,

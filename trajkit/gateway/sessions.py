@@ -70,8 +70,9 @@ def record_line(session_id: str, record: CallRecord) -> str:
 @dataclass(frozen=True)
 class Forced:
     """Sampling a session's requests get whatever they ask (an RL round's: the loss assumes it).
-    ``temperature`` replaces the request's (top-k/top-p off); ``seed`` seeds the requests that bring none
-    (with the session's seed key and the call's index, :func:`trajkit.gateway.service.session_seed`);
+    ``temperature`` replaces the request's (top-k/top-p off); ``seed`` seeds every request, replacing any
+    seed it brings (with the session's seed key and the call's index, :func:`trajkit.gateway.service.session_seed`;
+    ``GatewayConfig.force_seed`` seeds only the requests that bring none);
     ``max_tokens`` is the budget of a request that gives none."""
 
     temperature: float | None
