@@ -18,10 +18,10 @@ times, a group, by the trainer):
    says what is off);
 2. each run's session is opened for the round (:class:`trajkit.gateway.sessions.Forced`): every request is
    sampled at the round's temperature with top-k/top-p off and ``max_new_tokens`` as the default budget (the
-   loss assumes that distribution, whatever the harness asks for); a request without a seed is seeded from
-   the round's seed, its run's row in the round and the request's index in its session, so the step's
-   rollouts are a function of the step's seed as in the plain rollout path, and not of the rounds run
-   before (an evaluation or a profile between two steps changes no seed of the next). The shared
+   loss assumes that distribution, whatever the harness asks for); every request is seeded (a seed the harness
+   sends is replaced) from the round's seed, its run's row in the round and its index in the session, so
+   the step's rollouts are a function of the step's seed as in the plain rollout path, and not of the rounds
+   run before (an evaluation or a profile between two steps changes no seed of the next). The shared
    :class:`~trajkit.gateway.GatewayConfig` is never rewritten;
 3. the harness runs once per prompt, all concurrently (the gateway batches their requests), each with its
    own API key: a random secret bound to its session (``run-ROUND-I``) when the session is opened, revoked
