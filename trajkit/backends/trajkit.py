@@ -3,9 +3,9 @@
 :class:`TrajkitBackend` is :class:`trajkit.engine.Engine` behind the backend protocol. Its log-probs are
 the engine's (post-temperature, float32 on CPU: equal to a full forward up to float rounding) and a
 seeded row's tokens depend only on its own seed, prompt and index (:mod:`trajkit.engine.rng`), up to the
-floating-point differences that module names: what the engine computed before (an evaluation between two RL
-steps) changes its log-probs at the 1e-5 level and can flip a sampled token now and then (docs/rl_after_sft.md,
-round 14). It declares
+floating-point differences that module names: on the Harbor path a run evaluated between its RL steps had
+log-probs 1e-5 apart from an unevaluated run's and a sampled token flipped now and then, the cause not pinned
+down (docs/rl_after_sft.md, round 14). It declares
 every in-process part (:class:`~trajkit.backends.base.Capabilities`): ``session()`` for the gateway's
 continuous batching, the exact prefix cache, adapter-only syncs and ``token_logprobs``; ``engine`` and
 ``model`` are the engine and its model.
