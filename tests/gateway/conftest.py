@@ -1,8 +1,10 @@
 """Fixtures: a random tiny byte-vocabulary model behind a real uvicorn server on a loopback port, and a
 tiny model fine-tuned for a few seconds to answer scripted conversations (real ``<think>`` and
 ``<tool_call>`` blocks through the real engine and chat template)."""
+import contextlib
 import copy
 
+import httpx
 import pytest
 import torch
 
@@ -31,6 +33,27 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)  # later tests get the thread count they would get alone
+
+
+def tiny_gateway(locked: bool = True, max_context: int = 256):
+    """A gateway serving model ``policy``, a random 16-wide tiny model: ``locked``, the one GatewayEnv builds
+    (a session's key reaches that session only); else the open one ``trajkit serve`` builds."""
+    from trajkit.envs.agent import episode_gateway
+
+    torch.manual_seed(0)
+    model = build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512), seed=0)
+    build = episode_gateway if locked else Gateway
+    return build(Engine(model), byte_tokenizer(), GatewayConfig(model_name="policy", max_context=max_context))
+
+
+@contextlib.contextmanager
+def serving(gateway, timeout: float = 60):
+    """``gateway`` on a loopback port with an ``httpx.Client`` at its root; closed (server and gateway) after."""
+    try:
+        with running(gateway) as url, httpx.Client(base_url=url.removesuffix("/v1"), timeout=timeout) as http:
+            yield http
+    finally:
+        gateway.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,10 @@ that reads across sessions; an open gateway (``trajkit serve``) keeps serving ev
 the random tiny model; each check against the sessions' own record counts."""
 import httpx
 import pytest
-import torch
 
-from trajkit.engine import Engine
-from trajkit.envs.agent import episode_gateway
-from trajkit.gateway import GatewayConfig, running
 from trajkit.gateway.sessions import Forced
-from trajkit.models.spec import TinySpec, build_model
-from trajkit.models.tokenizer import byte_tokenizer
+
+from .conftest import serving, tiny_gateway
 
 CHAT = {"model": "policy", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
@@ -18,14 +14,11 @@ CHAT = {"model": "policy", "messages": [{"role": "user", "content": "hi"}], "max
 @pytest.fixture(scope="module")
 def locked():
     """A gateway built as GatewayEnv builds it, with sessions A = run-1-0 and B = run-1-1 opened for a round."""
-    torch.manual_seed(0)
-    model = build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512), seed=0)
-    gateway = episode_gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="policy", max_context=256))
+    gateway = tiny_gateway()
     forced = Forced(1.0, 7, 2)
     a, b = (gateway.sessions.open(f"run-1-{i}", "policy", forced, tag=1) for i in range(2))
-    with running(gateway) as url, httpx.Client(base_url=url.removesuffix("/v1"), timeout=30) as http:
+    with serving(gateway, timeout=30) as http:
         yield gateway, http, a, b
-    gateway.close()
 
 
 def _auth(key: str, **extra) -> dict:
@@ -94,8 +87,7 @@ def test_a_session_is_not_told_what_the_shared_prefix_cache_holds_from_another(l
 
 
 def test_a_revoked_key_is_refused():
-    gateway = episode_gateway(Engine(build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512),
-                                                 seed=0)), byte_tokenizer(), GatewayConfig(model_name="policy"))
+    gateway = tiny_gateway(max_context=0)  # 0: the model's own limit
     s = gateway.sessions.open("run-2-0", "policy")
     try:
         assert gateway.access.session({"authorization": f"Bearer {s.key}"}) == "run-2-0"
@@ -127,13 +119,11 @@ def test_an_open_gateway_still_serves_everything(random_gateway):
 
 def test_an_open_gateway_with_a_shared_api_key_needs_it_everywhere():
     """``trajkit serve --api-key K``: every route but /health needs ``Bearer K``; sessions are named by the header."""
-    from trajkit.gateway import Gateway
     from trajkit.gateway.access import Access
 
-    gateway = Gateway(Engine(build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512), seed=0)),
-                      byte_tokenizer(), GatewayConfig(model_name="policy", max_context=256))
+    gateway = tiny_gateway(locked=False)
     gateway.access = Access(gateway.sessions, api_key="K")
-    with running(gateway) as url, httpx.Client(base_url=url.removesuffix("/v1"), timeout=30) as http:
+    with serving(gateway, timeout=30) as http:
         for path in ("/trajkit/sessions", "/metrics", "/v1/models"):
             assert http.get(path).status_code == 401 and http.get(path, headers=_auth("k")).status_code == 401
         assert http.post("/v1/chat/completions", json=CHAT, headers={"x-session-id": "s1"}).status_code == 401
@@ -144,4 +134,3 @@ def test_an_open_gateway_with_a_shared_api_key_needs_it_everywhere():
         assert anon.startswith("anon-") and "K" not in gateway.sessions.ids()  # the key names no session
         assert {s["id"] for s in http.get("/trajkit/sessions", headers=_auth("K")).json()["data"]} == {"s1", anon}
         assert http.get("/health").json() == {"status": "ok"}
-    gateway.close()

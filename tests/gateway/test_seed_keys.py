@@ -2,33 +2,25 @@
 run holding only its own key can and cannot do to the seeds its calls and other rows' calls sample with; and
 whether the round seeds of one run (train rounds, refill rounds, profile batches, evaluation) can coincide.
 Real uvicorn on loopback, the random tiny model, as tests/gateway/test_access.py."""
-import httpx
 import pytest
-import torch
 
-from trajkit.engine import Engine
-from trajkit.envs.agent import episode_gateway
-from trajkit.gateway import GatewayConfig, running
 from trajkit.gateway.service import session_seed
 from trajkit.gateway.sessions import Forced
-from trajkit.models.spec import TinySpec, build_model
-from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl.dynamic import round_seed
 from trajkit.rl.sampler import PROFILE_ROUND
 from trajkit.rl.step import step_seed
 from trajkit.rl.trainer import EVAL_SEED
+
+from .conftest import serving, tiny_gateway
 
 TRAIN, EVAL = Forced(1.0, 7, 8), Forced(1.0, 8, 8)  # two rounds' sampling: same temperature, other round seeds
 
 
 @pytest.fixture(scope="module")
 def gw():
-    torch.manual_seed(0)
-    model = build_model(TinySpec(vocab_size=259, hidden_size=16, max_positions=512), seed=0)
-    gateway = episode_gateway(Engine(model), byte_tokenizer(), GatewayConfig(model_name="policy", max_context=256))
-    with running(gateway) as url, httpx.Client(base_url=url.removesuffix("/v1"), timeout=60) as http:
+    gateway = tiny_gateway()
+    with serving(gateway) as http:
         yield gateway, http
-    gateway.close()
 
 
 _opened = iter(range(10_000))
