@@ -5,8 +5,9 @@ the engine's (post-temperature, float32 on CPU: equal to a full forward up to fl
 seeded row's tokens depend only on its own seed, prompt and index (:mod:`trajkit.engine.rng`), up to the
 floating-point differences that module names: on the Harbor path a run evaluated between its RL steps had
 log-probs 1e-5 apart from an unevaluated run's and a sampled token flipped now and then; with every row
-served alone and no prefix cache the two runs were equal to the bit over three steps, so the batch a row shares or a cached
-prefix computed in another batch is the cause (docs/rl_after_sft.md, rounds 14 and 16). It declares
+served alone and no prefix cache the two runs were equal to the bit over three steps, so the batch a row
+shares or a cached prefix computed in another batch is the cause (docs/rl_after_sft.md, rounds 14 and 16).
+It declares
 every in-process part (:class:`~trajkit.backends.base.Capabilities`): ``session()`` for the gateway's
 continuous batching, the exact prefix cache, adapter-only syncs and ``token_logprobs``; ``engine`` and
 ``model`` are the engine and its model.
