@@ -186,6 +186,34 @@ def test_the_agent_task_runs_a_shell_command_from_a_config(tiny, tmp_path):
             [t for r in records for t in r.choices[0].token_ids]
 
 
+@pytest.mark.parametrize("alone", [False, True])
+def test_the_gateway_settings_of_a_config_reach_the_gateway_that_serves_the_runs(tiny, tmp_path, alone):
+    """``task.agent.gateway_max_batch=1 task.agent.gateway_prefix_cache=false``: every call computed alone and
+    prefilled whole (the rows of a group run at once, so batched they would share the engine; a second turn
+    would reuse the first's KV states); the packaged defaults reuse the first turn's prefix."""
+    rows = tmp_path / "tasks.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    command = f"{sys.executable} {HARNESS} {{task}}"
+    knobs = ("task.agent.gateway_max_batch=1", "task.agent.gateway_prefix_cache=false") if alone else ()
+    trainer = Trainer(tiny("task.name=agent", f"task.path={rows}", f"task.agent.command={json.dumps(command)}",
+                           "rollout.prompts_per_step=1", "rollout.group_size=4", *knobs), logger=False)
+    try:
+        result = trainer.step_once()
+        gateway = trainer.state.task.env.gateway
+        records = [r for s in result.samples for r in gateway.sessions.find(s.metadata["session"]).records]
+    finally:
+        trainer.close()
+    assert (gateway.config.max_batch, gateway.config.prefix_cache) == ((1, False) if alone else (64, True))
+    assert gateway.scheduler.max_batch == gateway.config.max_batch
+    assert len(records) == 8  # 4 runs x 2 turns
+    hits = [r.prefix_cache["hit_tokens"] for r in records]
+    if alone:
+        assert {r.timing["batch_rows"] for r in records} == {1}
+        assert hits == [0] * 8
+    else:
+        assert all(hits[1::2])  # each run's second turn starts with its first turn's prompt
+
+
 @pytest.mark.parametrize("printed", ["a\rb", "a\r\nb", "\x15\ufffd\rT5\\", "tab\there", "é\x7fz\x1b"])
 def test_a_command_harness_returns_its_stdout_as_written(printed, tmp_path):
     script = tmp_path / "say.py"

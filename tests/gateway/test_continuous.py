@@ -60,6 +60,22 @@ def test_a_request_that_arrives_mid_generation_joins_and_finishes_first(engine, 
     assert len(long_out.completions[0].token_ids) == 120
 
 
+def test_with_a_batch_of_one_row_a_request_waits_for_the_running_one(engine):
+    """``max_batch=1`` (``task.KIND.gateway_max_batch=1``): the request that arrives mid-generation is not
+    admitted beside the running row; it starts when that one is done, computed alone."""
+    scheduler = Scheduler(engine, max_batch=1)
+    long_p, short_p = SamplingParams(max_new_tokens=40, seed=1), SamplingParams(max_new_tokens=6, seed=2)
+    state = {}
+    listener, _seen = _when(10, lambda: state.update(short=scheduler.submit(SHORT, [short_p])))
+    first = scheduler.submit(LONG, [long_p], listener)
+    long_out = first.result(timeout=60)
+    short_out = state["short"].result(timeout=60)  # submitted at the long row's 10th token
+    scheduler.close()
+    assert long_out.batch_rows == short_out.batch_rows == 1
+    assert [len(o.completions[0].token_ids) for o in (long_out, short_out)] == [40, 6]
+    assert scheduler.steps == 40 + 6  # a decode step a token of one row: the two never shared a step
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_with_a_drafter_requests_join_a_running_speculative_batch(engine, temperature):
     """The same with speculative rounds: the late request joins the running batch (no whole-call wait),

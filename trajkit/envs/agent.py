@@ -162,6 +162,13 @@ def record_reward(completions, harness_output, **kwargs) -> list[float | None]:
     return out
 
 
+def gateway_config(options) -> GatewayConfig:
+    """The gateway of a task kind's section (:class:`trajkit.envs.registry.GatewayOptions`: ``gateway_max_batch``,
+    ``gateway_prefix_cache``), the rest :class:`GatewayConfig`'s defaults."""
+    return GatewayConfig(model_name="policy", max_batch=options.gateway_max_batch,
+                         prefix_cache=options.gateway_prefix_cache)
+
+
 def episode_gateway(backend, tokenizer, config: GatewayConfig, lock=None) -> Gateway:
     """The gateway harness runs are served on: locked (:mod:`trajkit.gateway.access`), so a run reaches only
     its own session (``envs check --adversarial``'s ``other-sessions`` probe attacks this same gateway)."""

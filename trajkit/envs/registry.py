@@ -69,7 +69,23 @@ class CalculatorOptions(Checked):
 
 
 @dataclass
-class AgentOptions(Checked):
+class GatewayOptions:
+    """The gateway an episode's calls are served through (``agent``, ``harbor``, ``openenv``, ``verifiers``;
+    :class:`trajkit.gateway.GatewayConfig`'s ``max_batch`` and ``prefix_cache``, the same defaults):
+    ``gateway_max_batch`` rows decoded together, ``gateway_prefix_cache`` reuse of an earlier call's KV states.
+    Rows batched with others, or a prefix cached by another batch, change the log-probs by float rounding
+    (~1e-5), enough to flip a sampled token now and then; ``gateway_max_batch=1 gateway_prefix_cache=false``
+    makes a run's rollouts independent of what else runs (an evaluation, other groups) at several times the
+    generation time (docs/rl_after_sft.md, round 17)."""
+
+    gateway_max_batch: int = 64
+    gateway_prefix_cache: bool = True
+
+    __ranges__ = {"gateway_max_batch": "[1, inf)"}
+
+
+@dataclass
+class AgentOptions(GatewayOptions, Checked):
     """``agent``: the harness's shell ``command`` (``{base_url}``, ``{api_key}``, ``{model}`` and ``{task}``
     filled in per run), each run limited to ``harness_timeout_s``."""
 
@@ -77,11 +93,12 @@ class AgentOptions(Checked):
     harness_timeout_s: float = 300.0
 
     __section__ = "task.options"
-    __ranges__ = {"harness_timeout_s": "(0, 31536000]"}  # a year: past ~9.2e9 s subprocess.run(timeout=) overflows
+    # harness_timeout_s: a year at most (past ~9.2e9 s subprocess.run(timeout=) overflows)
+    __ranges__ = {**GatewayOptions.__ranges__, "harness_timeout_s": "(0, 31536000]"}
 
 
 @dataclass
-class HarborOptions(Checked):
+class HarborOptions(GatewayOptions, Checked):
     """``harbor``: trials in a ``sandbox`` with trajkit's shell agent (at most ``max_turns`` replies); with
     ``judge_url`` (an OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward;
     ``timeout_multiplier`` scales every task's agent time limit (Harbor's ``--timeout-multiplier``)."""
@@ -93,11 +110,11 @@ class HarborOptions(Checked):
     timeout_multiplier: float = 1.0
 
     __section__ = "task.options"
-    __ranges__ = {"max_turns": "[1, inf)", "timeout_multiplier": "(0, inf)"}
+    __ranges__ = {**GatewayOptions.__ranges__, "max_turns": "[1, inf)", "timeout_multiplier": "(0, inf)"}
 
 
 @dataclass
-class OpenEnvOptions(Checked):
+class OpenEnvOptions(GatewayOptions, Checked):
     """``openenv``: the environment ``env`` (``pkg.module:Class``, in process) or ``url`` (a local server's
     ``ws://127.0.0.1:PORT``), observations as user turns after ``system_prompt``, replies made actions by
     ``adapter`` (``pkg.module:obj``; default: the action's one text field, or ``action_field``, with the
@@ -112,7 +129,7 @@ class OpenEnvOptions(Checked):
     max_turns: int = 3
 
     __section__ = "task.options"
-    __ranges__ = {"max_turns": "[1, inf)"}
+    __ranges__ = {**GatewayOptions.__ranges__, "max_turns": "[1, inf)"}
 
     def validate(self) -> None:
         for key in ("action_field", "observation_field"):
@@ -122,7 +139,7 @@ class OpenEnvOptions(Checked):
 
 
 @dataclass
-class VerifiersOptions(Checked):
+class VerifiersOptions(GatewayOptions, Checked):
     """``verifiers``: the ``verifiers.v1`` taskset ``env`` (its id) with ``env_config`` (a JSON object of the
     taskset's config fields), at most ``max_turns`` model turns."""
 
@@ -131,7 +148,7 @@ class VerifiersOptions(Checked):
     max_turns: int = 3
 
     __section__ = "task.options"
-    __ranges__ = {"max_turns": "[1, inf)"}
+    __ranges__ = {**GatewayOptions.__ranges__, "max_turns": "[1, inf)"}
 
 
 def _string(op: str) -> TaskFactory:
@@ -180,6 +197,8 @@ class FlatOptions(Checked):
     env_config: str | None = None
     action_field: str | None = None
     observation_field: str | None = None
+    gateway_max_batch: int = 64
+    gateway_prefix_cache: bool = True
 
     __section__ = "task"
     __ranges__ = {**StringOptions.__ranges__, **CalculatorOptions.__ranges__, **AgentOptions.__ranges__,
@@ -271,10 +290,10 @@ class TaskConfig(Kinded):
 
 def _agent(c, seed: int, tokenizer) -> Task:
     # imported here: the gateway (FastAPI, uvicorn) loads only when an agent task runs
-    from trajkit.envs.agent import AgentTask
+    from trajkit.envs.agent import AgentTask, gateway_config
 
     return AgentTask(c.path, tokenizer, c.options.command, c.eval_path, seed=seed, eval_fraction=c.eval_fraction,
-                     timeout_s=c.options.harness_timeout_s, strict=c.strict)
+                     timeout_s=c.options.harness_timeout_s, strict=c.strict, gateway=gateway_config(c.options))
 
 
 def _harbor(c, seed: int, tokenizer) -> Task:

@@ -41,7 +41,7 @@ from trajkit.envs.harbor.task import load_tasks, scale_agent_timeouts
 from trajkit.envs.harbor.trial import run_trial
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
-from trajkit.envs.agent import GatewayEnv, HarnessRun
+from trajkit.envs.agent import GatewayEnv, HarnessRun, gateway_config
 from trajkit.envs.base import ENDLESS, Prompt, encode, rng_for
 
 
@@ -112,5 +112,5 @@ def make_task(cfg, seed: int, tokenizer) -> HarborRLTask:
     """The ``harbor`` entry of :data:`trajkit.envs.registry.TASKS`."""
     o = cfg.options
     judge = ChatModel(o.judge_url, o.judge_model) if o.judge_url else None
-    return HarborRLTask(cfg.path, tokenizer, seed, o.max_turns, o.sandbox, cfg.strict, judge=judge,
-                        eval_path=cfg.eval_path, timeout_multiplier=o.timeout_multiplier)
+    return HarborRLTask(cfg.path, tokenizer, seed, o.max_turns, o.sandbox, cfg.strict, gateway=gateway_config(o),
+                        judge=judge, eval_path=cfg.eval_path, timeout_multiplier=o.timeout_multiplier)

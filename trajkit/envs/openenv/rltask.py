@@ -31,7 +31,7 @@ from trajkit.envs.openenv.connect import opener
 from trajkit.envs.openenv.episode import Policy, adapter_for, run_episode
 from trajkit.errors import ConfigError
 from trajkit.models.chat import render
-from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
+from trajkit.envs.agent import GatewayEnv, HarnessRun, gateway_config, record_reward
 from trajkit.envs.imports import import_object
 from trajkit.envs.base import ENDLESS, Prompt, encode, rng_for
 
@@ -144,4 +144,5 @@ def make_task(cfg, seed: int, tokenizer) -> OpenEnvTask:
     if isinstance(adapter, type):
         adapter = adapter()
     return OpenEnvTask(tokenizer, o.env, o.url, seed, o.max_turns, adapter, o.system_prompt,
-                       action_field=o.action_field, observation_field=o.observation_field)
+                       gateway=gateway_config(o), action_field=o.action_field,
+                       observation_field=o.observation_field)

@@ -30,7 +30,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from trajkit.envs.agent import GatewayEnv, HarnessRun, record_reward
+from trajkit.envs.agent import GatewayEnv, HarnessRun, gateway_config, record_reward
 from trajkit.envs.base import ENDLESS, Prompt, encode
 from trajkit.envs.verifiers.process import Driver, DriverError
 from trajkit.errors import ConfigError
@@ -143,4 +143,4 @@ def make_task(cfg, seed: int, tokenizer) -> VerifiersTask:
                           f"{exc}") from None
     if not isinstance(config, dict):
         raise ConfigError(f"task.verifiers.env_config must be a JSON object, got {o.env_config!r}")
-    return VerifiersTask(tokenizer, o.env, config, o.max_turns, cfg.path)
+    return VerifiersTask(tokenizer, o.env, config, o.max_turns, cfg.path, gateway=gateway_config(o))
