@@ -230,3 +230,79 @@ def test_no_worse_from_the_cli_and_its_refusals(tmp_path, capsys):
     assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--claim", "no_worse",
                  "--control", *base]) == 2
     assert "--claim gain" in capsys.readouterr().err
+
+
+def test_paired_statistics_match_scipy_and_hand_derived_values():
+    """d = 1, 2, 3: mean 2, s 1, t = 2·sqrt(3) on 2 df, whose CDF is 1/2 + t/(2·sqrt(2 + t²)) (closed form), so
+    p = 1 - 2·sqrt(3)/sqrt(14) and t_{0.975, 2} = 0.95/sqrt(2·0.975·0.025)."""
+    t = st.paired_t([1, 2, 3])
+    assert (t.t, t.df) == pytest.approx((2 * math.sqrt(3), 2.0))
+    assert t.p == pytest.approx(1 - 2 * math.sqrt(3) / math.sqrt(14))
+    q = 0.95 / math.sqrt(2 * 0.975 * 0.025)
+    assert st.paired_interval([1, 2, 3]) == pytest.approx((2 - q / math.sqrt(3), 2 + q / math.sqrt(3)))
+    assert st.paired_detectable_effect([1, 2, 3]) == pytest.approx(2.8 / math.sqrt(3))
+    c, b = RNG.normal(0.6, 0.05, 6), RNG.normal(0.5, 0.2, 6)
+    ref = scipy.stats.ttest_rel(c, b)
+    got = st.paired_t(c - b)
+    assert (got.t, got.p) == pytest.approx((ref.statistic, ref.pvalue), rel=1e-10)
+    lo, hi = ref.confidence_interval(0.9)
+    assert st.paired_interval(c - b, 0.9) == pytest.approx((lo, hi), rel=1e-10)
+    assert st.paired_t([0.5, 0.5, 0.5]) == st.Welch(math.inf, 2.0, 0.0)
+
+
+def _paired(base: dict[int, float], cand: dict[int, float], **kw) -> dict:
+    runs = lambda xs, arm: [SeedRun(f"{arm}{s}", s, [(0, 0.0), (10, x)]) for s, x in xs.items()]  # noqa: E731
+    checks = seed_checks(runs(base, "b"), runs(cand, "c"), SeedConfig(paired=True, last_k=1, **kw))
+    return {c.id: c for c in checks}
+
+
+def test_paired_seeds_are_matched_by_seed_and_shared_luck_cancels():
+    """SFT seeds 0.40-0.48 (their spread larger than the gain), each seed's RL run +0.03 to +0.05 above its own:
+    independent arms cannot tell (the stratified CI holds 0), the pairs can: d = 0.03, 0.04, 0.05, 0.04, mean
+    0.04, s 0.008165, t = 9.80 on 3 df; the candidate's runs listed in another order than the baseline's."""
+    base = {0: 0.40, 1: 0.48, 2: 0.44, 3: 0.42}
+    cand = {3: 0.46, 0: 0.43, 2: 0.49, 1: 0.52}
+    runs = lambda xs, arm: [SeedRun(f"{arm}{s}", s, [(10, x)]) for s, x in xs.items()]  # noqa: E731
+    unpaired = {c.id: c.verdict for c in seed_checks(runs(base, "b"), runs(cand, "c"), SeedConfig(last_k=1))}
+    assert unpaired["seeds.iqm_ci"] == "FAIL"
+    got = _paired(base, cand)
+    assert [c for c in got] == ["seeds.count", "seeds.distinct", "seeds.pairs", "seeds.paired_ci",
+                                "seeds.leave_one_out", "seeds.prob_improvement", "seeds.mde"]
+    assert {k: c.verdict for k, c in got.items()} == dict.fromkeys(got, "PASS")
+    s = math.sqrt(2 * 0.01 ** 2 / 3)
+    assert got["seeds.paired_ci"].statistic == pytest.approx(0.04)
+    assert f"paired t = {0.04 / (s / 2):.3f}, df = 3" in got["seeds.paired_ci"].detail
+    assert got["seeds.leave_one_out"].statistic == pytest.approx((0.03 + 0.04 + 0.04) / 3)  # seed 2 (0.05) out
+    assert got["seeds.mde"].statistic == pytest.approx(2.8 * s / 2)
+
+
+def test_paired_verdicts_by_hand():
+    base = {0: 0.4, 1: 0.5, 2: 0.6}
+    # the whole gain in one seed: d = 0, 0, 0.3 -> leaving it out gives 0; 1 of 3 seeds better plus two ties = 0.667
+    one = _paired(base, {0: 0.4, 1: 0.5, 2: 0.9})
+    assert one["seeds.leave_one_out"].verdict == "FAIL" and "without seed 2 (c2)" in one["seeds.leave_one_out"].items[0]
+    assert one["seeds.paired_ci"].verdict == "FAIL"
+    assert one["seeds.prob_improvement"].statistic == pytest.approx(2 / 3)
+    assert one["seeds.prob_improvement"].verdict == "WARN"
+    # every seed worse: d = -0.1 each
+    worse = _paired(base, {0: 0.3, 1: 0.4, 2: 0.5})
+    assert worse["seeds.paired_ci"].verdict == "FAIL" and worse["seeds.prob_improvement"].verdict == "FAIL"
+    # no worse: d = -0.01, 0, +0.01 (t interval ±0.0248) against the baseline's spread 0.1 as the margin
+    flat = _paired(base, {0: 0.39, 1: 0.5, 2: 0.61}, claim="no_worse")
+    assert [k for k in flat][2:] == ["seeds.pairs", "seeds.noninferior", "seeds.within_spread"]
+    assert flat["seeds.noninferior"].verdict == "PASS"
+    assert flat["seeds.noninferior"].statistic == pytest.approx(-0.95 / math.sqrt(2 * 0.975 * 0.025) * 0.01 / math.sqrt(3))
+
+
+def test_paired_refuses_seeds_it_cannot_match(tmp_path, capsys):
+    got = _paired({0: 0.4, 1: 0.5, 2: 0.6}, {0: 0.5, 1: 0.6, 3: 0.7})
+    assert got["seeds.pairs"].verdict == "FAIL" and "seeds.paired_ci" not in got
+    assert got["seeds.pairs"].items == ["seed 2: in the baseline arm only", "seed 3: in the candidate arm only"]
+    unknown = seed_checks([SeedRun(f"b{i}", None, [(10, 0.5)]) for i in range(3)],
+                          [SeedRun(f"c{i}", i, [(10, 0.6)]) for i in range(3)], SeedConfig(paired=True))
+    assert unknown[-1].id == "seeds.pairs" and "b0: no seed recorded" in unknown[-1].items[0]
+    base, cand = _arms(tmp_path, [0.50, 0.52, 0.48], [0.55, 0.58, 0.52])
+    assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--paired"]) == 0
+    assert "seeds.paired_ci" in capsys.readouterr().out
+    assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--paired", "--control", *base]) == 2
+    assert "without --paired" in capsys.readouterr().err

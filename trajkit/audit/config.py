@@ -51,6 +51,7 @@ class SeedConfig(Checked):
     min_probability: float = 0.75
     alpha: float = 0.05
     higher_is_better: bool = True
+    paired: bool = False
     component: str = ""
     component_weight: float = 1.0
     max_component_share: float = 0.5
@@ -67,6 +68,8 @@ class SeedConfig(Checked):
         "min_probability": "probability of improvement below which the check warns",
         "alpha": "significance level of Welch's t",
         "higher_is_better": "false when a lower metric is better (a loss)",
+        "paired": "each candidate run continues the baseline run of its seed (RL from that seed's SFT checkpoint): "
+                  "compare per-seed differences (paired t) instead of independent arms",
         "component": "a reward function's name (e.g. a format reward): the share of the gain it accounts for",
         "component_weight": "that function's weight in the total reward (reward_weights)",
         "max_component_share": "share of the gain from --component above which the check warns",

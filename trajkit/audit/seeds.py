@@ -24,6 +24,22 @@ detectable effect). Verdicts:
                             rewards: rethinking training signals in RLVR")
 =========================  ==========================================================================
 
+With ``paired`` (``--paired``: the candidate's run of a seed continues the baseline's run of that seed, e.g.
+RL from that seed's SFT checkpoint, so the two share the seed's luck) the arms are matched by seed and the
+per-seed differences d are tested instead of two independent samples:
+
+=========================  ==========================================================================
+``seeds.pairs``             a seed unknown or in one arm only: FAIL, and the claim is refused
+``seeds.paired_ci``         the Student-t CI of mean(d) (paired t and its p in the detail) contains 0 or
+                            lies below it: FAIL
+``seeds.leave_one_out``     leaving one pair out takes mean(d) to <= 0: FAIL
+``seeds.prob_improvement``  the share of seeds with d > 0 (a tie counts half) <= 0.5: FAIL; below 0.75: WARN
+``seeds.mde``               |mean(d)| below 2.8·s_d/sqrt(n): WARN
+``seeds.eval_se``           as above
+=========================  ==========================================================================
+
+and with ``claim=no_worse`` ``seeds.noninferior`` reads the lower end of that t interval.
+
 With ``claim=no_worse`` (is the candidate *as good as* the baseline, e.g. an asynchronous or a LoRA run against
 the synchronous or full-weight one) the gain checks are replaced by a non-inferiority test:
 
@@ -40,6 +56,7 @@ others are the conventional 5% two-sided level and 80% power. ``higher_is_better
 from __future__ import annotations
 
 import math
+import statistics
 
 from trajkit.audit import seedstats as st
 from trajkit.audit.config import SeedConfig
@@ -184,6 +201,82 @@ def component_check(c: list[float], b: list[float], c_part: list[float], b_part:
                  f"{total:+.4g} IQM gain" + ("" if total > 0 else " (no gain to share)"))
 
 
+def pairs_check(base: list[SeedRun], cand: list[SeedRun]) -> Check:
+    """Every run's seed known and each seed in both arms (``paired``)."""
+    problems = [f"{arm} {r.name}: no seed recorded" for arm, runs in (("baseline", base), ("candidate", cand))
+                for r in runs if r.seed is None]
+    seeds = {arm: {r.seed for r in runs if r.seed is not None} for arm, runs in (("baseline", base),
+                                                                                  ("candidate", cand))}
+    for arm, other in (("baseline", "candidate"), ("candidate", "baseline")):
+        problems += [f"seed {s}: in the {arm} arm only" for s in sorted(seeds[arm] - seeds[other])]
+    matched = len(seeds["baseline"] & seeds["candidate"])
+    detail = f"{matched} seed(s) in both arms" + (
+        "; claim refused: --paired compares each seed's candidate with its own baseline" if problems else "")
+    return Check("seeds.pairs", "FAIL" if problems else "PASS", len(problems), 0, detail, problems)
+
+
+def paired_ci_check(d: list[float], cfg: SeedConfig) -> Check:
+    mean, (lo, hi), t = sum(d) / len(d), st.paired_interval(d, cfg.confidence), st.paired_t(d)
+    return Check("seeds.paired_ci", "PASS" if lo > 0 else "FAIL", mean, 0,
+                 f"mean paired difference {mean:+.4g}, {cfg.confidence:.0%} t interval [{lo:+.4g}, {hi:+.4g}] "
+                 f"(paired t = {t.t:.3f}, df = {t.df:.0f}, two-sided p = {t.p:.3g})"
+                 + ("" if lo > 0 else " contains 0 or lies below it"))
+
+
+def paired_noninferior_check(d: list[float], b: list[float], cfg: SeedConfig) -> Check:
+    mean, margin = sum(d) / len(d), margin_of(b, cfg)
+    lo, hi = st.paired_interval(d, cfg.confidence)
+    source = "given" if cfg.margin > 0 else "the baseline's seed standard deviation"
+    ok = lo > -margin
+    return Check("seeds.noninferior", "PASS" if ok else "FAIL", lo, -margin,
+                 f"mean paired difference {mean:+.4g}, {cfg.confidence:.0%} t interval [{lo:+.4g}, {hi:+.4g}]; "
+                 f"margin {margin:.4g} ({source})" + ("" if ok else ": a loss of the margin is not ruled out"))
+
+
+def paired_loo_check(d: list[float], cand: list[SeedRun]) -> Check:
+    full = sum(d) / len(d)
+    if full <= 0:
+        return Check("seeds.leave_one_out", "FAIL", full, 0, f"no gain to test: mean paired difference {full:+.4g}")
+    drops = [(cand[i], (sum(d) - d[i]) / (len(d) - 1)) for i in range(len(d))]
+    lost = [f"without seed {r.seed} ({r.name}): {full:+.4g} -> {v:+.4g}" for r, v in drops if v <= 0]
+    worst = min(v for _, v in drops)
+    return Check("seeds.leave_one_out", "FAIL" if lost else "PASS", worst, 0,
+                 f"smallest mean paired difference with one seed left out: {worst:+.4g} (all seeds: {full:+.4g})",
+                 lost)
+
+
+def paired_probability_check(d: list[float], cfg: SeedConfig) -> Check:
+    p = (sum(x > 0 for x in d) + 0.5 * sum(x == 0 for x in d)) / len(d)
+    verdict = "FAIL" if p <= 0.5 else "WARN" if p < cfg.min_probability else "PASS"
+    return Check("seeds.prob_improvement", verdict, p, cfg.min_probability,
+                 f"share of seeds whose candidate beats its own baseline = {p:.3f}")
+
+
+def paired_mde_check(d: list[float]) -> Check:
+    mde, diff = st.paired_detectable_effect(d), abs(sum(d) / len(d))
+    return Check("seeds.mde", "PASS" if diff >= mde else "WARN", mde, diff,
+                 f"minimum detectable effect 2.8·s_d/√n = {mde:.4g} (s_d = {statistics.stdev(d):.4g}, n = {len(d)}) "
+                 f"vs observed |mean paired difference| {diff:.4g}")
+
+
+def paired_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig) -> list[Check]:
+    """``seed_checks`` with ``paired``: after ``seeds.count`` and ``seeds.distinct`` passed."""
+    pairs = pairs_check(base, cand)
+    if pairs.verdict == "FAIL":
+        return [pairs]
+    cand = sorted(cand, key=lambda r: r.seed)
+    by_seed = {r.seed: r for r in base}
+    base = [by_seed[r.seed] for r in cand]
+    c, b = _scores(cand, cfg), _scores(base, cfg)
+    d = [x - y for x, y in zip(c, b)]
+    if cfg.claim == "no_worse":
+        return [pairs, paired_noninferior_check(d, b, cfg), spread_check(c, b)]
+    checks = [pairs, paired_ci_check(d, cfg), paired_loo_check(d, cand), paired_probability_check(d, cfg),
+              paired_mde_check(d)]
+    se = eval_se_check(c, b, base, cand)
+    return checks + ([se] if se else [])
+
+
 def seed_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig | None = None,
                 control: list[SeedRun] | None = None, parts: tuple[list[SeedRun], list[SeedRun]] | None = None
                 ) -> list[Check]:
@@ -191,9 +284,14 @@ def seed_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig | None
     if cfg.claim == "no_worse" and (control or parts):
         raise ConfigError("--claim no_worse tests that the candidate is no worse than the baseline; --control and "
                           "--component test a gain's source: run them with --claim gain")
+    if cfg.paired and (control or parts):
+        raise ConfigError("--paired compares each seed's candidate with its own baseline; --control and --component "
+                          "compare independent arms: run them without --paired")
     checks = [count_check(base, cand, cfg), distinct_check(base, cand)]
-    if checks[0].verdict == "FAIL":
+    if checks[0].verdict == "FAIL" or (cfg.paired and checks[1].verdict == "FAIL"):
         return checks
+    if cfg.paired:
+        return checks + paired_checks(base, cand, cfg)
     c, b = _scores(cand, cfg), _scores(base, cfg)
     if cfg.claim == "no_worse":
         return checks + [noninferior_check(c, b, cfg), spread_check(c, b)]

@@ -14,6 +14,11 @@
 - **Minimum detectable effect** 2.8·σ·sqrt(1/n + 1/m): the difference a two-sided 5% test detects with
   80% power (z_0.975 + z_0.8 = 1.96 + 0.84 = 2.80), σ the pooled seed standard deviation; with n = m it is
   2.8·σ·sqrt(2/n) (Colas et al. 2018, "How many random seeds?", give the same power analysis).
+- **Paired differences** (``--paired``: the candidate's run of a seed continues the baseline's run of that
+  seed, e.g. RL from that seed's SFT checkpoint): d_i = candidate_i - baseline_i; their mean with the Student-t
+  interval mean ± t_{(1+c)/2, n-1}·s_d/sqrt(n) and the paired t-test (Student 1908); the minimum detectable
+  effect 2.8·s_d/sqrt(n). A t interval, not a bootstrap: with a handful of seeds the percentile bootstrap of a
+  mean of differences lies above 0 whenever every difference does, even 3 of 3 (a sign test's p 0.25).
 - **Eval-sampling standard error** of one evaluation of N items with mean p in [0, 1]: sqrt(p(1-p)/N), an
   upper bound for any [0, 1] reward (variance <= p(1-p)); Miller 2024, "Adding error bars to evals".
 """
@@ -83,6 +88,34 @@ def welch_t(candidate, baseline) -> Welch:
     t = diff / math.sqrt(vc + vb)
     df = (vc + vb) ** 2 / (vc ** 2 / (len(c) - 1) + vb ** 2 / (len(b) - 1))
     return Welch(float(t), float(df), float(2 * stdtr(df, -abs(t))))
+
+
+def paired_t(differences) -> Welch:
+    """The paired t-test of per-seed differences: t = mean/(s/sqrt(n)), df = n - 1, two-sided p."""
+    from scipy.special import stdtr
+
+    d = np.asarray(differences, float)
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(len(d))
+    df = float(len(d) - 1)
+    if se == 0:
+        return Welch(math.copysign(math.inf, mean) if mean else 0.0, df, 0.0 if mean else 1.0)
+    t = mean / se
+    return Welch(t, df, float(2 * stdtr(df, -abs(t))))
+
+
+def paired_interval(differences, confidence: float = 0.95) -> tuple[float, float]:
+    """The Student-t interval of the mean per-seed difference: mean ± t_{(1+confidence)/2, n-1}·s/sqrt(n)."""
+    from scipy.special import stdtrit
+
+    d = np.asarray(differences, float)
+    half = float(stdtrit(len(d) - 1, (1 + confidence) / 2)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    return float(d.mean()) - half, float(d.mean()) + half
+
+
+def paired_detectable_effect(differences) -> float:
+    """2.8 · s_d / sqrt(n): what a paired two-sided 5% test detects with 80% power."""
+    d = np.asarray(differences, float)
+    return Z_POWER * float(d.std(ddof=1)) / math.sqrt(len(d))
 
 
 def leave_one_out(candidate, baseline) -> list[tuple[str, int, float]]:
