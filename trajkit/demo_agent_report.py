@@ -15,7 +15,8 @@
 - **traces**: ``trajkit traces stats`` (:func:`trajkit.traces.stats.compute_stats`) of the first and the last RL
   step's saved episodes of each seed;
 - **audits**: ``trajkit audit seeds`` (:func:`trajkit.audit.seeds.seed_checks`) with SFT as the baseline arm and
-  RL as the candidate, a seed's score its held-out pass rate (one evaluation each); ``trajkit audit data``
+  RL as the candidate, a seed's score its held-out pass rate (one evaluation each), as independent arms and
+  paired (``--paired``: each seed's RL run starts from that seed's SFT policy); ``trajkit audit data``
   (:func:`trajkit.audit.leaks.audit_data`) of every seed's training tasks against its held-out tasks.
 """
 from __future__ import annotations
@@ -102,6 +103,7 @@ def step_stats(rl_dir: Path, steps: int) -> dict:
 
 def audits(configs: dict, per_seed: dict) -> dict:
     """``audit seeds`` (RL vs SFT on the held-out pass rate) and ``audit data`` (train vs held-out tasks)."""
+    from trajkit.audit.config import SeedConfig
     from trajkit.audit.leaks import audit_data
     from trajkit.audit.report import AuditReport
     from trajkit.audit.runs import SeedRun
@@ -112,11 +114,13 @@ def audits(configs: dict, per_seed: dict) -> dict:
                 for s, r in per_seed.items()]
 
     seeds = AuditReport(seed_checks(arm("sft"), arm("rl")))
+    paired = AuditReport(seed_checks(arm("sft"), arm("rl"), SeedConfig(paired=True)))
     data = {}
     for s, (sft_cfg, _) in configs.items():
         tasks = Path(sft_cfg.out_dir) / "tasks"
         data[str(s)] = audit_data([str(tasks / "train" / "tasks.jsonl")], [str(tasks / "heldout" / "tasks.jsonl")])
     return {"seeds": {"verdict": seeds.verdict, "checks": seeds.as_dict()["checks"]},
+            "seeds_paired": {"verdict": paired.verdict, "checks": paired.as_dict()["checks"]},
             "data": {s: {"verdict": r.verdict, "checks": r.as_dict()["checks"]} for s, r in data.items()}}
 
 
@@ -220,6 +224,10 @@ def markdown(report: dict) -> str:
     audit = report["audit"]
     lines += ["", f"## `trajkit audit seeds` (RL vs SFT, held-out pass rate): {audit['seeds']['verdict']}", ""]
     lines += [f"- {c['id']}: {c['verdict']} — {c['detail']}" for c in audit["seeds"]["checks"]]
+    if "seeds_paired" in audit:  # reports written before it have none
+        lines += ["", "## `trajkit audit seeds --paired` (each seed's RL vs its own SFT policy): "
+                      f"{audit['seeds_paired']['verdict']}", ""]
+        lines += [f"- {c['id']}: {c['verdict']} — {c['detail']}" for c in audit["seeds_paired"]["checks"]]
     lines += ["", "## `trajkit audit data` (training tasks vs held-out tasks)", ""]
     for seed, r in audit["data"].items():
         lines.append(f"- seed {seed}: {r['verdict']} (" + "; ".join(f"{c['id']} {c['verdict']}"

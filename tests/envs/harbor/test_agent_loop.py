@@ -107,9 +107,12 @@ def test_the_loop_runs_every_stage_reports_what_envs_eval_measures_and_resumes(n
     assert set(report["traces"]["0"]) == {"1", "2"} and report["traces"]["0"]["2"]["traces"] == 2
     seeds = report["audit"]["seeds"]
     assert seeds["verdict"] == "FAIL" and seeds["checks"][0]["id"] == "seeds.count"  # 2 seeds: claim refused
+    paired = report["audit"]["seeds_paired"]
+    assert paired["verdict"] == "FAIL" and [c["id"] for c in paired["checks"]] == ["seeds.count", "seeds.distinct"]
     assert {r["verdict"] for r in report["audit"]["data"].values()} <= {"PASS", "WARN"}
     md = (out / "report.md").read_text()
     assert "held-out families" in md and "audit seeds" in md and "curves/rl_heldout.png" in md
+    assert "## `trajkit audit seeds --paired` (each seed's RL vs its own SFT policy): FAIL" in md
 
     stamps = {p: p.stat().st_mtime_ns for p in (out / "seed0" / "sft" / "phases.json", out / "seed1" / "phases.json",
                                                  out / "seed1" / "sft" / "final" / "model.safetensors")}
