@@ -291,7 +291,8 @@ def test_paired_verdicts_by_hand():
     flat = _paired(base, {0: 0.39, 1: 0.5, 2: 0.61}, claim="no_worse")
     assert [k for k in flat][2:] == ["seeds.pairs", "seeds.noninferior", "seeds.within_spread"]
     assert flat["seeds.noninferior"].verdict == "PASS"
-    assert flat["seeds.noninferior"].statistic == pytest.approx(-0.95 / math.sqrt(2 * 0.975 * 0.025) * 0.01 / math.sqrt(3))
+    q = 0.95 / math.sqrt(2 * 0.975 * 0.025)  # t_{0.975, 2}
+    assert flat["seeds.noninferior"].statistic == pytest.approx(-q * 0.01 / math.sqrt(3))
 
 
 def test_paired_refuses_seeds_it_cannot_match(tmp_path, capsys):
@@ -306,3 +307,23 @@ def test_paired_refuses_seeds_it_cannot_match(tmp_path, capsys):
     assert "seeds.paired_ci" in capsys.readouterr().out
     assert main(["audit", "seeds", "--baseline", *base, "--candidate", *cand, "--paired", "--control", *base]) == 2
     assert "without --paired" in capsys.readouterr().err
+
+
+def test_paired_differences_without_spread_are_judged_by_their_signs_alone():
+    """Pass rates are fractions of N items, so every seed gaining one task of 56 is easy to meet: s_d = 0 (up to
+    a bit) would make the t interval a point, t infinite and the detectable effect 0. The sign test instead:
+    3 of 3 above is p = 2·2⁻³ = 0.25 (FAIL), 6 of 6 is 0.03125 (PASS)."""
+    three = _paired({0: 23 / 56, 1: 25 / 56, 2: 22 / 56}, {0: 24 / 56, 1: 26 / 56, 2: 23 / 56})
+    assert three["seeds.paired_ci"].verdict == "FAIL" and "p = 0.25" in three["seeds.paired_ci"].detail
+    assert three["seeds.mde"].verdict == "WARN"
+    six = _paired({s: (20 + s) / 56 for s in range(6)}, {s: (21 + s) / 56 for s in range(6)})
+    assert six["seeds.paired_ci"].verdict == "PASS" and "p = 0.0312" in six["seeds.paired_ci"].detail
+    assert _paired({s: 0.5 for s in range(6)}, {s: 0.5 for s in range(6)})["seeds.paired_ci"].verdict == "FAIL"
+
+
+def test_paired_eval_noise_is_weighed_against_the_mean_paired_difference():
+    runs = lambda xs, arm: [SeedRun(f"{arm}{s}", s, [(10, x)], 100) for s, x in enumerate(xs)]  # noqa: E731
+    checks = seed_checks(runs([0.5, 0.6, 0.7, 0.8], "b"), runs([0.6, 0.62, 0.9, 0.81], "c"),
+                         SeedConfig(paired=True, last_k=1))
+    se = {c.id: c for c in checks}["seeds.eval_se"]
+    assert se.threshold == pytest.approx((0.1 + 0.02 + 0.2 + 0.01) / 4)  # not the IQM difference (0.065)

@@ -31,10 +31,11 @@ per-seed differences d are tested instead of two independent samples:
 =========================  ==========================================================================
 ``seeds.pairs``             a seed unknown or in one arm only: FAIL, and the claim is refused
 ``seeds.paired_ci``         the Student-t CI of mean(d) (paired t and its p in the detail) contains 0 or
-                            lies below it: FAIL
+                            lies below it: FAIL; every d the same (no spread): the sign test's p, FAIL
+                            unless below ``alpha`` (6 seeds or more)
 ``seeds.leave_one_out``     leaving one pair out takes mean(d) to <= 0: FAIL
 ``seeds.prob_improvement``  the share of seeds with d > 0 (a tie counts half) <= 0.5: FAIL; below 0.75: WARN
-``seeds.mde``               |mean(d)| below 2.8·s_d/sqrt(n): WARN
+``seeds.mde``               |mean(d)| below 2.8·s_d/sqrt(n), or s_d = 0: WARN
 ``seeds.eval_se``           as above
 =========================  ==========================================================================
 
@@ -160,7 +161,9 @@ def mde_check(c: list[float], b: list[float]) -> Check:
                  f"vs observed |difference| {abs(diff):.4g}")
 
 
-def eval_se_check(c: list[float], b: list[float], base: list[SeedRun], cand: list[SeedRun]) -> Check | None:
+def eval_se_check(c: list[float], b: list[float], base: list[SeedRun], cand: list[SeedRun],
+                  diff: float | None = None) -> Check | None:
+    """``diff``: the difference tested (default: the IQM difference; ``paired``: the mean paired difference)."""
     items = [r.eval_items for r in base + cand]
     if any(n is None for n in items):
         return None
@@ -168,7 +171,7 @@ def eval_se_check(c: list[float], b: list[float], base: list[SeedRun], cand: lis
     se_b = st.eval_standard_error(abs(st.iqm(b)), min(r.eval_items for r in base))
     if math.isnan(se_c) or math.isnan(se_b):
         return None
-    noise, diff = 1.96 * math.hypot(se_c, se_b), abs(st.iqm_difference(c, b))
+    noise, diff = 1.96 * math.hypot(se_c, se_b), abs(st.iqm_difference(c, b) if diff is None else diff)
     return Check("seeds.eval_se", "PASS" if diff > noise else "WARN", noise, diff,
                  f"1.96 eval-sampling SE of one evaluation ({min(items)} items, sqrt(p(1-p)/N) bound) = {noise:.4g} "
                  f"vs |difference| {diff:.4g}")
@@ -215,8 +218,22 @@ def pairs_check(base: list[SeedRun], cand: list[SeedRun]) -> Check:
     return Check("seeds.pairs", "FAIL" if problems else "PASS", len(problems), 0, detail, problems)
 
 
+def no_spread(d: list[float]) -> bool:
+    """Every difference the same, up to float rounding (scores are fractions of N items: 24/56 - 23/56 and
+    26/56 - 25/56 differ in the last bit)."""
+    return statistics.stdev(d) <= 1e-9 * max(1.0, max(abs(x) for x in d))
+
+
 def paired_ci_check(d: list[float], cfg: SeedConfig) -> Check:
-    mean, (lo, hi), t = sum(d) / len(d), st.paired_interval(d, cfg.confidence), st.paired_t(d)
+    mean = sum(d) / len(d)
+    if no_spread(d):  # the t interval is a point; only the signs are left to test
+        p = min(1.0, 2 * 0.5 ** len(d)) if abs(mean) > 1e-12 else 1.0
+        ok = mean > 1e-12 and p < cfg.alpha
+        return Check("seeds.paired_ci", "PASS" if ok else "FAIL", mean, 0,
+                     f"every seed's difference is {mean:+.4g}: no spread for a t interval; the sign test's two-sided "
+                     f"p = {p:.3g} ({len(d)} of {len(d)} the same sign)"
+                     + ("" if ok else f", not below {cfg.alpha:g}"))
+    (lo, hi), t = st.paired_interval(d, cfg.confidence), st.paired_t(d)
     return Check("seeds.paired_ci", "PASS" if lo > 0 else "FAIL", mean, 0,
                  f"mean paired difference {mean:+.4g}, {cfg.confidence:.0%} t interval [{lo:+.4g}, {hi:+.4g}] "
                  f"(paired t = {t.t:.3f}, df = {t.df:.0f}, two-sided p = {t.p:.3g})"
@@ -254,6 +271,9 @@ def paired_probability_check(d: list[float], cfg: SeedConfig) -> Check:
 
 def paired_mde_check(d: list[float]) -> Check:
     mde, diff = st.paired_detectable_effect(d), abs(sum(d) / len(d))
+    if no_spread(d):
+        return Check("seeds.mde", "WARN", mde, diff, "every seed's difference is the same: no spread to size an "
+                     "effect by (a detectable effect of 0 would say nothing)")
     return Check("seeds.mde", "PASS" if diff >= mde else "WARN", mde, diff,
                  f"minimum detectable effect 2.8·s_d/√n = {mde:.4g} (s_d = {statistics.stdev(d):.4g}, n = {len(d)}) "
                  f"vs observed |mean paired difference| {diff:.4g}")
@@ -273,7 +293,7 @@ def paired_checks(base: list[SeedRun], cand: list[SeedRun], cfg: SeedConfig) -> 
         return [pairs, paired_noninferior_check(d, b, cfg), spread_check(c, b)]
     checks = [pairs, paired_ci_check(d, cfg), paired_loo_check(d, cand), paired_probability_check(d, cfg),
               paired_mde_check(d)]
-    se = eval_se_check(c, b, base, cand)
+    se = eval_se_check(c, b, base, cand, sum(d) / len(d))
     return checks + ([se] if se else [])
 
 
