@@ -17,6 +17,7 @@ from trajkit.errors import ConfigError
 from trajkit.models.tokenizer import byte_tokenizer
 from trajkit.rl import Trainer
 from trajkit.envs.agent import AgentTask, EnvironmentDied, HarnessError, HarnessRun, command_harness
+from trajkit.gateway import GatewayConfig
 from trajkit.rl.rollout import CountingClient
 from trajkit.envs.sample import validate_sample
 
@@ -102,7 +103,9 @@ def test_evaluating_between_steps_changes_nothing_an_agent_run_trains(tiny):
     call's seed comes from the round's seed and the row, so a run evaluated (sampled) before every step
     samples and learns exactly what a run never evaluated does: a config may change ``eval.every`` (or a
     sampler profile before a step) without changing the trained policy. With seeds drawn from the round
-    numbers every step after the first evaluation sampled other tokens."""
+    numbers every step after the first evaluation sampled other tokens. (Their log-probs may differ in the last
+    bits: which rows share a batch, and which cached prefix a call finds, depend on when the harness's calls
+    arrive; served alone they are equal to the bit: the next test.)"""
     spec = ("eval.num_prompts=2", "eval.samples=2", "eval.temperature=1.0")
     plain, evaluated = _trainer(tiny, *spec, eval=ROWS[:2]), _trainer(tiny, *spec, eval=ROWS[:2])
     try:
@@ -118,6 +121,46 @@ def test_evaluating_between_steps_changes_nothing_an_agent_run_trains(tiny):
     finally:
         plain.close()
         evaluated.close()
+
+
+def test_served_alone_an_evaluated_run_samples_the_unevaluated_runs_log_probs_to_the_bit(tiny):
+    """``GatewayConfig(max_batch=1, prefix_cache=False)`` (``task.KIND.gateway_max_batch=1
+    task.KIND.gateway_prefix_cache=false``): every call computed alone and prefilled whole, so nothing a row
+    gets depends on what else runs at the time; batched or cached, the log-probs of these runs differed in
+    their last bits in 4-12 of 24 rows over three steps (three tries each)."""
+    def trainer():
+        task = AgentTask(ROWS, byte_tokenizer(), two_turns, eval=ROWS[:2], reward_funcs=[odd_length],
+                         gateway=GatewayConfig(model_name="policy", max_batch=1, prefix_cache=False))
+        return Trainer(tiny("eval.num_prompts=2", "eval.samples=2", "eval.temperature=1.0"), task=task, logger=False)
+
+    plain, evaluated = trainer(), trainer()
+    try:
+        for _ in range(3):
+            evaluated.evaluate()
+            want, got = plain.step_once(), evaluated.step_once()
+            assert [s.logprobs for s in got.samples] == [s.logprobs for s in want.samples]
+            assert [s.completion_ids for s in got.samples] == [s.completion_ids for s in want.samples]
+    finally:
+        plain.close()
+        evaluated.close()
+
+
+def test_an_evaluation_leaves_no_prefix_states_for_the_next_round(tiny):
+    """The prefix cache is emptied after an evaluation's round (``Rollout.forget_prefixes``): the next training
+    round would otherwise reuse the evaluation's states (computed in its batches, equal to its own prefill only
+    up to float rounding), and an evaluated run would sample other bits than an unevaluated one; on SmolLM2 it
+    drew one of 32 trials differently at steps 3 and 4 (docs/rl_after_sft.md, seventeenth round). A training round's
+    own states stay until the next weight sync."""
+    trainer = _trainer(tiny, "eval.num_prompts=2", "eval.samples=2", eval=ROWS[:2])
+    try:
+        trainer.step_once()
+        cache = trainer.state.rollout.backend.prefix_cache
+        after_step = cache.tokens
+        trainer.evaluate()
+        after_eval = cache.tokens
+    finally:
+        trainer.close()
+    assert after_step > 0 and after_eval == 0
 
 
 def test_a_resumed_agent_run_samples_what_the_uninterrupted_run_samples(tiny, tmp_path):

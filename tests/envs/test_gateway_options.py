@@ -50,7 +50,8 @@ def test_an_openenv_task_serves_its_episodes_with_the_configs_gateway():
     pytest.importorskip("openenv.core", reason="openenv-core is not installed (pip install -e '.[test]')")
     env = "task.openenv.env=tests.envs.openenv.envs:LengthEnv"
     assert _served_as(_built("task.name=openenv", env)) == (64, True)
-    task = _built("task.name=openenv", env, "task.openenv.gateway_max_batch=3", "task.openenv.gateway_prefix_cache=false")
+    task = _built("task.name=openenv", env, "task.openenv.gateway_max_batch=3",
+                  "task.openenv.gateway_prefix_cache=false")
     assert _served_as(task) == (3, False)
 
 

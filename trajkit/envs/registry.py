@@ -21,6 +21,7 @@ from trajkit.envs.imports import import_object, is_import_path
 from trajkit.envs.base import Task
 from trajkit.envs.single_turn import ChatArithmeticTask, StringTask
 from trajkit.envs.toolenv import CalculatorTask
+from trajkit.gateway.config import GatewayConfig
 
 TaskFactory = Callable[[Any, int, Any], Task]  # (TaskConfig, seed, tokenizer) -> Task
 
@@ -68,18 +69,22 @@ class CalculatorOptions(Checked):
     __ranges__ = {"max_len": "[1, inf)", "max_turns": "[1, inf)", "tool_timeout_s": "(0, inf)"}
 
 
+_GATEWAY = GatewayConfig()  # the defaults of the gateway's own settings
+
+
 @dataclass
 class GatewayOptions:
     """The gateway an episode's calls are served through (``agent``, ``harbor``, ``openenv``, ``verifiers``;
-    :class:`trajkit.gateway.GatewayConfig`'s ``max_batch`` and ``prefix_cache``, the same defaults):
-    ``gateway_max_batch`` rows decoded together, ``gateway_prefix_cache`` reuse of an earlier call's KV states.
-    Rows batched with others, or a prefix cached by another batch, change the log-probs by float rounding
-    (~1e-5), enough to flip a sampled token now and then; ``gateway_max_batch=1 gateway_prefix_cache=false``
-    makes a run's rollouts independent of what else runs (an evaluation, other groups) at several times the
-    generation time (docs/rl_after_sft.md, round 17)."""
+    :class:`trajkit.gateway.GatewayConfig`'s ``max_batch`` and ``prefix_cache``, its defaults):
+    ``gateway_max_batch`` rows decoded together, ``gateway_prefix_cache`` reuse of an earlier call's KV states
+    (trajkit's engine; vLLM keeps its own prefix caching). Which rows share a batch, and which cached prefix a call
+    finds, depend on when the calls arrive, and change a log-prob by float rounding (~1e-5), now and then enough
+    to flip a sampled token; ``gateway_max_batch=1 gateway_prefix_cache=false`` computes every call alone and
+    prefilled whole, so a run samples the same bits whatever else runs (an evaluation, the other groups), at
+    several times the generation time (docs/rl_after_sft.md, seventeenth round)."""
 
-    gateway_max_batch: int = 64
-    gateway_prefix_cache: bool = True
+    gateway_max_batch: int = _GATEWAY.max_batch
+    gateway_prefix_cache: bool = _GATEWAY.prefix_cache
 
     __ranges__ = {"gateway_max_batch": "[1, inf)"}
 
@@ -87,7 +92,7 @@ class GatewayOptions:
 @dataclass
 class AgentOptions(GatewayOptions, Checked):
     """``agent``: the harness's shell ``command`` (``{base_url}``, ``{api_key}``, ``{model}`` and ``{task}``
-    filled in per run), each run limited to ``harness_timeout_s``."""
+    filled in per run), each run limited to ``harness_timeout_s``; ``gateway_*``: :class:`GatewayOptions`."""
 
     command: str | None = None
     harness_timeout_s: float = 300.0
@@ -101,7 +106,8 @@ class AgentOptions(GatewayOptions, Checked):
 class HarborOptions(GatewayOptions, Checked):
     """``harbor``: trials in a ``sandbox`` with trajkit's shell agent (at most ``max_turns`` replies); with
     ``judge_url`` (an OpenAI-compatible ``.../v1``) and ``judge_model`` the reward is Polar's rubric reward;
-    ``timeout_multiplier`` scales every task's agent time limit (Harbor's ``--timeout-multiplier``)."""
+    ``timeout_multiplier`` scales every task's agent time limit (Harbor's ``--timeout-multiplier``);
+    ``gateway_*``: :class:`GatewayOptions`."""
 
     max_turns: int = 3
     sandbox: Literal["namespace", "docker"] = "namespace"
@@ -118,7 +124,8 @@ class OpenEnvOptions(GatewayOptions, Checked):
     """``openenv``: the environment ``env`` (``pkg.module:Class``, in process) or ``url`` (a local server's
     ``ws://127.0.0.1:PORT``), observations as user turns after ``system_prompt``, replies made actions by
     ``adapter`` (``pkg.module:obj``; default: the action's one text field, or ``action_field``, with the
-    observation's text field, or ``observation_field``), at most ``max_turns`` replies."""
+    observation's text field, or ``observation_field``), at most ``max_turns`` replies; ``gateway_*``:
+    :class:`GatewayOptions`."""
 
     env: str | None = None
     url: str | None = None
@@ -141,7 +148,7 @@ class OpenEnvOptions(GatewayOptions, Checked):
 @dataclass
 class VerifiersOptions(GatewayOptions, Checked):
     """``verifiers``: the ``verifiers.v1`` taskset ``env`` (its id) with ``env_config`` (a JSON object of the
-    taskset's config fields), at most ``max_turns`` model turns."""
+    taskset's config fields), at most ``max_turns`` model turns; ``gateway_*``: :class:`GatewayOptions`."""
 
     env: str | None = None
     env_config: str | None = None
@@ -197,8 +204,8 @@ class FlatOptions(Checked):
     env_config: str | None = None
     action_field: str | None = None
     observation_field: str | None = None
-    gateway_max_batch: int = 64
-    gateway_prefix_cache: bool = True
+    gateway_max_batch: int = _GATEWAY.max_batch
+    gateway_prefix_cache: bool = _GATEWAY.prefix_cache
 
     __section__ = "task"
     __ranges__ = {**StringOptions.__ranges__, **CalculatorOptions.__ranges__, **AgentOptions.__ranges__,
