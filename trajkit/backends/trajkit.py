@@ -3,12 +3,13 @@
 :class:`TrajkitBackend` is :class:`trajkit.engine.Engine` behind the backend protocol. Its log-probs are
 the engine's (post-temperature, float32 on CPU: equal to a full forward up to float rounding) and a
 seeded row's tokens depend only on its own seed, prompt and index (:mod:`trajkit.engine.rng`), up to the
-floating-point differences that module names: on the Harbor path a run evaluated between its RL steps had
-log-probs 1e-5 apart from an unevaluated run's and a sampled token flipped now and then; with every row
-served alone and no prefix cache the two runs were equal to the bit over three steps, so the batch a row
-shares or a cached prefix computed in another batch is the cause (docs/rl_after_sft.md, rounds 14 and 16).
-It declares
-every in-process part (:class:`~trajkit.backends.base.Capabilities`): ``session()`` for the gateway's
+floating-point differences that module names: which rows share a batch and which cached prefix a call
+reuses (computed in another batch) change a log-prob by ~1e-5, now and then enough to flip a sampled token.
+An evaluation's cached prefixes made an evaluated Harbor run sample other trials than an unevaluated one; the
+cache is emptied after an evaluation since (:meth:`trajkit.rl.rollout.Rollout.forget_prefixes`), and a gateway
+serving every row alone without the cache (``task.KIND.gateway_max_batch=1 gateway_prefix_cache=false``)
+gives the same bits whatever else runs (docs/rl_after_sft.md, rounds 14, 16 and 17). It declares every
+in-process part (:class:`~trajkit.backends.base.Capabilities`): ``session()`` for the gateway's
 continuous batching, the exact prefix cache, adapter-only syncs and ``token_logprobs``; ``engine`` and
 ``model`` are the engine and its model.
 """
