@@ -319,6 +319,12 @@ def test_paired_differences_without_spread_are_judged_by_their_signs_alone():
     six = _paired({s: (20 + s) / 56 for s in range(6)}, {s: (21 + s) / 56 for s in range(6)})
     assert six["seeds.paired_ci"].verdict == "PASS" and "p = 0.0312" in six["seeds.paired_ci"].detail
     assert _paired({s: 0.5 for s in range(6)}, {s: 0.5 for s in range(6)})["seeds.paired_ci"].verdict == "FAIL"
+    lost = _paired({s: (21 + s) / 56 for s in range(6)}, {s: (20 + s) / 56 for s in range(6)})["seeds.paired_ci"]
+    assert lost.verdict == "FAIL" and lost.detail.endswith("on one side of +0): no gain")
+    # no worse: every seed 1 task below its baseline, within the given margin of 0.05, on 6 seeds (p 0.03125)
+    kept = _paired({s: (21 + s) / 56 for s in range(6)}, {s: (20 + s) / 56 for s in range(6)}, claim="no_worse",
+                   margin=0.05)["seeds.noninferior"]
+    assert kept.verdict == "PASS" and "p = 0.0312" in kept.detail
 
 
 def test_paired_eval_noise_is_weighed_against_the_mean_paired_difference():

@@ -62,11 +62,11 @@ class SeedConfig(Checked):
         "margin": "no_worse: the loss tolerated (metric units); 0 = the baseline's between-seed standard deviation",
         "last_k": "a run's score: the mean of its last k evaluations after step 0",
         "min_seeds": "seeds per arm below which the claim is refused",
-        "confidence": "confidence level of the interval (bootstrap; Student t with --paired)",
+        "confidence": "confidence level of the interval (bootstrap; Student t, or its sign test, with --paired)",
         "reps": "bootstrap resamples",
         "bootstrap_seed": "seed of the bootstrap resampling",
         "min_probability": "probability of improvement below which the check warns",
-        "alpha": "significance level of Welch's t (of the sign test when --paired finds no spread)",
+        "alpha": "significance level of Welch's t",
         "higher_is_better": "false when a lower metric is better (a loss)",
         "paired": "each candidate run continues the baseline run of its seed (RL from that seed's SFT checkpoint): "
                   "compare per-seed differences (paired t) instead of independent arms",

@@ -32,14 +32,15 @@ per-seed differences d are tested instead of two independent samples:
 ``seeds.pairs``             a seed unknown or in one arm only: FAIL, and the claim is refused
 ``seeds.paired_ci``         the Student-t CI of mean(d) (paired t and its p in the detail) contains 0 or
                             lies below it: FAIL; every d the same (no spread): the sign test's p, FAIL
-                            unless below ``alpha`` (6 seeds or more)
+                            unless below 1 - ``confidence`` (6 seeds or more at 95%)
 ``seeds.leave_one_out``     leaving one pair out takes mean(d) to <= 0: FAIL
 ``seeds.prob_improvement``  the share of seeds with d > 0 (a tie counts half) <= 0.5: FAIL; below 0.75: WARN
 ``seeds.mde``               |mean(d)| below 2.8·s_d/sqrt(n), or s_d = 0: WARN
 ``seeds.eval_se``           as above
 =========================  ==========================================================================
 
-and with ``claim=no_worse`` ``seeds.noninferior`` reads the lower end of that t interval.
+and with ``claim=no_worse`` ``seeds.noninferior`` reads the lower end of that t interval (without spread: the
+sign test of every d above ``-margin``).
 
 With ``claim=no_worse`` (is the candidate *as good as* the baseline, e.g. an asynchronous or a LoRA run against
 the synchronous or full-weight one) the gain checks are replaced by a non-inferiority test:
@@ -224,16 +225,26 @@ def no_spread(d: list[float]) -> bool:
     return statistics.stdev(d) <= 1e-9 * max(1.0, max(abs(x) for x in d))
 
 
+def sign_test(d: list[float], above: float = 0.0) -> float:
+    """Two-sided p of every one of ``d`` on the same side of ``above`` (``no_spread``): 2·2⁻ⁿ, 1 when on it."""
+    return 1.0 if abs(d[0] - above) <= 1e-12 else min(1.0, 2 * 0.5 ** len(d))
+
+
+def _signs_only(check: str, d: list[float], above: float, cfg: SeedConfig, what: str) -> Check:
+    """``check`` for differences without spread: the t interval is a point, so only their sign is tested, at the
+    interval's level (1 - ``confidence``)."""
+    mean, p, level = sum(d) / len(d), sign_test(d, above), 1 - cfg.confidence
+    ok = mean > above + 1e-12 and p < level
+    why = "" if ok else (f": {what}" if mean <= above + 1e-12 else f", not below {level:.3g}")
+    return Check(check, "PASS" if ok else "FAIL", mean, above,
+                 f"every seed's difference is {mean:+.4g}: no spread for a t interval; the sign test's two-sided "
+                 f"p = {p:.3g} ({len(d)} of {len(d)} on one side of {above:+.4g}){why}")
+
+
 def paired_ci_check(d: list[float], cfg: SeedConfig) -> Check:
-    mean = sum(d) / len(d)
-    if no_spread(d):  # the t interval is a point; only the signs are left to test
-        p = min(1.0, 2 * 0.5 ** len(d)) if abs(mean) > 1e-12 else 1.0
-        ok = mean > 1e-12 and p < cfg.alpha
-        return Check("seeds.paired_ci", "PASS" if ok else "FAIL", mean, 0,
-                     f"every seed's difference is {mean:+.4g}: no spread for a t interval; the sign test's two-sided "
-                     f"p = {p:.3g} ({len(d)} of {len(d)} the same sign)"
-                     + ("" if ok else f", not below {cfg.alpha:g}"))
-    (lo, hi), t = st.paired_interval(d, cfg.confidence), st.paired_t(d)
+    if no_spread(d):
+        return _signs_only("seeds.paired_ci", d, 0.0, cfg, "no gain")
+    mean, (lo, hi), t = sum(d) / len(d), st.paired_interval(d, cfg.confidence), st.paired_t(d)
     return Check("seeds.paired_ci", "PASS" if lo > 0 else "FAIL", mean, 0,
                  f"mean paired difference {mean:+.4g}, {cfg.confidence:.0%} t interval [{lo:+.4g}, {hi:+.4g}] "
                  f"(paired t = {t.t:.3f}, df = {t.df:.0f}, two-sided p = {t.p:.3g})"
@@ -242,6 +253,8 @@ def paired_ci_check(d: list[float], cfg: SeedConfig) -> Check:
 
 def paired_noninferior_check(d: list[float], b: list[float], cfg: SeedConfig) -> Check:
     mean, margin = sum(d) / len(d), margin_of(b, cfg)
+    if no_spread(d):
+        return _signs_only("seeds.noninferior", d, -margin, cfg, "a loss of the margin or more")
     lo, hi = st.paired_interval(d, cfg.confidence)
     source = "given" if cfg.margin > 0 else "the baseline's seed standard deviation"
     ok = lo > -margin
