@@ -145,24 +145,6 @@ def test_served_alone_an_evaluated_run_samples_the_unevaluated_runs_log_probs_to
         evaluated.close()
 
 
-def test_an_evaluation_leaves_no_prefix_states_for_the_next_round(tiny):
-    """The prefix cache is emptied after an evaluation's round (``Rollout.forget_prefixes``): the next training
-    round would otherwise reuse the evaluation's states (computed in its batches, equal to its own prefill only
-    up to float rounding), and an evaluated run would sample other bits than an unevaluated one; on SmolLM2 it
-    drew one of 32 trials differently at steps 3 and 4 (docs/rl_after_sft.md, seventeenth round). A training round's
-    own states stay until the next weight sync."""
-    trainer = _trainer(tiny, "eval.num_prompts=2", "eval.samples=2", eval=ROWS[:2])
-    try:
-        trainer.step_once()
-        cache = trainer.state.rollout.backend.prefix_cache
-        after_step = cache.tokens
-        trainer.evaluate()
-        after_eval = cache.tokens
-    finally:
-        trainer.close()
-    assert after_step > 0 and after_eval == 0
-
-
 def test_a_resumed_agent_run_samples_what_the_uninterrupted_run_samples(tiny, tmp_path):
     """A resumed run's environment numbers its rounds from 1 again (the counter is not in the checkpoint), so
     with seeds drawn from the round numbers its first step after the checkpoint sampled other tokens than

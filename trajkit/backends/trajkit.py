@@ -4,9 +4,8 @@
 the engine's (post-temperature, float32 on CPU: equal to a full forward up to float rounding) and a
 seeded row's tokens depend only on its own seed, prompt and index (:mod:`trajkit.engine.rng`), up to the
 floating-point differences that module names: which rows share a batch and which cached prefix a call
-reuses (computed in another batch) change a log-prob by ~1e-5, now and then enough to flip a sampled token.
-An evaluation's cached prefixes made an evaluated Harbor run sample other trials than an unevaluated one; the
-cache is emptied after an evaluation since (:meth:`trajkit.rl.rollout.Rollout.forget_prefixes`), and a gateway
+reuses (computed in another batch) depend on when the calls arrive and change a log-prob by ~1e-5, now and
+then enough to flip a sampled token at a near-tie, so two runs of one config can sample differently; a gateway
 serving every row alone without the cache (``task.KIND.gateway_max_batch=1 gateway_prefix_cache=false``)
 gives the same bits whatever else runs (docs/rl_after_sft.md, rounds 14, 16 and 17). It declares every
 in-process part (:class:`~trajkit.backends.base.Capabilities`): ``session()`` for the gateway's

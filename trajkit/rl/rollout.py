@@ -158,30 +158,7 @@ class Rollout:
         environment that serves generation (the agent and Harbor tasks' gateway) runs where the generation
         runs: on a backend of Ray rollout workers, each worker runs its slice of the rows over its own backend
         (:meth:`trajkit.cluster.split.RayRollouts.episodes`), and their calls' counters and versions are
-        added to ``client``'s; every other environment runs here, calling the backend through ``client``.
-        Rounds through :attr:`eval_client` (an evaluation, a sampler's profile) end with
-        :meth:`forget_prefixes`."""
-        try:
-            return self._episodes(task, rows, params, client)
-        finally:
-            if client is self.eval_client:
-                self.forget_prefixes()
-
-    def forget_prefixes(self) -> None:
-        """Empty the backend's prefix cache (trajkit's engine; a backend without one has nothing to forget), so
-        that a round outside training leaves no KV states for the next training round to reuse: computed in
-        another round's batches, they equal the round's own prefill only up to float rounding (~1e-5 in a
-        log-prob), which now and then flips a sampled token, and a run's samples would depend on when it was
-        evaluated. The cache starts empty after every weight sync anyway; a round reuses its own prefixes."""
-        if not self.backend.capabilities.prefix_cache:
-            return
-        with self.lock:
-            cache = self.backend.prefix_cache
-            if cache is not None:
-                cache.flush()
-
-    def _episodes(self, task: Task, rows: list[Prompt], params: SamplingParams,
-                  client: GenerationClient) -> list[Sample]:
+        added to ``client``'s; every other environment runs here, calling the backend through ``client``."""
         if not self.backend.capabilities.episodes or not getattr(task.env, "serves_generation", False):
             return task.env.rollout(client, rows, params)
         # a worker runs one call at a time: a weight load sent during the round waits for its end
