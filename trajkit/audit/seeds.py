@@ -111,12 +111,17 @@ def margin_of(b: list[float], cfg: SeedConfig) -> float:
 
 
 def noninferior_check(c: list[float], b: list[float], cfg: SeedConfig) -> Check:
-    diff, margin = st.iqm_difference(c, b), margin_of(b, cfg)
     lo, hi = st.bootstrap_ci(c, b, reps=cfg.reps, confidence=cfg.confidence, seed=cfg.bootstrap_seed)
+    return interval_noninferior(f"IQM difference {st.iqm_difference(c, b):+.4g}", "stratified bootstrap CI", lo, hi,
+                                margin_of(b, cfg), cfg)
+
+
+def interval_noninferior(estimate: str, interval: str, lo: float, hi: float, margin: float, cfg: SeedConfig) -> Check:
+    """``seeds.noninferior`` from an interval of the difference: PASS when its lower end is above ``-margin``."""
     source = "given" if cfg.margin > 0 else "the baseline's seed standard deviation"
     ok = lo > -margin
     return Check("seeds.noninferior", "PASS" if ok else "FAIL", lo, -margin,
-                 f"IQM difference {diff:+.4g}, {cfg.confidence:.0%} stratified bootstrap CI [{lo:+.4g}, {hi:+.4g}]; "
+                 f"{estimate}, {cfg.confidence:.0%} {interval} [{lo:+.4g}, {hi:+.4g}]; "
                  f"margin {margin:.4g} ({source})" + ("" if ok else ": a loss of the margin is not ruled out"))
 
 
@@ -256,11 +261,7 @@ def paired_noninferior_check(d: list[float], b: list[float], cfg: SeedConfig) ->
     if no_spread(d):
         return _signs_only("seeds.noninferior", d, -margin, cfg, "a loss of the margin or more")
     lo, hi = st.paired_interval(d, cfg.confidence)
-    source = "given" if cfg.margin > 0 else "the baseline's seed standard deviation"
-    ok = lo > -margin
-    return Check("seeds.noninferior", "PASS" if ok else "FAIL", lo, -margin,
-                 f"mean paired difference {mean:+.4g}, {cfg.confidence:.0%} t interval [{lo:+.4g}, {hi:+.4g}]; "
-                 f"margin {margin:.4g} ({source})" + ("" if ok else ": a loss of the margin is not ruled out"))
+    return interval_noninferior(f"mean paired difference {mean:+.4g}", "t interval", lo, hi, margin, cfg)
 
 
 def paired_loo_check(d: list[float], cand: list[SeedRun]) -> Check:
