@@ -222,12 +222,11 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {seed} | {step} | {d['traces']} | {d['assistant_turns']} | {d['mean_turns']:.2f} | "
                              f"{reward} | {d['unscored']} |")
     audit = report["audit"]
-    lines += ["", f"## `trajkit audit seeds` (RL vs SFT, held-out pass rate): {audit['seeds']['verdict']}", ""]
-    lines += [f"- {c['id']}: {c['verdict']} — {c['detail']}" for c in audit["seeds"]["checks"]]
-    if "seeds_paired" in audit:  # reports written before it have none
-        lines += ["", "## `trajkit audit seeds --paired` (each seed's RL vs its own SFT policy): "
-                      f"{audit['seeds_paired']['verdict']}", ""]
-        lines += [f"- {c['id']}: {c['verdict']} — {c['detail']}" for c in audit["seeds_paired"]["checks"]]
+    for key, title in (("seeds", "`trajkit audit seeds` (RL vs SFT, held-out pass rate)"),
+                       ("seeds_paired", "`trajkit audit seeds --paired` (each seed's RL vs its own SFT policy)")):
+        if key in audit:  # reports written before the paired audit have none
+            lines += ["", f"## {title}: {audit[key]['verdict']}", ""]
+            lines += [f"- {c['id']}: {c['verdict']} — {c['detail']}" for c in audit[key]["checks"]]
     lines += ["", "## `trajkit audit data` (training tasks vs held-out tasks)", ""]
     for seed, r in audit["data"].items():
         lines.append(f"- seed {seed}: {r['verdict']} (" + "; ".join(f"{c['id']} {c['verdict']}"
