@@ -11,7 +11,8 @@
 - **curves**: SFT loss, RL training reward (``reward/raw``), RL held-out pass rate (``eval/reward``; step 0
   is the SFT policy), the share of groups whose rewards agree (``reward/groups_all_same``) and the difficulty
   sampler's informative pool against the step, one line per seed (matplotlib's Agg canvas);
-- **groups**: ``reward/groups_all_same`` at the first and last RL step and its mean, with the sampler's pools;
+- **groups**: ``reward/groups_all_same`` at the first and last RL step and its mean, with the sampler's pools,
+  and with dynamic sampling the tasks it drew, the groups it dropped and the constant groups it still trained on;
 - **traces**: ``trajkit traces stats`` (:func:`trajkit.traces.stats.compute_stats`) of the first and the last RL
   step's saved episodes of each seed;
 - **audits**: ``trajkit audit seeds`` (:func:`trajkit.audit.seeds.seed_checks`) with SFT as the baseline arm and
@@ -167,17 +168,34 @@ def draw_curves(runs: dict, folder: Path) -> dict:
     return paths
 
 
+def dynamic_stats(history: list[dict]) -> dict | None:
+    """What dynamic sampling (``rollout.dynamic_sampling``, :mod:`trajkit.rl.dynamic`) drew over a run: tasks
+    drawn, groups dropped as constant, groups trained on, and of those the constant ones it kept when its refills
+    ran out (``dynamic/groups_topped_up``). None for a run without it. A step trains on ``drawn - dropped +
+    topped_up`` groups (the refills draw exactly the groups still missing). ``reward/groups_all_same`` counts every
+    generated group, the dropped ones too, so with dynamic sampling it is not the share of the trained groups."""
+    rows = [h for h in history if "dynamic/prompts_drawn" in h]
+    if not rows:
+        return None
+    drawn, dropped, topped = (int(sum(h[f"dynamic/{k}"] for h in rows))
+                              for k in ("prompts_drawn", "groups_dropped", "groups_topped_up"))
+    trained = drawn - dropped + topped
+    return {"steps": len(rows), "tasks_drawn": drawn, "groups_dropped": dropped, "groups_trained": trained,
+            "trained_all_same": topped, "trained_all_same_share": topped / trained if trained else None}
+
+
 def group_stats(runs: dict) -> dict:
     """Per seed: ``reward/groups_all_same`` (the share of groups whose rewards agree, so no advantage) at the first
     and the last RL step and its mean over the steps; the difficulty sampler's pools at the last step (None
-    with the uniform stream)."""
+    with the uniform stream); dynamic sampling's draws (:func:`dynamic_stats`, None without it)."""
     out = {}
     for s, r in runs.items():
         hist = [h for h in r["rl"]["history"] if "reward/groups_all_same" in h]
         same = [h["reward/groups_all_same"] for h in hist]
         pools = {k.split("/", 1)[1]: v for k, v in (hist[-1] if hist else {}).items() if k.startswith("sampler/")}
         out[str(s)] = {"first": same[0] if same else None, "last": same[-1] if same else None,
-                       "mean": sum(same) / len(same) if same else None, "sampler": pools or None}
+                       "mean": sum(same) / len(same) if same else None, "sampler": pools or None,
+                       "dynamic": dynamic_stats(r["rl"]["history"])}
     return out
 
 
@@ -211,6 +229,17 @@ def markdown(report: dict) -> str:
         fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
         pools = ", ".join(f"{k} {v:g}" for k, v in g["sampler"].items()) if g["sampler"] else "uniform stream"
         lines.append(f"| {seed} | {fmt(g['first'])} | {fmt(g['last'])} | {fmt(g['mean'])} | {pools} |")
+    drew = {seed: g["dynamic"] for seed, g in report.get("groups", {}).items() if g.get("dynamic")}
+    if drew:  # reports written before dynamic_stats have no "dynamic" key
+        lines += ["", "Dynamic sampling drew fresh tasks in place of the groups whose rewards agreed; the share "
+                  "above counts every group it generated, the dropped ones too:", "",
+                  "| seed | tasks drawn | groups dropped | groups trained | trained groups all the same |",
+                  "|---|---|---|---|---|"]
+        for seed, d in drew.items():
+            per, share = (f" ({d['tasks_drawn'] / d['groups_trained']:.2f} a trained group)",
+                          f" ({d['trained_all_same_share']:.3f})") if d["groups_trained"] else ("", "")
+            lines.append(f"| {seed} | {d['tasks_drawn']}{per} | {d['groups_dropped']} | {d['groups_trained']} | "
+                         f"{d['trained_all_same']}{share} |")
     lines += ["", "## Curves", ""] + [f"![{k}](curves/{k}.png)" for k in report["curves"]]
     lines += ["", "## Episodes of the first and last RL step (`trajkit traces stats`)", "",
               "| seed | step | traces | assistant turns | mean turns | mean reward | unscored |",

@@ -3,6 +3,7 @@ budget is honoured, and a resumed run with refills reproduces the next step bit 
 import pytest
 import torch
 
+from trajkit.demo_agent_report import dynamic_stats
 from trajkit.rl.dynamic import ROUND_STRIDE, constant_groups, round_seed
 from trajkit.envs.rewards import RewardSet
 from trajkit.rl.trainer import Trainer
@@ -79,6 +80,18 @@ def test_budget_spent_tops_up_with_the_earliest_dropped_group(tiny):
     assert result.metrics["dynamic/refill_rounds"] == 1
     assert t.state.stream.cursor == 3
     assert all(s.advantage == 0.0 for s in result.samples[G:])  # the topped-up group carries no signal
+
+
+def test_the_reports_counts_are_the_trained_batches(tiny):
+    # step 0: prompts 0, 1 -> keep 1; refill 2 (constant), budget spent -> [1, 0], 0 topped up. step 1: 3, 4 kept.
+    t = _trainer(tiny, "rollout.dynamic_sampling=true", "rollout.max_refill_rounds=1")
+    results = [t.step_once() for _ in range(2)]
+    got = dynamic_stats([{"step": i + 1, **r.metrics} for i, r in enumerate(results)])
+    groups = [[s for s in r.samples if s.group == g] for r in results for g in sorted({s.group for s in r.samples})]
+    constant = [all(s.advantage == 0.0 for s in grp) for grp in groups]
+    assert len(groups) == 4 and constant == [False, True, False, False]
+    assert got == {"steps": 2, "tasks_drawn": 5, "groups_dropped": 2, "groups_trained": len(groups),
+                   "trained_all_same": sum(constant), "trained_all_same_share": 0.25}
 
 
 def test_off_keeps_every_group_in_order(tiny):

@@ -2,7 +2,7 @@
 generator's held-out classes, and the GRPO groups that carry no advantage (with the difficulty sampler's pools)."""
 import pytest
 
-from trajkit.demo_agent_report import group_stats, markdown, split_rates
+from trajkit.demo_agent_report import dynamic_stats, group_stats, markdown, split_rates
 
 
 def _task(family, rate):
@@ -37,8 +37,28 @@ def test_group_stats_first_last_mean_and_the_samplers_last_pools():
         {"step": 4, "reward/groups_all_same": 0.0, "sampler/informative": 6, "sampler/solved": 2}]}},
         1: {"rl": {"history": [{"step": 1, "reward/groups_all_same": 0.5}]}}}
     got = group_stats(runs)
-    assert got["0"] == {"first": 1.0, "last": 0.0, "mean": 0.5, "sampler": {"informative": 6, "solved": 2}}
-    assert got["1"] == {"first": 0.5, "last": 0.5, "mean": 0.5, "sampler": None}
+    assert got["0"] == {"first": 1.0, "last": 0.0, "mean": 0.5, "sampler": {"informative": 6, "solved": 2},
+                        "dynamic": None}
+    assert got["1"] == {"first": 0.5, "last": 0.5, "mean": 0.5, "sampler": None, "dynamic": None}
+
+
+def _dynamic_row(step, drawn, dropped, topped_up):
+    return {"step": step, "reward/groups_all_same": dropped / drawn, "dynamic/prompts_drawn": float(drawn),
+            "dynamic/groups_dropped": float(dropped), "dynamic/groups_topped_up": float(topped_up)}
+
+
+def test_dynamic_sampling_counts_the_trained_groups_apart_from_the_generated_ones():
+    # 4 groups a step. Step 1: 7 drawn, 3 dropped, 4 trained. Step 2: 4 drawn, none dropped. Step 3: the refills
+    # ran out: 6 drawn, 3 dropped, one dropped group topped up -> 4 trained, 1 of them constant.
+    history = [_dynamic_row(1, 7, 3, 0), _dynamic_row(2, 4, 0, 0), {"step": 2, "eval/reward": 0.5},
+               _dynamic_row(3, 6, 3, 1)]
+    got = dynamic_stats(history)
+    assert got == {"steps": 3, "tasks_drawn": 17, "groups_dropped": 6, "groups_trained": 12, "trained_all_same": 1,
+                   "trained_all_same_share": pytest.approx(1 / 12)}
+    assert dynamic_stats([{"step": 1, "reward/groups_all_same": 0.25}]) is None
+    g = group_stats({0: {"rl": {"history": history}}})["0"]
+    assert g["mean"] == pytest.approx((3 / 7 + 0 + 3 / 6) / 3)  # the generated groups' share, dropped ones too
+    assert g["dynamic"]["groups_trained"] == 12
 
 
 def test_markdown_shows_the_composed_rows_only_when_a_run_has_them():
@@ -56,5 +76,9 @@ def test_markdown_shows_the_composed_rows_only_when_a_run_has_them():
                 "audit": {"seeds": {"verdict": "PASS", "checks": []}, "data": {}}}
 
     assert "unseen compositions" in markdown(report(True)) and "a primitive never trained" in markdown(report(True))
+    assert "Dynamic sampling drew" not in markdown(report(True))
+    with_dynamic = report(True)
+    with_dynamic["groups"]["0"]["dynamic"] = dynamic_stats([_dynamic_row(1, 7, 3, 0), _dynamic_row(2, 6, 3, 1)])
+    assert "| 0 | 13 (1.62 a trained group) | 6 | 8 | 1 (0.125) |" in markdown(with_dynamic)
     text = markdown(report(False))
     assert "unseen compositions" not in text and "a primitive never trained" not in text and "| 0 | 1.000 | 0.250 | 0.500 | informative 6 |" in text
