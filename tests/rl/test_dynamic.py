@@ -83,7 +83,8 @@ def test_budget_spent_tops_up_with_the_earliest_dropped_group(tiny):
 
 
 def test_the_reports_counts_are_the_trained_batches(tiny):
-    # step 0: prompts 0, 1 -> keep 1; refill 2 (constant), budget spent -> [1, 0], 0 topped up. step 1: 3, 4 kept.
+    # step 0: prompts 0, 1 -> keep 1; refill 2 (constant), budget spent -> [1, 0], prompt 0's group topped up.
+    # step 1: 3, 4 kept.
     t = _trainer(tiny, "rollout.dynamic_sampling=true", "rollout.max_refill_rounds=1")
     results = [t.step_once() for _ in range(2)]
     got = dynamic_stats([{"step": i + 1, **r.metrics} for i, r in enumerate(results)])
