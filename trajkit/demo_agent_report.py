@@ -172,8 +172,9 @@ def dynamic_stats(history: list[dict]) -> dict | None:
     """What dynamic sampling (``rollout.dynamic_sampling``, :mod:`trajkit.rl.dynamic`) drew over a run: tasks
     drawn, groups dropped as constant, groups trained on, and of those the constant ones it kept when its refills
     ran out (``dynamic/groups_topped_up``). None for a run without it. A step trains on ``drawn - dropped +
-    topped_up`` groups (the refills draw exactly the groups still missing). ``reward/groups_all_same`` counts every
-    generated group, the dropped ones too, so with dynamic sampling it is not the share of the trained groups."""
+    topped_up`` groups, ``rollout.prompts_per_step`` >= 1 (the refills draw exactly the groups still missing).
+    ``reward/groups_all_same`` counts every generated group, the dropped ones too, so with dynamic sampling it is
+    not the share of the trained groups."""
     rows = [h for h in history if "dynamic/prompts_drawn" in h]
     if not rows:
         return None
@@ -181,7 +182,7 @@ def dynamic_stats(history: list[dict]) -> dict | None:
                               for k in ("prompts_drawn", "groups_dropped", "groups_topped_up"))
     trained = drawn - dropped + topped
     return {"steps": len(rows), "tasks_drawn": drawn, "groups_dropped": dropped, "groups_trained": trained,
-            "trained_all_same": topped, "trained_all_same_share": topped / trained if trained else None}
+            "trained_all_same": topped, "trained_all_same_share": topped / trained}
 
 
 def group_stats(runs: dict) -> dict:
@@ -236,10 +237,9 @@ def markdown(report: dict) -> str:
                   "| seed | tasks drawn | groups dropped | groups trained | trained groups all the same |",
                   "|---|---|---|---|---|"]
         for seed, d in drew.items():
-            per, share = (f" ({d['tasks_drawn'] / d['groups_trained']:.2f} a trained group)",
-                          f" ({d['trained_all_same_share']:.3f})") if d["groups_trained"] else ("", "")
-            lines.append(f"| {seed} | {d['tasks_drawn']}{per} | {d['groups_dropped']} | {d['groups_trained']} | "
-                         f"{d['trained_all_same']}{share} |")
+            per = d["tasks_drawn"] / d["groups_trained"]
+            lines.append(f"| {seed} | {d['tasks_drawn']} ({per:.2f} a trained group) | {d['groups_dropped']} | "
+                         f"{d['groups_trained']} | {d['trained_all_same']} ({d['trained_all_same_share']:.3f}) |")
     lines += ["", "## Curves", ""] + [f"![{k}](curves/{k}.png)" for k in report["curves"]]
     lines += ["", "## Episodes of the first and last RL step (`trajkit traces stats`)", "",
               "| seed | step | traces | assistant turns | mean turns | mean reward | unscored |",
